@@ -1,0 +1,134 @@
+// Package algo holds Bouncer's rate-limit algorithms as pure functions of
+// (limit, state, now, cost) → (state, result): no locks, no I/O, no clock.
+// Times are int64 nanoseconds since the Unix epoch, durations int64
+// nanoseconds, so that no float drifts and every store (memory, Lua in
+// Redis) can compute the same numbers.
+//
+// Every function assumes a limit that passed bouncer.Limit.Validate and a
+// cost in [0, bouncer.MaxRate]; on other input it returns some result
+// without panicking. A zero State is a fresh key for every algorithm.
+//
+// Check never modifies the entries that the State it was given sees, so a
+// store may compute a check, discard the new state when another limit of
+// the same request denies, and keep the old one. Refund may modify them.
+package algo
+
+import (
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// State is the stored state of one limit on one key. What each field means
+// depends on the algorithm; each algorithm's file says. The O(1) algorithms
+// other than SlidingWindowCounter use T alone (see OneWord).
+type State struct {
+	// T is an instant in Unix nanoseconds, possibly carrying a count (see
+	// FixedWindow).
+	T int64
+	// N is the previous window's count (SlidingWindowCounter).
+	N int64
+	// Log holds admitted units (SlidingWindowLog) or leases (Concurrency),
+	// ordered by At.
+	Log []Entry
+}
+
+// Entry is N units at instant At: when they were admitted (sliding log) or
+// when their lease expires (concurrency).
+type Entry struct {
+	At int64
+	N  int64
+}
+
+// Result is one limit's answer to one check. See bouncer.Decision for what
+// each field means.
+type Result struct {
+	Allowed    bool
+	Remaining  int64
+	ResetAfter time.Duration
+	RetryAfter time.Duration
+	Delay      time.Duration
+}
+
+// OneWord reports whether the algorithm's whole state is State.T, so that a
+// store can keep one int64 per key.
+func OneWord(a bouncer.Algorithm) bool {
+	switch a {
+	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket, bouncer.FixedWindow:
+		return true
+	}
+	return false
+}
+
+// Check decides a check of cost units at now under l, and returns the state
+// to store if the check is allowed. A denied check returns s unchanged.
+func Check(l bouncer.Limit, s State, now, cost int64) (State, Result) {
+	switch l.Algorithm {
+	case bouncer.TokenBucket:
+		return TokenBucket(l, s, now, cost)
+	case bouncer.GCRA:
+		return GCRA(l, s, now, cost)
+	case bouncer.LeakyBucket:
+		return LeakyBucket(l, s, now, cost)
+	case bouncer.FixedWindow:
+		return FixedWindow(l, s, now, cost)
+	case bouncer.SlidingWindowLog:
+		return SlidingWindowLog(l, s, now, cost)
+	case bouncer.SlidingWindowCounter:
+		return SlidingWindowCounter(l, s, now, cost)
+	case bouncer.Concurrency:
+		return Concurrency(l, s, now, cost)
+	}
+	return s, Result{RetryAfter: bouncer.Never}
+}
+
+// Refund gives n units back to l's state at now. It never raises the limit
+// above its capacity: what was not charged is not given back.
+func Refund(l bouncer.Limit, s State, now, n int64) State {
+	if n <= 0 {
+		return s
+	}
+	n = min(n, l.Capacity())
+	switch l.Algorithm {
+	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
+		return refundTime(l, s, now, n)
+	case bouncer.FixedWindow:
+		return refundFixedWindow(l, s, now, n)
+	case bouncer.SlidingWindowLog:
+		return refundSlidingWindowLog(l, s, now, n)
+	case bouncer.SlidingWindowCounter:
+		return refundSlidingWindowCounter(l, s, now, n)
+	case bouncer.Concurrency:
+		return refundConcurrency(l, s, now, n)
+	}
+	return s
+}
+
+// Expiry returns the instant from which s is the same as a fresh state, so
+// that a store can forget it: every key's TTL.
+func Expiry(l bouncer.Limit, s State) int64 {
+	switch l.Algorithm {
+	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
+		return s.T
+	case bouncer.FixedWindow:
+		return fixedWindowExpiry(l, s)
+	case bouncer.SlidingWindowCounter:
+		return slidingWindowCounterExpiry(l, s)
+	case bouncer.SlidingWindowLog:
+		if len(s.Log) == 0 {
+			return 0
+		}
+		return s.Log[len(s.Log)-1].At + int64(l.Period)
+	case bouncer.Concurrency:
+		if len(s.Log) == 0 {
+			return 0
+		}
+		return s.Log[len(s.Log)-1].At
+	}
+	return 0
+}
+
+// never is the result of a cost above the limit's capacity.
+func never(remaining int64, reset int64) Result {
+	return Result{Remaining: max(remaining, 0), ResetAfter: time.Duration(max(reset, 0)), RetryAfter: bouncer.Never}
+}

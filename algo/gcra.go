@@ -1,0 +1,56 @@
+package algo
+
+import (
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// GCRA is the generic cell rate algorithm: a token bucket stored as one
+// instant, the theoretical arrival time (TAT) — State.T.
+//
+// With emission interval I = ⌈Period/Rate⌉ and capacity B = Burst:
+//
+//	tat  = max(T, now)
+//	tat' = tat + cost×I
+//	allowed ⇔ tat' − now ≤ B×I
+//	remaining = ⌊(B×I − (tat' − now)) / I⌋, reset-after = tat' − now
+//	retry-after (denied) = tat' − now − B×I
+//
+// Trade-off: exact to the nanosecond, one int64 per key, bursts up to B,
+// then smooth at Rate. It decides exactly as TokenBucket; the two are kept
+// as separate code and checked against each other.
+func GCRA(l bouncer.Limit, s State, now, cost int64) (State, Result) {
+	interval := int64(l.Interval())
+	capacity := l.Burst * interval
+	tat := max(s.T, now)
+	if cost > l.Burst {
+		return s, never(floorDiv(capacity-(tat-now), max(interval, 1)), tat-now)
+	}
+	next := tat + cost*interval
+	if over := next - now - capacity; over > 0 {
+		return s, Result{
+			Remaining:  max(floorDiv(capacity-(tat-now), interval), 0),
+			ResetAfter: time.Duration(tat - now),
+			RetryAfter: time.Duration(over),
+		}
+	}
+	if cost > 0 {
+		s.T = next
+	}
+	return s, Result{
+		Allowed:    true,
+		Remaining:  max(floorDiv(capacity-(next-now), interval), 0),
+		ResetAfter: time.Duration(next - now),
+	}
+}
+
+// refundTime moves a bucket's instant back by n intervals, never before
+// now: a bucket cannot hold more than its capacity.
+func refundTime(l bouncer.Limit, s State, now, n int64) State {
+	if s.T <= now {
+		return s
+	}
+	s.T = max(s.T-n*int64(l.Interval()), now)
+	return s
+}

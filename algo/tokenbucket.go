@@ -1,0 +1,46 @@
+package algo
+
+import (
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// TokenBucket holds up to Burst tokens and refills one token per interval
+// I = ⌈Period/Rate⌉, continuously. State.T is the instant the bucket is
+// full again, from which the tokens follow; counting tokens in nanoseconds
+// of refill keeps fractions exact:
+//
+//	credit = B×I − max(0, T − now)       (tokens × I)
+//	allowed ⇔ cost×I ≤ credit
+//	credit' = credit − cost×I, T' = now + B×I − credit'
+//	remaining = ⌊credit'/I⌋, reset-after = B×I − credit'
+//	retry-after (denied) = cost×I − credit
+//
+// Trade-off: one int64 per key; allows bursts of up to Burst, then Rate per
+// Period on average; exact.
+func TokenBucket(l bouncer.Limit, s State, now, cost int64) (State, Result) {
+	interval := int64(l.Interval())
+	full := l.Burst * interval
+	credit := full - max(0, s.T-now)
+	if cost > l.Burst {
+		return s, never(floorDiv(credit, max(interval, 1)), full-credit)
+	}
+	need := cost * interval
+	if need > credit {
+		return s, Result{
+			Remaining:  max(floorDiv(credit, interval), 0),
+			ResetAfter: time.Duration(full - credit),
+			RetryAfter: time.Duration(need - credit),
+		}
+	}
+	credit -= need
+	if cost > 0 {
+		s.T = now + full - credit
+	}
+	return s, Result{
+		Allowed:    true,
+		Remaining:  credit / interval,
+		ResetAfter: time.Duration(full - credit),
+	}
+}

@@ -1,0 +1,13 @@
+// Package bouncer is the vocabulary of the Bouncer rate limiter: limits,
+// algorithms, decisions and the Limiter interface that every store
+// implements.
+//
+// A check asks whether Cost units may pass for one or more keys, each under
+// its own limits. It is all or nothing: the check is allowed only if every
+// limit of every key allows, and a denied check charges nothing. Being
+// denied is not an error; an error means the store failed.
+//
+// The algorithms live in package algo, the in-process store in memstore, and
+// the conformance suite every store passes in storetest. This package
+// imports only the standard library.
+package bouncer

@@ -1,0 +1,135 @@
+package bouncer
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// Bounds on a Limit's numbers. They keep every computation of every
+// algorithm inside int64 nanoseconds.
+const (
+	// MaxRate bounds Rate and Burst (about 1.1 × 10¹²).
+	MaxRate = 1 << 40
+	// MaxPeriod bounds Period: ten years of 365.25 days.
+	MaxPeriod = 10 * 8766 * time.Hour
+)
+
+// Limit is one rate limit: Rate units per Period, decided by Algorithm.
+//
+// A Limit is a value; build it as a literal and call Validate (or NewLimit)
+// once, where it is configured. Stores validate again on every check and
+// return an error wrapping ErrInvalidLimit rather than panic.
+type Limit struct {
+	// Name identifies the limit within a key, so that one key can carry
+	// several limits (10/s and 1000/day). Stores keep separate state per
+	// (key, Name); two limits of one key must not share a Name. It appears
+	// in decisions as the binding limit.
+	Name string
+
+	// Algorithm decides. Required.
+	Algorithm Algorithm
+
+	// Rate is how many units the limit admits per Period, at least 1.
+	// For Concurrency it is how many units may be in flight at once.
+	Rate int64
+
+	// Period is the time Rate refers to: the refill time of a bucket, a
+	// window's length, or (Concurrency) how long a lease lives when it is
+	// not released.
+	Period time.Duration
+
+	// Burst is the capacity of TokenBucket and GCRA and the queue depth of
+	// LeakyBucket, at least 1. The window and concurrency algorithms take
+	// no burst: Burst must be 0 for them.
+	Burst int64
+
+	// Shape, for LeakyBucket only, admits what fits in the bucket with a
+	// Decision.Delay instead of denying it, so that units leave at a steady
+	// Rate (nginx's limit_req without nodelay).
+	Shape bool
+}
+
+// NewLimit returns l after validating it; see Validate.
+func NewLimit(l Limit) (Limit, error) {
+	if err := l.Validate(); err != nil {
+		return Limit{}, err
+	}
+	return l, nil
+}
+
+// Validate reports the first problem with l as a *LimitError naming the
+// field, or nil if l is usable by every store.
+func (l Limit) Validate() error {
+	switch {
+	case !l.Algorithm.Valid():
+		return l.invalid("algorithm", fmt.Sprintf("unknown algorithm %d", uint8(l.Algorithm)))
+	case l.Rate < 1:
+		return l.invalid("rate", fmt.Sprintf("must be at least 1, got %d", l.Rate))
+	case l.Rate > MaxRate:
+		return l.invalid("rate", fmt.Sprintf("must be at most %d, got %d", int64(MaxRate), l.Rate))
+	case l.Period <= 0:
+		return l.invalid("period", fmt.Sprintf("must be positive, got %v", l.Period))
+	case l.Period > MaxPeriod:
+		return l.invalid("period", fmt.Sprintf("must be at most %v, got %v", MaxPeriod, l.Period))
+	case l.Rate > int64(l.Period):
+		return l.invalid("rate", fmt.Sprintf("%d per %v is more than one unit per nanosecond", l.Rate, l.Period))
+	case l.Shape && l.Algorithm != LeakyBucket:
+		return l.invalid("shape", "only leaky_bucket shapes")
+	}
+	if !l.Algorithm.UsesBurst() {
+		if l.Burst != 0 {
+			return l.invalid("burst", fmt.Sprintf("%s takes no burst, got %d", l.Algorithm, l.Burst))
+		}
+		return nil
+	}
+	switch {
+	case l.Burst < 1:
+		return l.invalid("burst", fmt.Sprintf("must be at least 1, got %d", l.Burst))
+	case l.Burst > MaxRate:
+		return l.invalid("burst", fmt.Sprintf("must be at most %d, got %d", int64(MaxRate), l.Burst))
+	}
+	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.Interval()))
+	if hi != 0 || lo > uint64(MaxPeriod) {
+		return l.invalid("burst", fmt.Sprintf("%d units at %d per %v take longer than %v to refill", l.Burst, l.Rate, l.Period, MaxPeriod))
+	}
+	return nil
+}
+
+// Capacity is the most units the limit can admit at once: Burst for the
+// bucket algorithms, Rate otherwise. A check costing more is never allowed.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm.UsesBurst() {
+		return l.Burst
+	}
+	return l.Rate
+}
+
+// Interval is the time one unit takes to refill or drain: Period/Rate,
+// rounded up to a whole nanosecond so that a limit never admits more than
+// its rate. It is 0 for an invalid limit.
+func (l Limit) Interval() time.Duration {
+	if l.Rate <= 0 || l.Period <= 0 {
+		return 0
+	}
+	return (l.Period + time.Duration(l.Rate) - 1) / time.Duration(l.Rate)
+}
+
+// String describes l as in "token_bucket 10/1s burst 20".
+func (l Limit) String() string {
+	s := fmt.Sprintf("%s %d/%v", l.Algorithm, l.Rate, l.Period)
+	if l.Algorithm.UsesBurst() {
+		s += fmt.Sprintf(" burst %d", l.Burst)
+	}
+	if l.Shape {
+		s += " shape"
+	}
+	if l.Name != "" {
+		s = l.Name + ": " + s
+	}
+	return s
+}
+
+func (l Limit) invalid(field, reason string) error {
+	return &LimitError{Name: l.Name, Field: field, Reason: reason}
+}

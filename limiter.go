@@ -1,0 +1,66 @@
+package bouncer
+
+import (
+	"context"
+	"fmt"
+)
+
+// Limiter decides checks and takes refunds. Every store implements it and
+// passes the conformance suite in package storetest. Implementations are
+// safe for concurrent use.
+type Limiter interface {
+	// Check charges r.Cost to every limit of every key in r if all of them
+	// allow it, and charges nothing otherwise. A denied check returns a
+	// Decision with Allowed false and a nil error; err != nil means the
+	// store failed, and then nothing is known to be charged.
+	Check(ctx context.Context, r Request) (Decision, error)
+
+	// Refund gives r.Cost units back to every limit of every key in r. A
+	// refund never raises a limit above its capacity. For Concurrency it
+	// releases leases, oldest first.
+	Refund(ctx context.Context, r Request) error
+}
+
+// Request is one check: Cost units for every key in Keys.
+type Request struct {
+	Keys []KeyLimits
+	// Cost is how many units the check takes, at least 0. Cost 0 peeks: it
+	// is always allowed and charges nothing, and the Decision reports the
+	// state.
+	Cost int64
+}
+
+// KeyLimits is one key and the limits it is checked under.
+type KeyLimits struct {
+	// Key identifies whose state is charged, such as "user:42". Stores
+	// treat it as opaque bytes.
+	Key    string
+	Limits []Limit
+}
+
+// Validate reports an error wrapping ErrInvalidRequest or ErrInvalidLimit
+// if a store cannot decide r.
+func (r Request) Validate() error {
+	if r.Cost < 0 {
+		return fmt.Errorf("%w: cost %d is negative", ErrInvalidRequest, r.Cost)
+	}
+	if len(r.Keys) == 0 {
+		return fmt.Errorf("%w: no keys", ErrInvalidRequest)
+	}
+	for _, k := range r.Keys {
+		if len(k.Limits) == 0 {
+			return fmt.Errorf("%w: key %q has no limits", ErrInvalidRequest, k.Key)
+		}
+		for i, l := range k.Limits {
+			if err := l.Validate(); err != nil {
+				return err
+			}
+			for _, o := range k.Limits[:i] {
+				if o.Name == l.Name {
+					return fmt.Errorf("%w: key %q has two limits named %q", ErrInvalidRequest, k.Key, l.Name)
+				}
+			}
+		}
+	}
+	return nil
+}
