@@ -1,0 +1,41 @@
+# make test runs everything CI runs: formatting, vet, the race-enabled test
+# suite, a short fuzz run of every fuzz target, and a compile check of the
+# benchmark module.
+
+GO       ?= go
+FUZZTIME ?= 4s
+
+.PHONY: test fmt-check vet unit fuzz bench-check bench run
+
+test: fmt-check vet unit fuzz bench-check
+
+fmt-check:
+	@out="$$(gofmt -l . )"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Each fuzz target runs for FUZZTIME on top of its seed corpus.
+fuzz:
+	@for target in $$($(GO) test -list '^Fuzz' ./algo/ | grep '^Fuzz'); do \
+		echo "fuzz $$target"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./algo/ || exit 1; \
+	done
+
+# The peers' benchmarks live in their own module; make sure they build and
+# their workload checks pass on a tiny run.
+bench-check:
+	cd bench && $(GO) test -count=1 -run . -bench . -benchtime 1x ./...
+
+# The full side-by-side run recorded in docs/benchmarks.md.
+bench:
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime 1s -count 1 ./...
+
+# Bouncer's main job on the in-memory default; see README.md.
+run:
+	$(GO) run ./cmd/bouncer simulate --algorithm token_bucket --rate 5 --period 1s --burst 10 \
+		--traffic burst --burst-size 15 --every 2s --duration 6s --step 500ms

@@ -1,0 +1,96 @@
+package bouncer_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// module is this module's import path.
+const module = "github.com/bouncerhq/bouncer"
+
+// allowedImports says which of the module's own packages, and which
+// third-party modules, each package may import; the standard library is
+// always allowed. Dependencies point toward the root: edges receive a
+// bouncer.Limiter and never import a concrete store, and only cmd/ picks
+// stores. A package missing from the table fails the test, so that a new
+// package states its place.
+var allowedImports = map[string][]string{
+	"":             {},
+	"algo":         {""},
+	"memstore":     {"", "algo"},
+	"storetest":    {"", "pgregory.net/rapid"},
+	"cmd/bouncer":  {"", "algo", "memstore"},
+	"internal/...": {""},
+}
+
+type listedPackage struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+}
+
+func TestDependencyDirection(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for dec.More() {
+		var p listedPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		seen++
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		allowed, ok := allowedFor(rel)
+		if !ok {
+			t.Errorf("package %q has no entry in allowedImports", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !isAllowed(imp, allowed) {
+				t.Errorf("package %q imports %q; allowed: standard library and %q", p.ImportPath, imp, allowed)
+			}
+		}
+	}
+	if seen < 3 {
+		t.Fatalf("go list found %d packages, want the module's packages", seen)
+	}
+}
+
+func allowedFor(rel string) ([]string, bool) {
+	if a, ok := allowedImports[rel]; ok {
+		return a, true
+	}
+	for pattern, a := range allowedImports {
+		if prefix, ok := strings.CutSuffix(pattern, "/..."); ok && strings.HasPrefix(rel, prefix+"/") {
+			return a, true
+		}
+	}
+	return nil, false
+}
+
+func isAllowed(imp string, allowed []string) bool {
+	first, _, _ := strings.Cut(imp, "/")
+	if !strings.Contains(first, ".") {
+		return true // standard library
+	}
+	for _, a := range allowed {
+		switch {
+		case strings.Contains(a, "."): // a third-party module
+			if imp == a || strings.HasPrefix(imp, a+"/") {
+				return true
+			}
+		case a == "":
+			if imp == module {
+				return true
+			}
+		case imp == module+"/"+a:
+			return true
+		}
+	}
+	return false
+}

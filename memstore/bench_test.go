@@ -1,0 +1,95 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/memstore"
+)
+
+// benchLimit admits every check of the benchmarks' workload on an existing
+// key and keeps every key's state alive for the whole run, so that the
+// benchmark measures the allowed path on stored state: the buckets refill
+// one unit per 10ms (slower than one round over 100 000 keys) with room
+// for 10⁸ checks, the windows span ten years.
+func benchLimit(a bouncer.Algorithm) bouncer.Limit {
+	if a.UsesBurst() {
+		return bouncer.Limit{Name: "bench", Algorithm: a, Rate: 100, Period: time.Second, Burst: 100_000_000}
+	}
+	return bouncer.Limit{Name: "bench", Algorithm: a, Rate: bouncer.MaxRate, Period: bouncer.MaxPeriod}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	ctx := context.Background()
+	for _, a := range bouncer.Algorithms() {
+		if a == bouncer.SlidingWindowLog || a == bouncer.Concurrency {
+			continue // their state grows with admitted checks; see BenchmarkCheckLog
+		}
+		for _, n := range []int{1, 100_000} {
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = "user:" + strconv.Itoa(i)
+			}
+			limits := []bouncer.Limit{benchLimit(a)}
+			b.Run(fmt.Sprintf("%s/keys=%d/serial", a, n), func(b *testing.B) {
+				s := memstore.New(memstore.Options{})
+				req := bouncer.Request{Keys: []bouncer.KeyLimits{{Limits: limits}}, Cost: 1}
+				warm(b, s, keys, limits)
+				b.ReportAllocs()
+				i, denied := 0, 0
+				for b.Loop() {
+					req.Keys[0].Key = keys[i]
+					if d, err := s.Check(ctx, req); err != nil || !d.Allowed {
+						denied++
+					}
+					if i++; i == n {
+						i = 0
+					}
+				}
+				if denied > 0 {
+					b.Fatalf("%d checks denied, want all allowed", denied)
+				}
+				if got := s.Len(); got != n {
+					b.Fatalf("store holds %d keys, want %d", got, n)
+				}
+			})
+			b.Run(fmt.Sprintf("%s/keys=%d/parallel", a, n), func(b *testing.B) {
+				s := memstore.New(memstore.Options{})
+				warm(b, s, keys, limits)
+				var next atomic.Uint64
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					req := bouncer.Request{Keys: []bouncer.KeyLimits{{Limits: limits}}, Cost: 1}
+					i := int(next.Add(7919)) % n
+					for pb.Next() {
+						req.Keys[0].Key = keys[i]
+						if d, err := s.Check(ctx, req); err != nil || !d.Allowed {
+							panic(fmt.Sprint("denied: ", err))
+						}
+						if i++; i == n {
+							i = 0
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// warm stores state for every key, ten seconds' worth of refill deep, so
+// that no key expires during the run.
+func warm(b *testing.B, s *memstore.Store, keys []string, limits []bouncer.Limit) {
+	b.Helper()
+	req := bouncer.Request{Keys: []bouncer.KeyLimits{{Limits: limits}}, Cost: 1000}
+	for _, k := range keys {
+		req.Keys[0].Key = k
+		if d, err := s.Check(context.Background(), req); err != nil || !d.Allowed {
+			b.Fatalf("warming %q: %+v, %v", k, d, err)
+		}
+	}
+}

@@ -1,0 +1,282 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/algo"
+)
+
+// DefaultMaxKeys is the MaxKeys of a store whose Options leave it 0.
+const DefaultMaxKeys = 1 << 22
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Now returns the current time. Nil means the process's monotonic
+	// clock, anchored to the wall clock once when the store is made.
+	// Tests pass a fake clock's Now.
+	Now func() time.Time
+
+	// MaxKeys bounds how many (key, limit) states the store holds; 0 means
+	// DefaultMaxKeys. When a new key would pass the bound, the store
+	// evicts expired state if it finds some, and otherwise the sampled
+	// state closest to fresh, which that key then starts over from:
+	// under a flood of unique keys the store stays bounded and admits a
+	// little more rather than denying every new client. Stats counts such
+	// forced evictions.
+	MaxKeys int
+
+	// Shards is how many independently locked parts the store has,
+	// rounded up to a power of two; 0 means 16 per CPU.
+	Shards int
+}
+
+// Stats are a store's counters.
+type Stats struct {
+	Keys    int    // (key, limit) states held now
+	Expired uint64 // states forgotten because they were back to fresh
+	Forced  uint64 // live states evicted at MaxKeys
+}
+
+// Store is the in-memory bouncer.Limiter. Its methods are safe for
+// concurrent use.
+type Store struct {
+	seed     maphash.Seed
+	shards   []shard
+	shift    uint
+	perShard int
+	now      func() int64
+}
+
+var _ bouncer.Limiter = (*Store)(nil)
+
+// New returns an empty store.
+func New(o Options) *Store {
+	n := o.Shards
+	if n <= 0 {
+		n = 16 * runtime.GOMAXPROCS(0)
+	}
+	n = 1 << bits.Len(uint(n-1))
+	maxKeys := o.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	s := &Store{
+		seed:     maphash.MakeSeed(),
+		shards:   make([]shard, n),
+		shift:    uint(64 - bits.TrailingZeros(uint(n))),
+		perShard: max((maxKeys+n-1)/n, 1),
+	}
+	for i := range s.shards {
+		s.shards[i].tables = make(map[bouncer.Limit]*table)
+		s.shards[i].max = s.perShard
+	}
+	if o.Now != nil {
+		clock := o.Now
+		s.now = func() int64 { return clock().UnixNano() }
+	} else {
+		start := time.Now()
+		anchor := start.UnixNano()
+		s.now = func() int64 { return anchor + int64(time.Since(start)) }
+	}
+	return s
+}
+
+// shardOf returns the shard that holds every limit of the key hashed to h.
+func (s *Store) shardOf(h uint64) int {
+	if s.shift == 64 {
+		return 0
+	}
+	return int(h >> s.shift)
+}
+
+// Len returns how many (key, limit) states the store holds.
+func (s *Store) Len() int { return s.Stats().Keys }
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	var st Stats
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += sh.count
+		st.Expired += sh.expired
+		st.Forced += sh.forced
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// Sweep forgets every state that is back to fresh, one shard at a time,
+// and returns how many it forgot. Checks do this a little at a time; call
+// Sweep to reclaim memory at once, for example after a flood of keys.
+func (s *Store) Sweep() int {
+	now := s.now()
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, t := range sh.tables {
+			n += sh.expire(t, now, -1)
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Check decides r; see bouncer.Limiter. ctx is not consulted: the store
+// never waits for anything but a shard's lock.
+func (s *Store) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	if len(r.Keys) == 1 && len(r.Keys[0].Limits) == 1 {
+		return s.checkOne(r.Keys[0].Key, &r.Keys[0].Limits[0], r.Cost)
+	}
+	if err := r.Validate(); err != nil {
+		return bouncer.Decision{}, err
+	}
+	var hashBuf [4]uint64
+	var lockBuf [4]int
+	var pendBuf [4]pending
+	hashes := s.hash(r.Keys, hashBuf[:0])
+	locked := s.lock(hashes, lockBuf[:0])
+	d := s.check(r, hashes, s.now(), pendBuf[:0])
+	s.unlock(locked)
+	return d, nil
+}
+
+// checkOne is Check for the common request: one key, one limit. A limit
+// already in the shard's tables was validated when its table was made.
+func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Decision, error) {
+	if cost < 0 {
+		return bouncer.Decision{}, fmt.Errorf("%w: cost %d is negative", bouncer.ErrInvalidRequest, cost)
+	}
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[s.shardOf(h)]
+	sh.mu.Lock()
+	t := sh.table(*l, false)
+	if t == nil {
+		if err := l.Validate(); err != nil {
+			sh.mu.Unlock()
+			return bouncer.Decision{}, err
+		}
+		t = sh.table(*l, true)
+	}
+	now := s.now()
+	before, known := t.load(h)
+	after, res := algo.Check(t.limit, before, now, cost)
+	if res.Allowed && cost > 0 {
+		sh.save(t, h, after, now, known)
+	}
+	sh.mu.Unlock()
+	return bouncer.Decision{
+		Allowed:    res.Allowed,
+		Limit:      l.Capacity(),
+		Remaining:  res.Remaining,
+		ResetAfter: res.ResetAfter,
+		RetryAfter: res.RetryAfter,
+		Delay:      res.Delay,
+		Key:        key,
+		LimitName:  l.Name,
+	}, nil
+}
+
+// Refund gives r.Cost back to every limit of every key in r; see
+// bouncer.Limiter.
+func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	var hashBuf [4]uint64
+	var lockBuf [4]int
+	hashes := s.hash(r.Keys, hashBuf[:0])
+	locked := s.lock(hashes, lockBuf[:0])
+	defer s.unlock(locked)
+	now := s.now()
+	for i, k := range r.Keys {
+		h := hashes[i]
+		sh := &s.shards[s.shardOf(h)]
+		for _, l := range k.Limits {
+			t := sh.table(l, false)
+			if t == nil {
+				continue
+			}
+			st, ok := t.load(h)
+			if !ok {
+				continue
+			}
+			sh.save(t, h, algo.Refund(l, st, now, r.Cost), now, true)
+		}
+	}
+	return nil
+}
+
+// hash appends the hash of each key to hs.
+func (s *Store) hash(keys []bouncer.KeyLimits, hs []uint64) []uint64 {
+	for _, k := range keys {
+		hs = append(hs, maphash.String(s.seed, k.Key))
+	}
+	return hs
+}
+
+// lock locks the shards of the hashed keys in increasing order, so that
+// checks on overlapping keys never deadlock, and returns them.
+func (s *Store) lock(hashes []uint64, idx []int) []int {
+	for _, h := range hashes {
+		i := s.shardOf(h)
+		j := len(idx)
+		for j > 0 && idx[j-1] > i {
+			j--
+		}
+		if j > 0 && idx[j-1] == i {
+			continue
+		}
+		idx = append(idx, 0)
+		copy(idx[j+1:], idx[j:])
+		idx[j] = i
+	}
+	for _, i := range idx {
+		s.shards[i].mu.Lock()
+	}
+	return idx
+}
+
+func (s *Store) unlock(idx []int) {
+	for _, i := range idx {
+		s.shards[i].mu.Unlock()
+	}
+}
+
+// shard is one independently locked part of a store: per limit, a table
+// of the states of the keys that hash here.
+type shard struct {
+	mu      sync.Mutex
+	tables  map[bouncer.Limit]*table
+	last    *table // the table found last, tried first
+	count   int    // states held, across tables
+	max     int    // states allowed
+	expired uint64
+	forced  uint64
+	_       [64]byte // keep shards' locks on separate cache lines
+}
+
+// table returns l's table, making it if make is set.
+func (sh *shard) table(l bouncer.Limit, make bool) *table {
+	if t := sh.last; t != nil && t.limit == l {
+		return t
+	}
+	t := sh.tables[l]
+	if t == nil {
+		if !make {
+			return nil
+		}
+		t = newTable(l)
+		sh.tables[l] = t
+	}
+	sh.last = t
+	return t
+}

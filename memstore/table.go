@@ -1,0 +1,168 @@
+package memstore
+
+import (
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/algo"
+)
+
+// table holds one limit's states, by key hash. Exactly one of its maps is
+// used, by the shape of the limit's state.
+type table struct {
+	limit bouncer.Limit
+	one   map[uint64]int64        // algo.OneWord algorithms: State.T
+	two   map[uint64][2]int64     // sliding window counter: State.T, State.N
+	log   map[uint64][]algo.Entry // log algorithms: State.Log
+}
+
+func newTable(l bouncer.Limit) *table {
+	t := &table{limit: l}
+	switch {
+	case algo.OneWord(l.Algorithm):
+		t.one = make(map[uint64]int64)
+	case l.Algorithm == bouncer.SlidingWindowCounter:
+		t.two = make(map[uint64][2]int64)
+	default:
+		t.log = make(map[uint64][]algo.Entry)
+	}
+	return t
+}
+
+func (t *table) len() int { return len(t.one) + len(t.two) + len(t.log) }
+
+func (t *table) load(h uint64) (algo.State, bool) {
+	switch {
+	case t.one != nil:
+		v, ok := t.one[h]
+		return algo.State{T: v}, ok
+	case t.two != nil:
+		v, ok := t.two[h]
+		return algo.State{T: v[0], N: v[1]}, ok
+	}
+	v, ok := t.log[h]
+	return algo.State{Log: v}, ok
+}
+
+func (t *table) put(h uint64, s algo.State) {
+	switch {
+	case t.one != nil:
+		t.one[h] = s.T
+	case t.two != nil:
+		t.two[h] = [2]int64{s.T, s.N}
+	default:
+		t.log[h] = s.Log
+	}
+}
+
+func (t *table) del(h uint64) {
+	switch {
+	case t.one != nil:
+		delete(t.one, h)
+	case t.two != nil:
+		delete(t.two, h)
+	default:
+		delete(t.log, h)
+	}
+}
+
+// scan inspects up to n of the table's entries from a random start (all
+// of them when n < 0). It deletes those back to fresh at now and returns
+// how many it deleted, and, among the live ones, the hash of the one
+// closest to fresh. Loops rather than a callback keep it allocation-free.
+func (t *table) scan(n int, now int64) (gone int, oldest uint64, found bool) {
+	var at int64
+	visit := func(h uint64, s algo.State) bool {
+		if n == 0 {
+			return false
+		}
+		n--
+		e := algo.Expiry(t.limit, s)
+		switch {
+		case e <= now:
+			t.del(h)
+			gone++
+		case !found || e < at:
+			oldest, at, found = h, e, true
+		}
+		return true
+	}
+	switch {
+	case t.one != nil:
+		for h, v := range t.one {
+			if !visit(h, algo.State{T: v}) {
+				break
+			}
+		}
+	case t.two != nil:
+		for h, v := range t.two {
+			if !visit(h, algo.State{T: v[0], N: v[1]}) {
+				break
+			}
+		}
+	default:
+		for h, v := range t.log {
+			if !visit(h, algo.State{Log: v}) {
+				break
+			}
+		}
+	}
+	return gone, oldest, found
+}
+
+// samplesPerInsert is how many entries a new key's insertion inspects for
+// expiry, so that idle state is reclaimed as fast as new state arrives
+// while a quarter or more of a table has expired.
+const samplesPerInsert = 4
+
+// save stores s as h's state in t, or forgets h when s is back to fresh.
+// known says whether h already has state in t.
+func (sh *shard) save(t *table, h uint64, s algo.State, now int64, known bool) {
+	if algo.Expiry(t.limit, s) <= now {
+		if known {
+			t.del(h)
+			sh.count--
+		}
+		return
+	}
+	if !known {
+		sh.expire(t, now, samplesPerInsert)
+		if sh.count >= sh.max {
+			sh.evict(t, now)
+		}
+		sh.count++
+	}
+	t.put(h, s)
+}
+
+// expire forgets up to n sampled states of t that are back to fresh (all
+// of them when n < 0) and returns how many.
+func (sh *shard) expire(t *table, now int64, n int) int {
+	gone, _, _ := t.scan(n, now)
+	sh.count -= gone
+	sh.expired += uint64(gone)
+	return gone
+}
+
+// evictSamples is how many states a full shard inspects to choose which
+// one to evict.
+const evictSamples = 8
+
+// evict makes room for one state in a full shard: expired state if the
+// sampled entries of its tables have some, otherwise the sampled live
+// state closest to fresh, preferring t's own.
+func (sh *shard) evict(t *table, now int64) {
+	victim := t
+	for _, o := range sh.tables {
+		if victim.len() == 0 {
+			victim = o
+		}
+	}
+	gone, oldest, found := victim.scan(evictSamples, now)
+	sh.count -= gone
+	sh.expired += uint64(gone)
+	if gone > 0 || !found {
+		return
+	}
+	victim.del(oldest)
+	sh.count--
+	sh.forced++
+}
