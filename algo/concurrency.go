@@ -23,6 +23,12 @@ import (
 // Trade-off: one Entry per admitted check still in flight, at most Rate per
 // key.
 func Concurrency(l bouncer.Limit, s State, now, cost int64) (State, Result) {
+	p := Prepare(l)
+	return p.concurrency(s, now, cost)
+}
+
+func (p *Params) concurrency(s State, now, cost int64) (State, Result) {
+	l := &p.Limit
 	s.Log = dropThrough(s.Log, now)
 	active := sum(s.Log)
 	reset := int64(0)
@@ -40,13 +46,13 @@ func Concurrency(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 		}
 	}
 	if cost > 0 {
-		s.Log = insert(s.Log, Entry{At: now + int64(l.Period), N: cost})
+		s.Log = insert(s.Log, Entry{At: now + p.period, N: cost})
 		reset = s.Log[len(s.Log)-1].At - now
 	}
 	return s, Result{Allowed: true, Remaining: l.Rate - active - cost, ResetAfter: time.Duration(reset)}
 }
 
-func refundConcurrency(l bouncer.Limit, s State, now, n int64) State {
+func (p *Params) refundConcurrency(s State, now, n int64) State {
 	s.Log = dropThrough(s.Log, now)
 	for n > 0 && len(s.Log) > 0 {
 		first := &s.Log[0]

@@ -51,7 +51,7 @@ type Result struct {
 }
 
 // OneWord reports whether the algorithm's whole state is State.T, so that a
-// store can keep one int64 per key.
+// store can keep one int64 per key and use Params.CheckWord.
 func OneWord(a bouncer.Algorithm) bool {
 	switch a {
 	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket, bouncer.FixedWindow:
@@ -61,71 +61,27 @@ func OneWord(a bouncer.Algorithm) bool {
 }
 
 // Check decides a check of cost units at now under l, and returns the state
-// to store if the check is allowed. A denied check returns s unchanged.
+// to store if the check is allowed. A denied check returns s unchanged. It
+// is shorthand for Prepare(l).Check(s, now, cost).
 func Check(l bouncer.Limit, s State, now, cost int64) (State, Result) {
-	switch l.Algorithm {
-	case bouncer.TokenBucket:
-		return TokenBucket(l, s, now, cost)
-	case bouncer.GCRA:
-		return GCRA(l, s, now, cost)
-	case bouncer.LeakyBucket:
-		return LeakyBucket(l, s, now, cost)
-	case bouncer.FixedWindow:
-		return FixedWindow(l, s, now, cost)
-	case bouncer.SlidingWindowLog:
-		return SlidingWindowLog(l, s, now, cost)
-	case bouncer.SlidingWindowCounter:
-		return SlidingWindowCounter(l, s, now, cost)
-	case bouncer.Concurrency:
-		return Concurrency(l, s, now, cost)
-	}
-	return s, Result{RetryAfter: bouncer.Never}
+	p := Prepare(l)
+	return p.Check(s, now, cost)
 }
 
 // Refund gives n units back to l's state at now. It never raises the limit
-// above its capacity: what was not charged is not given back.
+// above its capacity: what was not charged is not given back. It is
+// shorthand for Prepare(l).Refund(s, now, n).
 func Refund(l bouncer.Limit, s State, now, n int64) State {
-	if n <= 0 {
-		return s
-	}
-	n = min(n, l.Capacity())
-	switch l.Algorithm {
-	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
-		return refundTime(l, s, now, n)
-	case bouncer.FixedWindow:
-		return refundFixedWindow(l, s, now, n)
-	case bouncer.SlidingWindowLog:
-		return refundSlidingWindowLog(l, s, now, n)
-	case bouncer.SlidingWindowCounter:
-		return refundSlidingWindowCounter(l, s, now, n)
-	case bouncer.Concurrency:
-		return refundConcurrency(l, s, now, n)
-	}
-	return s
+	p := Prepare(l)
+	return p.Refund(s, now, n)
 }
 
 // Expiry returns the instant from which s is the same as a fresh state, so
-// that a store can forget it: every key's TTL.
+// that a store can forget it: every key's TTL. It is shorthand for
+// Prepare(l).Expiry(s).
 func Expiry(l bouncer.Limit, s State) int64 {
-	switch l.Algorithm {
-	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
-		return s.T
-	case bouncer.FixedWindow:
-		return fixedWindowExpiry(l, s)
-	case bouncer.SlidingWindowCounter:
-		return slidingWindowCounterExpiry(l, s)
-	case bouncer.SlidingWindowLog:
-		if len(s.Log) == 0 {
-			return 0
-		}
-		return s.Log[len(s.Log)-1].At + int64(l.Period)
-	case bouncer.Concurrency:
-		if len(s.Log) == 0 {
-			return 0
-		}
-		return s.Log[len(s.Log)-1].At
-	}
-	return 0
+	p := Prepare(l)
+	return p.Expiry(s)
 }
 
 // never is the result of a cost above the limit's capacity.

@@ -21,54 +21,56 @@ import (
 // can pass within one Period around a window boundary (Rate at the end of
 // one window, Rate at the start of the next).
 func FixedWindow(l bouncer.Limit, s State, now, cost int64) (State, Result) {
-	period := int64(l.Period)
-	start := windowStart(now, period)
-	count := fixedWindowCount(l, s.T, start)
-	reset := start + period - now
-	if cost > l.Rate {
-		return s, never(l.Rate-count, reset)
-	}
-	if count+cost > l.Rate {
-		return s, Result{Remaining: max(l.Rate-count, 0), ResetAfter: time.Duration(reset), RetryAfter: time.Duration(reset)}
-	}
-	count += cost
-	if cost > 0 {
-		s.T = start + count*fixedWindowUnit(l)
-	}
-	r := Result{Allowed: true, Remaining: l.Rate - count}
-	if count > 0 {
-		r.ResetAfter = time.Duration(reset)
-	}
+	p := Prepare(l)
+	var r Result
+	s.T, r = p.fixedWindow(s.T, now, cost)
 	return s, r
 }
 
-// fixedWindowUnit is u, the spacing that packs a count into an instant.
-func fixedWindowUnit(l bouncer.Limit) int64 { return max(int64(l.Period)/(l.Rate+1), 1) }
-
-// fixedWindowCount decodes the count that t packs for the window that
-// starts at start: 0 when t belongs to another window.
-func fixedWindowCount(l bouncer.Limit, t, start int64) int64 {
-	period := int64(l.Period)
-	if windowStart(t, period) != start {
-		return 0
+func (p *Params) fixedWindow(t, now, cost int64) (int64, Result) {
+	rate := p.Limit.Rate
+	start := windowStart(now, p.period)
+	count := p.windowCount(t, start)
+	reset := start + p.period - now
+	if cost > rate {
+		return t, never(rate-count, reset)
 	}
-	return (t - start) / fixedWindowUnit(l)
+	if count+cost > rate {
+		return t, Result{Remaining: max(rate-count, 0), ResetAfter: time.Duration(reset), RetryAfter: time.Duration(reset)}
+	}
+	count += cost
+	if cost > 0 {
+		t = start + count*p.unit
+	}
+	r := Result{Allowed: true, Remaining: rate - count}
+	if count > 0 {
+		r.ResetAfter = time.Duration(reset)
+	}
+	return t, r
 }
 
-func fixedWindowExpiry(l bouncer.Limit, s State) int64 {
-	start := windowStart(s.T, int64(l.Period))
-	if fixedWindowCount(l, s.T, start) == 0 {
+// windowCount decodes the count that t packs for the window that starts
+// at start: 0 when t belongs to another window.
+func (p *Params) windowCount(t, start int64) int64 {
+	if windowStart(t, p.period) != start {
 		return 0
 	}
-	return start + int64(l.Period)
+	return (t - start) / p.unit
 }
 
-func refundFixedWindow(l bouncer.Limit, s State, now, n int64) State {
-	start := windowStart(now, int64(l.Period))
-	count := fixedWindowCount(l, s.T, start)
+func (p *Params) fixedWindowExpiry(t int64) int64 {
+	start := windowStart(t, p.period)
+	if p.windowCount(t, start) == 0 {
+		return 0
+	}
+	return start + p.period
+}
+
+func (p *Params) refundFixedWindow(t, now, n int64) int64 {
+	start := windowStart(now, p.period)
+	count := p.windowCount(t, start)
 	if count == 0 {
-		return s
+		return t
 	}
-	s.T = start + max(count-n, 0)*fixedWindowUnit(l)
-	return s
+	return start + max(count-n, 0)*p.unit
 }

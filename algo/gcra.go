@@ -21,24 +21,30 @@ import (
 // then smooth at Rate. It decides exactly as TokenBucket; the two are kept
 // as separate code and checked against each other.
 func GCRA(l bouncer.Limit, s State, now, cost int64) (State, Result) {
-	interval := int64(l.Interval())
-	capacity := l.Burst * interval
-	tat := max(s.T, now)
-	if cost > l.Burst {
-		return s, never(floorDiv(capacity-(tat-now), max(interval, 1)), tat-now)
+	p := Prepare(l)
+	var r Result
+	s.T, r = p.gcra(s.T, now, cost)
+	return s, r
+}
+
+func (p *Params) gcra(t, now, cost int64) (int64, Result) {
+	interval, capacity := p.interval, p.span
+	tat := max(t, now)
+	if cost > p.Limit.Burst {
+		return t, never(floorDiv(capacity-(tat-now), interval), tat-now)
 	}
 	next := tat + cost*interval
 	if over := next - now - capacity; over > 0 {
-		return s, Result{
+		return t, Result{
 			Remaining:  max(floorDiv(capacity-(tat-now), interval), 0),
 			ResetAfter: time.Duration(tat - now),
 			RetryAfter: time.Duration(over),
 		}
 	}
 	if cost > 0 {
-		s.T = next
+		t = next
 	}
-	return s, Result{
+	return t, Result{
 		Allowed:    true,
 		Remaining:  max(floorDiv(capacity-(next-now), interval), 0),
 		ResetAfter: time.Duration(next - now),
@@ -47,10 +53,9 @@ func GCRA(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 
 // refundTime moves a bucket's instant back by n intervals, never before
 // now: a bucket cannot hold more than its capacity.
-func refundTime(l bouncer.Limit, s State, now, n int64) State {
-	if s.T <= now {
-		return s
+func (p *Params) refundTime(t, now, n int64) int64 {
+	if t <= now {
+		return t
 	}
-	s.T = max(s.T-n*int64(l.Interval()), now)
-	return s
+	return max(t-n*p.interval, now)
 }

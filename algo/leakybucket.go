@@ -24,28 +24,34 @@ import (
 // Trade-off: one int64 per key; smooths bursts into a steady flow at the
 // price of latency (shape) or of denying any burst beyond Burst (police).
 func LeakyBucket(l bouncer.Limit, s State, now, cost int64) (State, Result) {
-	interval := int64(l.Interval())
-	depth := l.Burst * interval
-	level := max(0, s.T-now)
-	if cost > l.Burst {
-		return s, never(floorDiv(depth-level, max(interval, 1)), level)
+	p := Prepare(l)
+	var r Result
+	s.T, r = p.leakyBucket(s.T, now, cost)
+	return s, r
+}
+
+func (p *Params) leakyBucket(t, now, cost int64) (int64, Result) {
+	interval, depth := p.interval, p.span
+	level := max(0, t-now)
+	if cost > p.Limit.Burst {
+		return t, never(floorDiv(depth-level, interval), level)
 	}
 	if over := level + cost*interval - depth; over > 0 {
-		return s, Result{
+		return t, Result{
 			Remaining:  max(floorDiv(depth-level, interval), 0),
 			ResetAfter: time.Duration(level),
 			RetryAfter: time.Duration(over),
 		}
 	}
 	r := Result{Allowed: true}
-	if l.Shape && cost > 0 {
+	if p.Limit.Shape && cost > 0 {
 		r.Delay = time.Duration(level)
 	}
 	level += cost * interval
 	if cost > 0 {
-		s.T = now + level
+		t = now + level
 	}
 	r.Remaining = (depth - level) / interval
 	r.ResetAfter = time.Duration(level)
-	return s, r
+	return t, r
 }

@@ -25,44 +25,48 @@ import (
 // State.T packs the current window's start and count as FixedWindow does;
 // State.N is the previous window's count. Two int64s per key.
 func SlidingWindowCounter(l bouncer.Limit, s State, now, cost int64) (State, Result) {
-	period := int64(l.Period)
+	p := Prepare(l)
+	return p.slidingWindowCounter(s, now, cost)
+}
+
+func (p *Params) slidingWindowCounter(s State, now, cost int64) (State, Result) {
+	period, rate := p.period, p.Limit.Rate
 	start := windowStart(now, period)
-	curr, prev := slidingWindowCounts(l, s, start)
+	curr, prev := p.slidingWindowCounts(s, start)
 	elapsed := now - start
-	weighted := mulDivCeil(prev, period-elapsed, period, l.Rate)
+	weighted := mulDivCeil(prev, period-elapsed, period, rate)
 	reset := slidingWindowReset(start, period, now, curr, prev)
-	if cost > l.Rate {
-		return s, never(l.Rate-weighted-curr, reset)
+	if cost > rate {
+		return s, never(rate-weighted-curr, reset)
 	}
-	if weighted+curr+cost > l.Rate {
+	if weighted+curr+cost > rate {
 		return s, Result{
-			Remaining:  max(l.Rate-weighted-curr, 0),
+			Remaining:  max(rate-weighted-curr, 0),
 			ResetAfter: time.Duration(reset),
-			RetryAfter: time.Duration(slidingWindowRetry(l, start, now, curr, prev, cost)),
+			RetryAfter: time.Duration(p.slidingWindowRetry(start, now, curr, prev, cost)),
 		}
 	}
 	curr += cost
 	if cost > 0 {
-		s.T = start + curr*fixedWindowUnit(l)
+		s.T = start + curr*p.unit
 		s.N = prev
 	}
 	return s, Result{
 		Allowed:    true,
-		Remaining:  l.Rate - weighted - curr,
+		Remaining:  rate - weighted - curr,
 		ResetAfter: time.Duration(slidingWindowReset(start, period, now, curr, prev)),
 	}
 }
 
 // slidingWindowCounts returns the counts of the window starting at start
 // and of the one before it, rolling the stored windows forward.
-func slidingWindowCounts(l bouncer.Limit, s State, start int64) (curr, prev int64) {
-	period := int64(l.Period)
-	stored := windowStart(s.T, period)
+func (p *Params) slidingWindowCounts(s State, start int64) (curr, prev int64) {
+	stored := windowStart(s.T, p.period)
 	switch stored {
 	case start:
-		return fixedWindowCount(l, s.T, stored), s.N
-	case start - period:
-		return 0, fixedWindowCount(l, s.T, stored)
+		return p.windowCount(s.T, stored), s.N
+	case start - p.period:
+		return 0, p.windowCount(s.T, stored)
 	}
 	return 0, 0
 }
@@ -81,16 +85,16 @@ func slidingWindowReset(start, period, now, curr, prev int64) int64 {
 // in this window if the previous window's weight can fall far enough,
 // otherwise in the next window, once this window's count weighs little
 // enough.
-func slidingWindowRetry(l bouncer.Limit, start, now, curr, prev, cost int64) int64 {
-	period := int64(l.Period)
-	if room := l.Rate - curr - cost; room >= 0 && prev > 0 {
+func (p *Params) slidingWindowRetry(start, now, curr, prev, cost int64) int64 {
+	period := p.period
+	if room := p.Limit.Rate - curr - cost; room >= 0 && prev > 0 {
 		// ⌈prev×(P−e)/P⌉ ≤ room ⇔ P − e ≤ ⌊room×P/prev⌋.
 		at := period - mulDiv(room, period, prev, period)
 		if at < period {
 			return max(start+at-now, 0)
 		}
 	}
-	room := l.Rate - cost
+	room := p.Limit.Rate - cost
 	at := int64(0)
 	if curr > room {
 		at = period - mulDiv(room, period, curr, period)
@@ -98,10 +102,10 @@ func slidingWindowRetry(l bouncer.Limit, start, now, curr, prev, cost int64) int
 	return start + period + at - now
 }
 
-func slidingWindowCounterExpiry(l bouncer.Limit, s State) int64 {
-	period := int64(l.Period)
+func (p *Params) slidingWindowCounterExpiry(s State) int64 {
+	period := p.period
 	start := windowStart(s.T, period)
-	if fixedWindowCount(l, s.T, start) > 0 {
+	if p.windowCount(s.T, start) > 0 {
 		return start + 2*period
 	}
 	if s.N > 0 {
@@ -110,17 +114,16 @@ func slidingWindowCounterExpiry(l bouncer.Limit, s State) int64 {
 	return 0
 }
 
-func refundSlidingWindowCounter(l bouncer.Limit, s State, now, n int64) State {
-	period := int64(l.Period)
-	start := windowStart(now, period)
-	curr, prev := slidingWindowCounts(l, s, start)
+func (p *Params) refundSlidingWindowCounter(s State, now, n int64) State {
+	start := windowStart(now, p.period)
+	curr, prev := p.slidingWindowCounts(s, start)
 	if curr == 0 && prev == 0 {
 		return s
 	}
 	take := min(n, curr)
 	curr -= take
 	prev = max(prev-(n-take), 0)
-	s.T = start + curr*fixedWindowUnit(l)
+	s.T = start + curr*p.unit
 	s.N = prev
 	return s
 }

@@ -19,7 +19,12 @@ import (
 // at the price of memory that grows with the admitted checks in a Period
 // (at most Rate entries per key): use it for small limits.
 func SlidingWindowLog(l bouncer.Limit, s State, now, cost int64) (State, Result) {
-	period := int64(l.Period)
+	p := Prepare(l)
+	return p.slidingWindowLog(s, now, cost)
+}
+
+func (p *Params) slidingWindowLog(s State, now, cost int64) (State, Result) {
+	l, period := &p.Limit, p.period
 	s.Log = dropThrough(s.Log, now-period)
 	used := sum(s.Log)
 	reset := int64(0)
@@ -43,8 +48,8 @@ func SlidingWindowLog(l bouncer.Limit, s State, now, cost int64) (State, Result)
 	return s, Result{Allowed: true, Remaining: l.Rate - used - cost, ResetAfter: time.Duration(reset)}
 }
 
-func refundSlidingWindowLog(l bouncer.Limit, s State, now, n int64) State {
-	s.Log = dropThrough(s.Log, now-int64(l.Period))
+func (p *Params) refundSlidingWindowLog(s State, now, n int64) State {
+	s.Log = dropThrough(s.Log, now-p.period)
 	for n > 0 && len(s.Log) > 0 {
 		last := &s.Log[len(s.Log)-1]
 		take := min(n, last.N)

@@ -20,15 +20,21 @@ import (
 // Trade-off: one int64 per key; allows bursts of up to Burst, then Rate per
 // Period on average; exact.
 func TokenBucket(l bouncer.Limit, s State, now, cost int64) (State, Result) {
-	interval := int64(l.Interval())
-	full := l.Burst * interval
-	credit := full - max(0, s.T-now)
-	if cost > l.Burst {
-		return s, never(floorDiv(credit, max(interval, 1)), full-credit)
+	p := Prepare(l)
+	var r Result
+	s.T, r = p.tokenBucket(s.T, now, cost)
+	return s, r
+}
+
+func (p *Params) tokenBucket(t, now, cost int64) (int64, Result) {
+	interval, full := p.interval, p.span
+	credit := full - max(0, t-now)
+	if cost > p.Limit.Burst {
+		return t, never(floorDiv(credit, interval), full-credit)
 	}
 	need := cost * interval
 	if need > credit {
-		return s, Result{
+		return t, Result{
 			Remaining:  max(floorDiv(credit, interval), 0),
 			ResetAfter: time.Duration(full - credit),
 			RetryAfter: time.Duration(need - credit),
@@ -36,9 +42,9 @@ func TokenBucket(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	}
 	credit -= need
 	if cost > 0 {
-		s.T = now + full - credit
+		t = now + full - credit
 	}
-	return s, Result{
+	return t, Result{
 		Allowed:    true,
 		Remaining:  credit / interval,
 		ResetAfter: time.Duration(full - credit),

@@ -36,7 +36,7 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, now int64, pend []pend
 					p.before, p.dup = q.after, true
 				}
 			}
-			p.after, p.res = algo.Check(l, p.before, now, r.Cost)
+			p.after, p.res = p.t.p.Check(p.before, now, r.Cost)
 			allowed = allowed && p.res.Allowed
 			pend = append(pend, p)
 		}
@@ -57,7 +57,7 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, now int64, pend []pend
 		// limits that would have allowed are peeked at with cost 0.
 		for i := range pend {
 			if p := &pend[i]; p.res.Allowed {
-				_, res := algo.Check(p.t.limit, p.before, now, 0)
+				_, res := p.t.p.Check(p.before, now, 0)
 				res.Allowed = true
 				p.res = res
 			}

@@ -167,10 +167,29 @@ func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Deci
 		t = sh.table(*l, true)
 	}
 	now := s.now()
-	before, known := t.load(h)
-	after, res := algo.Check(t.limit, before, now, cost)
-	if res.Allowed && cost > 0 {
-		sh.save(t, h, after, now, known)
+	var (
+		res   algo.Result
+		known bool
+	)
+	if t.one != nil {
+		// The one-word algorithms skip algo.State altogether.
+		var before, after int64
+		before, known = t.one[h]
+		after, res = t.p.CheckWord(before, now, cost)
+		if res.Allowed && cost > 0 {
+			if known {
+				t.one[h] = after
+			} else {
+				sh.save(t, h, algo.State{T: after}, now, false)
+			}
+		}
+	} else {
+		var before, after algo.State
+		before, known = t.load(h)
+		after, res = t.p.Check(before, now, cost)
+		if res.Allowed && cost > 0 {
+			sh.save(t, h, after, now, known)
+		}
 	}
 	sh.mu.Unlock()
 	return bouncer.Decision{
@@ -209,7 +228,7 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 			if !ok {
 				continue
 			}
-			sh.save(t, h, algo.Refund(l, st, now, r.Cost), now, true)
+			sh.save(t, h, t.p.Refund(st, now, r.Cost), now, true)
 		}
 	}
 	return nil

@@ -9,13 +9,14 @@ import (
 // used, by the shape of the limit's state.
 type table struct {
 	limit bouncer.Limit
+	p     algo.Params
 	one   map[uint64]int64        // algo.OneWord algorithms: State.T
 	two   map[uint64][2]int64     // sliding window counter: State.T, State.N
 	log   map[uint64][]algo.Entry // log algorithms: State.Log
 }
 
 func newTable(l bouncer.Limit) *table {
-	t := &table{limit: l}
+	t := &table{limit: l, p: algo.Prepare(l)}
 	switch {
 	case algo.OneWord(l.Algorithm):
 		t.one = make(map[uint64]int64)
@@ -75,7 +76,7 @@ func (t *table) scan(n int, now int64) (gone int, oldest uint64, found bool) {
 			return false
 		}
 		n--
-		e := algo.Expiry(t.limit, s)
+		e := t.p.Expiry(s)
 		switch {
 		case e <= now:
 			t.del(h)
@@ -116,7 +117,7 @@ const samplesPerInsert = 4
 // save stores s as h's state in t, or forgets h when s is back to fresh.
 // known says whether h already has state in t.
 func (sh *shard) save(t *table, h uint64, s algo.State, now int64, known bool) {
-	if algo.Expiry(t.limit, s) <= now {
+	if t.p.Expiry(s) <= now {
 		if known {
 			t.del(h)
 			sh.count--

@@ -1,0 +1,105 @@
+package algo
+
+import "github.com/bouncerhq/bouncer"
+
+// Params are a limit with the numbers its algorithm derives from it,
+// computed once by Prepare, so that a store checking one limit many times
+// divides no more than it must. A Params is read-only once prepared and
+// safe for concurrent use.
+type Params struct {
+	Limit    bouncer.Limit
+	period   int64 // Period in nanoseconds
+	interval int64 // ⌈Period/Rate⌉, at least 1
+	span     int64 // Burst × interval: a bucket's capacity in nanoseconds
+	unit     int64 // ⌊Period/(Rate+1)⌋, at least 1: packs a window's count
+}
+
+// Prepare derives l's Params. l should be valid (bouncer.Limit.Validate);
+// an invalid l gives Params that decide without panicking.
+func Prepare(l bouncer.Limit) Params {
+	p := Params{Limit: l, period: max(int64(l.Period), 1)}
+	p.interval = max(int64(l.Interval()), 1)
+	p.span = l.Burst * p.interval
+	p.unit = max(p.period/(l.Rate+1), 1)
+	return p
+}
+
+// Check decides a check of cost units at now and returns the state to
+// store if the check is allowed; a denied check returns s unchanged.
+func (p *Params) Check(s State, now, cost int64) (State, Result) {
+	if OneWord(p.Limit.Algorithm) {
+		var r Result
+		s.T, r = p.CheckWord(s.T, now, cost)
+		return s, r
+	}
+	switch p.Limit.Algorithm {
+	case bouncer.SlidingWindowLog:
+		return p.slidingWindowLog(s, now, cost)
+	case bouncer.SlidingWindowCounter:
+		return p.slidingWindowCounter(s, now, cost)
+	case bouncer.Concurrency:
+		return p.concurrency(s, now, cost)
+	}
+	return s, Result{RetryAfter: bouncer.Never}
+}
+
+// CheckWord is Check for the algorithms whose state is one word (OneWord):
+// t is State.T.
+func (p *Params) CheckWord(t, now, cost int64) (int64, Result) {
+	switch p.Limit.Algorithm {
+	case bouncer.TokenBucket:
+		return p.tokenBucket(t, now, cost)
+	case bouncer.GCRA:
+		return p.gcra(t, now, cost)
+	case bouncer.LeakyBucket:
+		return p.leakyBucket(t, now, cost)
+	case bouncer.FixedWindow:
+		return p.fixedWindow(t, now, cost)
+	}
+	return t, Result{RetryAfter: bouncer.Never}
+}
+
+// Refund gives n units back at now; see the package function Refund.
+func (p *Params) Refund(s State, now, n int64) State {
+	if n <= 0 {
+		return s
+	}
+	n = min(n, p.Limit.Capacity())
+	switch p.Limit.Algorithm {
+	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
+		s.T = p.refundTime(s.T, now, n)
+	case bouncer.FixedWindow:
+		s.T = p.refundFixedWindow(s.T, now, n)
+	case bouncer.SlidingWindowLog:
+		return p.refundSlidingWindowLog(s, now, n)
+	case bouncer.SlidingWindowCounter:
+		return p.refundSlidingWindowCounter(s, now, n)
+	case bouncer.Concurrency:
+		return p.refundConcurrency(s, now, n)
+	}
+	return s
+}
+
+// Expiry returns the instant from which s equals a fresh state; see the
+// package function Expiry.
+func (p *Params) Expiry(s State) int64 {
+	switch p.Limit.Algorithm {
+	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
+		return s.T
+	case bouncer.FixedWindow:
+		return p.fixedWindowExpiry(s.T)
+	case bouncer.SlidingWindowCounter:
+		return p.slidingWindowCounterExpiry(s)
+	case bouncer.SlidingWindowLog:
+		if len(s.Log) == 0 {
+			return 0
+		}
+		return s.Log[len(s.Log)-1].At + p.period
+	case bouncer.Concurrency:
+		if len(s.Log) == 0 {
+			return 0
+		}
+		return s.Log[len(s.Log)-1].At
+	}
+	return 0
+}
