@@ -122,8 +122,16 @@ func (s *Store) Sweep() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, t := range sh.tables {
+		for l, t := range sh.tables {
 			n += sh.expire(t, now, -1)
+			if t.len() == 0 {
+				// A limit no longer checked (its config changed) leaves
+				// nothing behind.
+				delete(sh.tables, l)
+				if sh.last == t {
+					sh.last = nil
+				}
+			}
 		}
 		sh.mu.Unlock()
 	}
