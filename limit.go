@@ -74,6 +74,10 @@ func (l Limit) Validate() error {
 		return l.invalid("period", fmt.Sprintf("must be at most %v, got %v", MaxPeriod, l.Period))
 	case l.Rate > int64(l.Period):
 		return l.invalid("rate", fmt.Sprintf("%d per %v is more than one unit per nanosecond", l.Rate, l.Period))
+	case l.Rate == int64(l.Period) && (l.Algorithm == FixedWindow || l.Algorithm == SlidingWindowCounter):
+		// The window algorithms pack a count of up to Rate into an
+		// instant within the window, which needs Period > Rate.
+		return l.invalid("rate", fmt.Sprintf("%s needs fewer than one unit per nanosecond, got %d per %v", l.Algorithm, l.Rate, l.Period))
 	case l.Shape && l.Algorithm != LeakyBucket:
 		return l.invalid("shape", "only leaky_bucket shapes")
 	}
@@ -89,9 +93,11 @@ func (l Limit) Validate() error {
 	case l.Burst > MaxRate:
 		return l.invalid("burst", fmt.Sprintf("must be at most %d, got %d", int64(MaxRate), l.Burst))
 	}
+	// A bucket's capacity in nanoseconds must stay well inside int64; twice
+	// MaxPeriod leaves room for the interval's rounding up.
 	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.Interval()))
-	if hi != 0 || lo > uint64(MaxPeriod) {
-		return l.invalid("burst", fmt.Sprintf("%d units at %d per %v take longer than %v to refill", l.Burst, l.Rate, l.Period, MaxPeriod))
+	if hi != 0 || lo > 2*uint64(MaxPeriod) {
+		return l.invalid("burst", fmt.Sprintf("%d units at %d per %v take longer than %v to refill", l.Burst, l.Rate, l.Period, 2*MaxPeriod))
 	}
 	return nil
 }

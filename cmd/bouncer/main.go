@@ -1,0 +1,108 @@
+// Command bouncer runs Bouncer's tools. Each subcommand has its own flags:
+//
+//	bouncer simulate [flags]   run algorithms over a traffic pattern on a virtual clock
+//	bouncer help [command]     print usage
+//
+// Exit codes: 0 on success, 1 when a command fails, 2 on a usage error.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// command is one subcommand of the binary.
+type command struct {
+	name    string
+	summary string
+	// run parses args (which exclude the command's name) and returns the
+	// process exit code.
+	run func(args []string, stdout, stderr io.Writer) int
+	// usage writes the command's full help.
+	usage func(w io.Writer)
+}
+
+// commands lists the subcommands in the order help prints them.
+var commands = []command{
+	{
+		name:    "simulate",
+		summary: "run rate-limit algorithms over a traffic pattern on a virtual clock",
+		run:     runSimulate,
+		usage:   simulateUsage,
+	},
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// run dispatches args (without the program name) to a subcommand and
+// returns the exit code. It is main without the process around it, so
+// tests call it directly.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "bouncer: no command given")
+		usage(stderr)
+		return exitUsage
+	}
+	switch name := args[0]; name {
+	case "help", "-h", "-help", "--help":
+		return help(args[1:], stdout, stderr)
+	default:
+		c, ok := lookup(name)
+		if !ok {
+			fmt.Fprintf(stderr, "bouncer: unknown command %q\n", name)
+			usage(stderr)
+			return exitUsage
+		}
+		return c.run(args[1:], stdout, stderr)
+	}
+}
+
+// help prints the usage of the binary, or of the command named in args.
+func help(args []string, stdout, stderr io.Writer) int {
+	switch len(args) {
+	case 0:
+		usage(stdout)
+		return exitOK
+	case 1:
+		c, ok := lookup(args[0])
+		if !ok {
+			fmt.Fprintf(stderr, "bouncer help: unknown command %q\n", args[0])
+			usage(stderr)
+			return exitUsage
+		}
+		c.usage(stdout)
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "bouncer help: at most one command name")
+	return exitUsage
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "Usage: bouncer <command> [flags]\n\nCommands:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(tw, "  help\tprint this help, or a command's: bouncer help <command>\n")
+	tw.Flush()
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// runArgs runs the binary's entry point with args and returns its exit code
+// and output.
+func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestDispatch(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string // a substring of stdout, "" for empty stdout
+		wantStderr string // a substring of stderr, "" for empty stderr
+	}{
+		{"no command", nil, exitUsage, "", "no command given"},
+		{"unknown command", []string{"serve-all"}, exitUsage, "", `unknown command "serve-all"`},
+		{"unknown command lists commands", []string{"nope"}, exitUsage, "", "simulate"},
+		{"help", []string{"help"}, exitOK, "simulate", ""},
+		{"--help", []string{"--help"}, exitOK, "Usage: bouncer <command>", ""},
+		{"help simulate", []string{"help", "simulate"}, exitOK, "--algorithm NAME", ""},
+		{"help unknown", []string{"help", "nope"}, exitUsage, "", `unknown command "nope"`},
+		{"help two names", []string{"help", "simulate", "simulate"}, exitUsage, "", "at most one"},
+		{"simulate -h", []string{"simulate", "-h"}, exitOK, "--traffic KIND", ""},
+		{"simulate --help", []string{"simulate", "--help"}, exitOK, "--traffic KIND", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runArgs(t, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit code: got %d, want %d (stderr %q)", code, tt.wantCode, stderr)
+			}
+			check := func(stream, got, want string) {
+				if want == "" && got != "" {
+					t.Errorf("%s: got %q, want nothing", stream, got)
+				}
+				if !strings.Contains(got, want) {
+					t.Errorf("%s: got %q, want it to contain %q", stream, got, want)
+				}
+			}
+			check("stdout", stdout, tt.wantStdout)
+			check("stderr", stderr, tt.wantStderr)
+		})
+	}
+}
