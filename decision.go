@@ -15,8 +15,8 @@ const Never = time.Duration(math.MaxInt64)
 // the least Remaining (ties go to the longer RetryAfter, then the longer
 // ResetAfter), which is what rate-limit headers report. A limit that denies
 // always has less remaining than one that allows, so a denied decision's
-// binding limit is one that denied. RetryAfter and Delay are the longest
-// over all limits.
+// binding limit is one that denied. RetryAfter is the longest over all
+// limits.
 type Decision struct {
 	// Allowed reports whether the check passed and was charged.
 	Allowed bool
@@ -38,8 +38,9 @@ type Decision struct {
 	// exceeds a capacity.
 	RetryAfter time.Duration
 
-	// Delay is how long an allowed request should wait before it proceeds.
-	// Only a shaping LeakyBucket sets it.
+	// Delay is how long an allowed request should wait before it proceeds:
+	// the longest over its limits. Only a shaping LeakyBucket sets it, and
+	// it is 0 when the check is denied.
 	Delay time.Duration
 
 	// Key and LimitName identify the binding limit.

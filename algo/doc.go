@@ -61,8 +61,10 @@ func OneWord(a bouncer.Algorithm) bool {
 }
 
 // Check decides a check of cost units at now under l, and returns the state
-// to store if the check is allowed. A denied check returns s unchanged. It
-// is shorthand for Prepare(l).Check(s, now, cost).
+// to store if the check is allowed. A denied check charges nothing: the
+// state it returns decides exactly as s (the log algorithms may have
+// dropped entries that have aged out). It is shorthand for
+// Prepare(l).Check(s, now, cost).
 func Check(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	return p.Check(s, now, cost)

@@ -33,6 +33,9 @@ func (p *Params) fixedWindow(t, now, cost int64) (int64, Result) {
 	count := p.windowCount(t, start)
 	reset := start + p.period - now
 	if cost > rate {
+		if count == 0 {
+			reset = 0 // nothing counted: nothing to reset, as for every other cost
+		}
 		return t, never(rate-count, reset)
 	}
 	if count+cost > rate {

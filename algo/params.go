@@ -20,7 +20,7 @@ func Prepare(l bouncer.Limit) Params {
 	p := Params{Limit: l, period: max(int64(l.Period), 1)}
 	p.interval = max(int64(l.Interval()), 1)
 	p.span = l.Burst * p.interval
-	p.unit = max(p.period/(l.Rate+1), 1)
+	p.unit = max(p.period/max(l.Rate+1, 1), 1) // Rate −1 must not divide by 0
 	return p
 }
 
@@ -64,7 +64,10 @@ func (p *Params) Refund(s State, now, n int64) State {
 	if n <= 0 {
 		return s
 	}
-	n = min(n, p.Limit.Capacity())
+	// No state holds more than two capacities' worth of units (a sliding
+	// window counter's two windows); bounding n keeps the arithmetic in
+	// range without giving back less than was charged.
+	n = min(n, 2*p.Limit.Capacity())
 	switch p.Limit.Algorithm {
 	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
 		s.T = p.refundTime(s.T, now, n)

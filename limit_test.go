@@ -1,0 +1,157 @@
+package bouncer_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+func TestLimitValidate(t *testing.T) {
+	tb := bouncer.Limit{Name: "l", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 5}
+	fw := bouncer.Limit{Name: "l", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Second}
+	with := func(l bouncer.Limit, f func(*bouncer.Limit)) bouncer.Limit { f(&l); return l }
+	cases := []struct {
+		name  string
+		limit bouncer.Limit
+		field string // "" when valid
+	}{
+		{"token_bucket", tb, ""},
+		{"fixed_window", fw, ""},
+		{"one_per_nanosecond", with(tb, func(l *bouncer.Limit) { l.Period = 10 }), ""},
+		{"window_one_per_nanosecond", with(fw, func(l *bouncer.Limit) { l.Period = 10 }), "rate"},
+		{"counter_one_per_nanosecond", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Period = bouncer.SlidingWindowCounter, 10 }), "rate"},
+		{"log_one_per_nanosecond", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Period = bouncer.SlidingWindowLog, 10 }), ""},
+		{"shaping_leaky_bucket", with(tb, func(l *bouncer.Limit) { l.Algorithm, l.Shape = bouncer.LeakyBucket, true }), ""},
+		{"largest", with(fw, func(l *bouncer.Limit) { l.Rate, l.Period = bouncer.MaxRate, bouncer.MaxPeriod }), ""},
+		{"zero_algorithm", with(tb, func(l *bouncer.Limit) { l.Algorithm = 0 }), "algorithm"},
+		{"unknown_algorithm", with(tb, func(l *bouncer.Limit) { l.Algorithm = bouncer.Concurrency + 1 }), "algorithm"},
+		{"zero_rate", with(tb, func(l *bouncer.Limit) { l.Rate = 0 }), "rate"},
+		{"negative_rate", with(fw, func(l *bouncer.Limit) { l.Rate = -1 }), "rate"},
+		{"rate_above_max", with(fw, func(l *bouncer.Limit) { l.Rate, l.Period = bouncer.MaxRate+1, bouncer.MaxPeriod }), "rate"},
+		{"more_than_one_per_nanosecond", with(fw, func(l *bouncer.Limit) { l.Period = 9 }), "rate"},
+		{"zero_period", with(tb, func(l *bouncer.Limit) { l.Period = 0 }), "period"},
+		{"negative_period", with(fw, func(l *bouncer.Limit) { l.Period = -time.Second }), "period"},
+		{"period_above_max", with(fw, func(l *bouncer.Limit) { l.Period = bouncer.MaxPeriod + 1 }), "period"},
+		{"zero_burst", with(tb, func(l *bouncer.Limit) { l.Burst = 0 }), "burst"},
+		{"negative_burst", with(tb, func(l *bouncer.Limit) { l.Algorithm, l.Burst = bouncer.GCRA, -1 }), "burst"},
+		{"burst_above_max", with(tb, func(l *bouncer.Limit) { l.Rate, l.Period, l.Burst = 1, 1, bouncer.MaxRate+1 }), "burst"},
+		{"burst_on_fixed_window", with(fw, func(l *bouncer.Limit) { l.Burst = 5 }), "burst"},
+		{"burst_on_concurrency", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Burst = bouncer.Concurrency, 1 }), "burst"},
+		{"shape_on_token_bucket", with(tb, func(l *bouncer.Limit) { l.Shape = true }), "shape"},
+		{"shape_on_sliding_window_log", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Shape = bouncer.SlidingWindowLog, true }), "shape"},
+		// 1 per hour with a burst of 10⁶ takes over a century to refill.
+		{"refill_overflow", with(tb, func(l *bouncer.Limit) { l.Rate, l.Period, l.Burst = 1, time.Hour, 1_000_000 }), "burst"},
+		{"refill_overflow_64_bits", with(tb, func(l *bouncer.Limit) { l.Rate, l.Period, l.Burst = 1, bouncer.MaxPeriod, bouncer.MaxRate }), "burst"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.limit.Validate()
+			if c.field == "" {
+				if err != nil {
+					t.Fatalf("Validate(%v): got %v, want nil", c.limit, err)
+				}
+				if _, err := bouncer.NewLimit(c.limit); err != nil {
+					t.Fatalf("NewLimit(%v): got %v, want nil", c.limit, err)
+				}
+				return
+			}
+			if !errors.Is(err, bouncer.ErrInvalidLimit) {
+				t.Fatalf("Validate(%v): got %v, want an error wrapping ErrInvalidLimit", c.limit, err)
+			}
+			var le *bouncer.LimitError
+			if !errors.As(err, &le) || le.Field != c.field || le.Name != c.limit.Name {
+				t.Fatalf("Validate(%v): got %#v, want a *LimitError for field %q of limit %q", c.limit, err, c.field, c.limit.Name)
+			}
+			if l, err := bouncer.NewLimit(c.limit); err == nil || l != (bouncer.Limit{}) {
+				t.Fatalf("NewLimit(%v): got (%v, %v), want the zero Limit and an error", c.limit, l, err)
+			}
+		})
+	}
+}
+
+// TestLimitValidateNeverPanics feeds Validate extreme values of every
+// numeric field.
+func TestLimitValidateNeverPanics(t *testing.T) {
+	ints := []int64{math.MinInt64, -1, 0, 1, 2, bouncer.MaxRate, bouncer.MaxRate + 1, int64(bouncer.MaxPeriod), math.MaxInt64}
+	for a := range bouncer.Concurrency + 2 {
+		for _, rate := range ints {
+			for _, period := range ints {
+				for _, burst := range ints {
+					l := bouncer.Limit{Algorithm: a, Rate: rate, Period: time.Duration(period), Burst: burst}
+					_ = l.Validate()
+					_ = l.Interval()
+					_ = l.String()
+				}
+			}
+		}
+	}
+}
+
+func TestLimitInterval(t *testing.T) {
+	cases := []struct {
+		rate   int64
+		period time.Duration
+		want   time.Duration
+	}{
+		{10, time.Second, 100 * time.Millisecond},
+		{3, time.Second, 333333334}, // rounded up
+		{1, time.Nanosecond, 1},
+		{0, time.Second, 0},
+		{1, 0, 0},
+	}
+	for _, c := range cases {
+		if got := (bouncer.Limit{Rate: c.rate, Period: c.period}).Interval(); got != c.want {
+			t.Errorf("Interval of %d/%v: got %v, want %v", c.rate, c.period, got, c.want)
+		}
+	}
+}
+
+func TestLimitCapacity(t *testing.T) {
+	for _, a := range bouncer.Algorithms() {
+		l := bouncer.Limit{Algorithm: a, Rate: 10, Period: time.Second, Burst: 3}
+		want := int64(10)
+		if a.UsesBurst() {
+			want = 3
+		}
+		if got := l.Capacity(); got != want {
+			t.Errorf("%v: Capacity: got %d, want %d", a, got, want)
+		}
+	}
+}
+
+func TestAlgorithmRoundTrip(t *testing.T) {
+	for _, a := range bouncer.Algorithms() {
+		name := a.String()
+		got, err := bouncer.ParseAlgorithm(name)
+		if err != nil || got != a {
+			t.Errorf("ParseAlgorithm(%q): got (%v, %v), want (%v, nil)", name, got, err, a)
+		}
+		text, err := a.MarshalText()
+		if err != nil || string(text) != name {
+			t.Errorf("%v.MarshalText: got (%q, %v), want (%q, nil)", a, text, err, name)
+		}
+		var u bouncer.Algorithm
+		if err := u.UnmarshalText(text); err != nil || u != a {
+			t.Errorf("UnmarshalText(%q): got (%v, %v), want (%v, nil)", text, u, err, a)
+		}
+	}
+	for _, name := range []string{"", "TOKEN_BUCKET", "token-bucket", "leaky"} {
+		if a, err := bouncer.ParseAlgorithm(name); err == nil {
+			t.Errorf("ParseAlgorithm(%q): got %v, want an error", name, a)
+		}
+	}
+	for _, a := range []bouncer.Algorithm{0, bouncer.Concurrency + 1, 255} {
+		if a.Valid() {
+			t.Errorf("%d.Valid(): got true, want false", uint8(a))
+		}
+		if _, err := a.MarshalText(); err == nil {
+			t.Errorf("%d.MarshalText: got nil error, want one", uint8(a))
+		}
+		if got, want := a.String(), "algorithm("; len(got) < len(want) || got[:len(want)] != want {
+			t.Errorf("%d.String(): got %q, want %q…", uint8(a), got, want)
+		}
+	}
+}

@@ -1,0 +1,22 @@
+// Package storetest is the conformance suite that every Bouncer store
+// passes: one definition of how a bouncer.Limiter behaves, whatever keeps
+// its state.
+//
+// A store's tests call Run with a Factory that makes an empty store over a
+// fake Clock:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bouncer.Limiter {
+//			return memstore.New(memstore.Options{Now: clock.Now})
+//		})
+//	}
+//
+// Run checks the step tables of Scenarios, the all-or-nothing rule across
+// limits and keys, which limit a decision reports, peeks, costs above
+// capacity, refunds, key isolation, expiry, invalid input, many goroutines
+// on one key, and random sequences compared with a naive reference Model.
+//
+// The same tables and models drive the tests of package algo, so that the
+// algorithms, every store and the fuzz targets share one definition of
+// behaviour.
+package storetest

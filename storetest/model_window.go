@@ -1,0 +1,114 @@
+package storetest
+
+import (
+	"math/big"
+	"time"
+)
+
+// window returns the index of the epoch-aligned window of period that
+// holds t: ⌊t/period⌋.
+func window(t, period int64) int64 {
+	w := t / period
+	if t%period != 0 && t < 0 {
+		w--
+	}
+	return w
+}
+
+// fixedWindowModel counts units per window index.
+type fixedWindowModel struct {
+	rate, period int64
+	counts       map[int64]int64
+}
+
+func (m *fixedWindowModel) Check(now, cost int64) Want {
+	w := window(now, m.period)
+	count := m.counts[w]
+	untilEnd := (w+1)*m.period - now
+	reset := func(count int64) time.Duration {
+		if count == 0 {
+			return 0
+		}
+		return time.Duration(untilEnd)
+	}
+	if cost > m.rate {
+		return never(m.rate-count, int64(reset(count)))
+	}
+	if count+cost > m.rate {
+		return Want{Remaining: m.rate - count, ResetAfter: reset(count), RetryAfter: time.Duration(untilEnd)}
+	}
+	count += cost
+	m.counts[w] = count
+	return Want{Allowed: true, Remaining: m.rate - count, ResetAfter: reset(count)}
+}
+
+func (m *fixedWindowModel) Refund(now, n int64) {
+	w := window(now, m.period)
+	m.counts[w] = max(m.counts[w]-n, 0)
+}
+
+// slidingCounterModel counts units per window index and weighs the
+// previous window with exact integers; RetryAfter is found by searching
+// for the first instant at which the check passes.
+type slidingCounterModel struct {
+	rate, period int64
+	counts       map[int64]int64
+}
+
+// used returns ⌈prev × (P − e)/P⌉ + curr at t, the estimate a check
+// compares with the rate.
+func (m *slidingCounterModel) used(t int64) (weighted, curr int64) {
+	w := window(t, m.period)
+	prev := m.counts[w-1]
+	left := (w+1)*m.period - t // P − e
+	num := new(big.Int).Mul(big.NewInt(prev), big.NewInt(left))
+	p := big.NewInt(m.period)
+	num.Add(num, p).Sub(num, big.NewInt(1)) // ceiling
+	return num.Quo(num, p).Int64(), m.counts[w]
+}
+
+// reset returns how long until both counts at t weigh nothing.
+func (m *slidingCounterModel) reset(t int64) time.Duration {
+	w := window(t, m.period)
+	switch {
+	case m.counts[w] > 0:
+		return time.Duration((w+2)*m.period - t)
+	case m.counts[w-1] > 0:
+		return time.Duration((w+1)*m.period - t)
+	}
+	return 0
+}
+
+func (m *slidingCounterModel) passes(t, cost int64) bool {
+	weighted, curr := m.used(t)
+	return weighted+curr+cost <= m.rate
+}
+
+func (m *slidingCounterModel) Check(now, cost int64) Want {
+	weighted, curr := m.used(now)
+	if cost > m.rate {
+		return never(max(m.rate-weighted-curr, 0), int64(m.reset(now)))
+	}
+	if weighted+curr+cost > m.rate {
+		// Two windows on, both counts are gone; nothing is charged before.
+		end := (window(now, m.period) + 2) * m.period
+		at := earliest(now, end, func(t int64) bool { return m.passes(t, cost) })
+		return Want{
+			Remaining:  max(m.rate-weighted-curr, 0),
+			ResetAfter: m.reset(now),
+			RetryAfter: time.Duration(at - now),
+		}
+	}
+	m.counts[window(now, m.period)] += cost
+	return Want{Allowed: true, Remaining: m.rate - weighted - curr - cost, ResetAfter: m.reset(now)}
+}
+
+// Refund takes from the current window's count first, then the previous.
+func (m *slidingCounterModel) Refund(now, n int64) {
+	w := window(now, m.period)
+	for _, i := range []int64{w, w - 1} {
+		take := min(n, m.counts[i])
+		m.counts[i] -= take
+		n -= take
+	}
+}
