@@ -123,7 +123,10 @@ func (s *Store) Sweep() int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for l, t := range sh.tables {
-			n += sh.expire(t, now, -1)
+			n += sh.expire(t, now, -1, 0)
+			if t.one != nil {
+				t.one.shrink()
+			}
 			if t.len() == 0 {
 				// A limit no longer checked (its config changed) leaves
 				// nothing behind.
@@ -163,7 +166,7 @@ func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Deci
 	if cost < 0 {
 		return bouncer.Decision{}, fmt.Errorf("%w: cost %d is negative", bouncer.ErrInvalidRequest, cost)
 	}
-	h := maphash.String(s.seed, key)
+	h := fixHash(maphash.String(s.seed, key))
 	sh := &s.shards[s.shardOf(h)]
 	sh.mu.Lock()
 	t := sh.table(*l, false)
@@ -181,16 +184,20 @@ func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Deci
 	)
 	if t.one != nil {
 		// The one-word algorithms skip algo.State altogether.
-		var before, after int64
-		before, known = t.one[h]
-		after, res = t.p.CheckWord(before, now, cost)
-		if res.Allowed && cost > 0 {
+		var before int64
+		i := t.one.find(h)
+		if known = i >= 0; known {
+			before = t.one.slots[i].v
+		}
+		after, r := t.p.CheckWord(before, now, cost)
+		if r.Allowed && cost > 0 {
 			if known {
-				t.one[h] = after
+				t.one.slots[i].v = after
 			} else {
 				sh.save(t, h, algo.State{T: after}, now, false)
 			}
 		}
+		res = r
 	} else {
 		var before, after algo.State
 		before, known = t.load(h)
@@ -245,7 +252,7 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 // hash appends the hash of each key to hs.
 func (s *Store) hash(keys []bouncer.KeyLimits, hs []uint64) []uint64 {
 	for _, k := range keys {
-		hs = append(hs, maphash.String(s.seed, k.Key))
+		hs = append(hs, fixHash(maphash.String(s.seed, k.Key)))
 	}
 	return hs
 }

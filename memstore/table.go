@@ -10,7 +10,7 @@ import (
 type table struct {
 	limit bouncer.Limit
 	p     algo.Params
-	one   map[uint64]int64        // algo.OneWord algorithms: State.T
+	one   *words                  // algo.OneWord algorithms: State.T
 	two   map[uint64][2]int64     // sliding window counter: State.T, State.N
 	log   map[uint64][]algo.Entry // log algorithms: State.Log
 }
@@ -19,7 +19,7 @@ func newTable(l bouncer.Limit) *table {
 	t := &table{limit: l, p: algo.Prepare(l)}
 	switch {
 	case algo.OneWord(l.Algorithm):
-		t.one = make(map[uint64]int64)
+		t.one = new(words)
 	case l.Algorithm == bouncer.SlidingWindowCounter:
 		t.two = make(map[uint64][2]int64)
 	default:
@@ -28,13 +28,20 @@ func newTable(l bouncer.Limit) *table {
 	return t
 }
 
-func (t *table) len() int { return len(t.one) + len(t.two) + len(t.log) }
+func (t *table) len() int {
+	if t.one != nil {
+		return t.one.used
+	}
+	return len(t.two) + len(t.log)
+}
 
 func (t *table) load(h uint64) (algo.State, bool) {
 	switch {
 	case t.one != nil:
-		v, ok := t.one[h]
-		return algo.State{T: v}, ok
+		if i := t.one.find(h); i >= 0 {
+			return algo.State{T: t.one.slots[i].v}, true
+		}
+		return algo.State{}, false
 	case t.two != nil:
 		v, ok := t.two[h]
 		return algo.State{T: v[0], N: v[1]}, ok
@@ -46,7 +53,11 @@ func (t *table) load(h uint64) (algo.State, bool) {
 func (t *table) put(h uint64, s algo.State) {
 	switch {
 	case t.one != nil:
-		t.one[h] = s.T
+		if i := t.one.find(h); i >= 0 {
+			t.one.slots[i].v = s.T
+		} else {
+			t.one.insert(h, s.T)
+		}
 	case t.two != nil:
 		t.two[h] = [2]int64{s.T, s.N}
 	default:
@@ -57,7 +68,9 @@ func (t *table) put(h uint64, s algo.State) {
 func (t *table) del(h uint64) {
 	switch {
 	case t.one != nil:
-		delete(t.one, h)
+		if i := t.one.find(h); i >= 0 {
+			t.one.remove(i)
+		}
 	case t.two != nil:
 		delete(t.two, h)
 	default:
@@ -65,11 +78,50 @@ func (t *table) del(h uint64) {
 	}
 }
 
+// scanWords is scan over a words table. A sample starts at the slot that
+// from picks, so that successive samples look at different parts of the
+// table.
+func (t *table) scanWords(n int, now int64, from uint64, gone *int, oldest *uint64, found *bool, at *int64) {
+	w := t.one
+	size := len(w.slots)
+	if size == 0 {
+		return
+	}
+	mask := size - 1
+	i := 0
+	if n >= 0 {
+		i = int(from*0x9E3779B97F4A7C15>>32) & mask
+	}
+	// Visit every slot once, going round from i, re-examining a slot whose
+	// entry was removed: the backward shift may have moved an unvisited
+	// entry into it.
+	for steps := 0; steps < size && n != 0; {
+		s := w.slots[i]
+		if s.h == 0 {
+			i = (i + 1) & mask
+			steps++
+			continue
+		}
+		n--
+		e := t.p.Expiry(algo.State{T: s.v})
+		if e <= now {
+			w.remove(i)
+			*gone++
+			continue
+		}
+		if !*found || e < *at {
+			*oldest, *at, *found = s.h, e, true
+		}
+		i = (i + 1) & mask
+		steps++
+	}
+}
+
 // scan inspects up to n of the table's entries from a random start (all
 // of them when n < 0). It deletes those back to fresh at now and returns
 // how many it deleted, and, among the live ones, the hash of the one
 // closest to fresh. Loops rather than a callback keep it allocation-free.
-func (t *table) scan(n int, now int64) (gone int, oldest uint64, found bool) {
+func (t *table) scan(n int, now int64, from uint64) (gone int, oldest uint64, found bool) {
 	var at int64
 	visit := func(h uint64, s algo.State) bool {
 		if n == 0 {
@@ -88,11 +140,8 @@ func (t *table) scan(n int, now int64) (gone int, oldest uint64, found bool) {
 	}
 	switch {
 	case t.one != nil:
-		for h, v := range t.one {
-			if !visit(h, algo.State{T: v}) {
-				break
-			}
-		}
+		t.scanWords(n, now, from, &gone, &oldest, &found, &at)
+		return gone, oldest, found
 	case t.two != nil:
 		for h, v := range t.two {
 			if !visit(h, algo.State{T: v[0], N: v[1]}) {
@@ -125,9 +174,9 @@ func (sh *shard) save(t *table, h uint64, s algo.State, now int64, known bool) {
 		return
 	}
 	if !known {
-		sh.expire(t, now, samplesPerInsert)
+		sh.expire(t, now, samplesPerInsert, h)
 		if sh.count >= sh.max {
-			sh.evict(t, now)
+			sh.evict(t, now, h)
 		}
 		sh.count++
 	}
@@ -136,8 +185,8 @@ func (sh *shard) save(t *table, h uint64, s algo.State, now int64, known bool) {
 
 // expire forgets up to n sampled states of t that are back to fresh (all
 // of them when n < 0) and returns how many.
-func (sh *shard) expire(t *table, now int64, n int) int {
-	gone, _, _ := t.scan(n, now)
+func (sh *shard) expire(t *table, now int64, n int, from uint64) int {
+	gone, _, _ := t.scan(n, now, from)
 	sh.count -= gone
 	sh.expired += uint64(gone)
 	return gone
@@ -150,14 +199,14 @@ const evictSamples = 8
 // evict makes room for one state in a full shard: expired state if the
 // sampled entries of its tables have some, otherwise the sampled live
 // state closest to fresh, preferring t's own.
-func (sh *shard) evict(t *table, now int64) {
+func (sh *shard) evict(t *table, now int64, from uint64) {
 	victim := t
 	for _, o := range sh.tables {
 		if victim.len() == 0 {
 			victim = o
 		}
 	}
-	gone, oldest, found := victim.scan(evictSamples, now)
+	gone, oldest, found := victim.scan(evictSamples, now, from)
 	sh.count -= gone
 	sh.expired += uint64(gone)
 	if gone > 0 || !found {
