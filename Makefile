@@ -39,3 +39,14 @@ bench:
 run:
 	$(GO) run ./cmd/bouncer simulate --algorithm token_bucket --rate 5 --period 1s --burst 10 \
 		--traffic burst --burst-size 15 --every 2s --duration 6s --step 500ms
+
+# Redis servers for the Redis store tests: a standalone on 16379 and a
+# 3-master/3-replica cluster on 17000-17005 (installs redis-server with
+# apt-get if missing). See scripts/redis-up.sh; `. .redis/env` afterwards.
+.PHONY: redis-up redis-down
+
+redis-up:
+	bash scripts/redis-up.sh
+
+redis-down:
+	bash scripts/redis-down.sh
