@@ -3,6 +3,6 @@ module github.com/bouncerhq/bouncer
 go 1.26
 
 require (
-	go.uber.org/goleak v1.3.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
 )

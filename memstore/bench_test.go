@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -24,6 +25,14 @@ func benchLimit(a bouncer.Algorithm) bouncer.Limit {
 	return bouncer.Limit{Name: "bench", Algorithm: a, Rate: bouncer.MaxRate, Period: bouncer.MaxPeriod}
 }
 
+// benchOptions configures the stores of BenchmarkCheck; -resolution sets
+// their clock's Resolution.
+var benchOptions memstore.Options
+
+func init() {
+	flag.DurationVar(&benchOptions.Resolution, "resolution", 0, "memstore clock resolution for BenchmarkCheck (0: read the clock on every check)")
+}
+
 func BenchmarkCheck(b *testing.B) {
 	ctx := context.Background()
 	for _, a := range bouncer.Algorithms() {
@@ -37,7 +46,8 @@ func BenchmarkCheck(b *testing.B) {
 			}
 			limits := []bouncer.Limit{benchLimit(a)}
 			b.Run(fmt.Sprintf("%s/keys=%d/serial", a, n), func(b *testing.B) {
-				s := memstore.New(memstore.Options{})
+				s := memstore.New(benchOptions)
+				defer s.Close()
 				req := bouncer.Request{Keys: []bouncer.KeyLimits{{Limits: limits}}, Cost: 1}
 				warm(b, s, keys, limits)
 				b.ReportAllocs()
@@ -59,7 +69,8 @@ func BenchmarkCheck(b *testing.B) {
 				}
 			})
 			b.Run(fmt.Sprintf("%s/keys=%d/parallel", a, n), func(b *testing.B) {
-				s := memstore.New(memstore.Options{})
+				s := memstore.New(benchOptions)
+				defer s.Close()
 				warm(b, s, keys, limits)
 				var next atomic.Uint64
 				b.ReportAllocs()

@@ -26,8 +26,8 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, now int64, pend []pend
 	for i, k := range r.Keys {
 		h := hashes[i]
 		sh := &s.shards[s.shardOf(h)]
-		for _, l := range k.Limits {
-			p := pending{sh: sh, t: sh.table(l, true), h: h, key: k.Key}
+		for j := range k.Limits {
+			p := pending{sh: sh, t: sh.table(&k.Limits[j], true), h: h, key: k.Key}
 			p.before, p.known = p.t.load(h)
 			// The same key and limit twice in one request: charge the
 			// second on top of the first.

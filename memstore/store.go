@@ -35,6 +35,16 @@ type Options struct {
 	// Shards is how many independently locked parts the store has,
 	// rounded up to a power of two; 0 means 16 per CPU.
 	Shards int
+
+	// Resolution, when positive, makes the store read a clock that a
+	// goroutine of its own advances every Resolution, instead of reading
+	// the system clock on every check. A clock read costs tens of
+	// nanoseconds on some machines (more than the rest of a check);
+	// the ticking clock costs one atomic load, and time moves in steps of
+	// Resolution (a millisecond is fine for limits of up to thousands of
+	// units per second). A store with a Resolution must be closed. It is
+	// ignored when Now is set.
+	Resolution time.Duration
 }
 
 // Stats are a store's counters.
@@ -52,6 +62,7 @@ type Store struct {
 	shift    uint
 	perShard int
 	now      func() int64
+	ticking  *ticking // nil unless Options.Resolution is set
 }
 
 var _ bouncer.Limiter = (*Store)(nil)
@@ -77,15 +88,27 @@ func New(o Options) *Store {
 		s.shards[i].tables = make(map[bouncer.Limit]*table)
 		s.shards[i].max = s.perShard
 	}
-	if o.Now != nil {
+	switch {
+	case o.Now != nil:
 		clock := o.Now
 		s.now = func() int64 { return clock().UnixNano() }
-	} else {
-		start := time.Now()
-		anchor := start.UnixNano()
-		s.now = func() int64 { return anchor + int64(time.Since(start)) }
+	case o.Resolution > 0:
+		s.ticking = startTicking(o.Resolution, monotonic())
+		s.now = s.ticking.Now
+	default:
+		s.now = monotonic()
 	}
 	return s
+}
+
+// Close stops the goroutine of a store with a Resolution; the store keeps
+// working, reading the exact clock. It is safe to call more than once and
+// does nothing for other stores.
+func (s *Store) Close() error {
+	if s.ticking != nil {
+		s.ticking.Stop()
+	}
+	return nil
 }
 
 // shardOf returns the shard that holds every limit of the key hashed to h.
@@ -169,13 +192,13 @@ func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Deci
 	h := fixHash(maphash.String(s.seed, key))
 	sh := &s.shards[s.shardOf(h)]
 	sh.mu.Lock()
-	t := sh.table(*l, false)
+	t := sh.table(l, false)
 	if t == nil {
 		if err := l.Validate(); err != nil {
 			sh.mu.Unlock()
 			return bouncer.Decision{}, err
 		}
-		t = sh.table(*l, true)
+		t = sh.table(l, true)
 	}
 	now := s.now()
 	var (
@@ -234,8 +257,8 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 	for i, k := range r.Keys {
 		h := hashes[i]
 		sh := &s.shards[s.shardOf(h)]
-		for _, l := range k.Limits {
-			t := sh.table(l, false)
+		for j := range k.Limits {
+			t := sh.table(&k.Limits[j], false)
 			if t == nil {
 				continue
 			}
@@ -299,17 +322,17 @@ type shard struct {
 }
 
 // table returns l's table, making it if make is set.
-func (sh *shard) table(l bouncer.Limit, make bool) *table {
-	if t := sh.last; t != nil && t.limit == l {
+func (sh *shard) table(l *bouncer.Limit, make bool) *table {
+	if t := sh.last; t != nil && t.limit == *l {
 		return t
 	}
-	t := sh.tables[l]
+	t := sh.tables[*l]
 	if t == nil {
 		if !make {
 			return nil
 		}
-		t = newTable(l)
-		sh.tables[l] = t
+		t = newTable(*l)
+		sh.tables[*l] = t
 	}
 	sh.last = t
 	return t

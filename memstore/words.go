@@ -46,7 +46,7 @@ func (w *words) find(h uint64) int {
 
 // insert stores v for h, which must not be in the table.
 func (w *words) insert(h uint64, v int64) {
-	if (w.used+1)*4 > len(w.slots)*3 {
+	if (w.used+1)*8 > len(w.slots)*7 {
 		w.resize(max(len(w.slots)*2, minWordSlots))
 	}
 	mask := len(w.slots) - 1
