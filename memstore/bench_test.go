@@ -27,7 +27,7 @@ func benchLimit(a bouncer.Algorithm) bouncer.Limit {
 
 // benchOptions configures the stores of BenchmarkCheck; -resolution sets
 // their clock's Resolution.
-var benchOptions memstore.Options
+var benchOptions = memstore.Options{}
 
 func init() {
 	flag.DurationVar(&benchOptions.Resolution, "resolution", 0, "memstore clock resolution for BenchmarkCheck (0: read the clock on every check)")

@@ -12,58 +12,101 @@ type pending struct {
 	t      *table
 	h      uint64
 	known  bool // the state was stored before this check
-	dup    bool // an earlier pending has the same key and limit
+	locked int  // for a one-word table: the slot taken with words.lock, or -1
+	first  int  // the index of the first pending with the same key and limit
 	before algo.State
 	after  algo.State
 	res    algo.Result
 	key    string
 }
 
-// check decides r with every shard of its keys locked: it computes every
-// limit's result first, and stores the new states only if all allow.
-func (s *Store) check(r bouncer.Request, hashes []uint64, now int64, pend []pending) bouncer.Decision {
-	allowed := true
+// check decides r with every shard of its keys locked. It takes every
+// limit's state first (for one-word tables, locking the slot against
+// lock-free checks), then reads the clock, computes every result, and
+// stores the new states only if all allow.
+func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bouncer.Decision {
 	for i, k := range r.Keys {
 		h := hashes[i]
 		sh := &s.shards[s.shardOf(h)]
 		for j := range k.Limits {
-			p := pending{sh: sh, t: sh.table(&k.Limits[j], true), h: h, key: k.Key}
-			p.before, p.known = p.t.load(h)
-			// The same key and limit twice in one request: charge the
-			// second on top of the first.
-			for j := range pend {
-				if q := &pend[j]; q.t == p.t && q.h == h {
-					p.before, p.dup = q.after, true
+			p := pending{sh: sh, t: sh.table(&k.Limits[j], true), h: h, key: k.Key, locked: -1, first: len(pend)}
+			for q := range pend {
+				if pend[q].t == p.t && pend[q].h == h {
+					p.first = q // the same key and limit twice in one request
+					break
 				}
 			}
-			p.after, p.res = p.t.p.Check(p.before, now, r.Cost)
-			allowed = allowed && p.res.Allowed
+			switch {
+			case p.first != len(pend):
+			case p.t.one != nil:
+				var v int64
+				p.locked, v, p.known = p.t.one.lock(h)
+				p.before = algo.State{T: v}
+			default:
+				p.before, p.known = p.t.load(h)
+			}
 			pend = append(pend, p)
 		}
 	}
-	if allowed {
-		for i := range pend {
-			p := &pend[i]
-			if r.Cost > 0 {
-				known := p.known
-				if p.dup {
-					_, known = p.t.load(p.h) // stored by the earlier one
+	now := s.now()
+	allowed := true
+	for i := range pend {
+		p := &pend[i]
+		if p.first != i {
+			// Charge the second on top of the first.
+			for q := i - 1; q >= 0; q-- {
+				if pend[q].first == p.first {
+					p.before = pend[q].after
+					break
 				}
-				p.sh.save(p.t, p.h, p.after, now, known)
 			}
 		}
-	} else {
+		p.after, p.res = p.t.p.Check(p.before, now, r.Cost)
+		allowed = allowed && p.res.Allowed
+	}
+	commit := allowed && r.Cost > 0
+	// Release the locked slots first (inserting may rebuild a table, which
+	// must not meet a locked slot), then store what is new.
+	for i := range pend {
+		if p := &pend[i]; p.locked >= 0 {
+			v := p.before.T
+			if commit {
+				v = pend[lastOf(pend, i)].after.T
+			}
+			p.t.one.unlock(p.locked, v)
+		}
+	}
+	if commit {
+		for i := range pend {
+			if p := &pend[i]; p.first == i && p.locked < 0 {
+				p.sh.save(p.t, p.h, pend[lastOf(pend, i)].after, now, p.known)
+			}
+		}
+	}
+	if !allowed {
 		// Nothing is charged, so report every limit as it stands: the
 		// limits that would have allowed are peeked at with cost 0.
 		for i := range pend {
 			if p := &pend[i]; p.res.Allowed {
-				_, res := p.t.p.Check(p.before, now, 0)
+				_, res := p.t.p.Check(pend[p.first].before, now, 0)
 				res.Allowed = true
 				p.res = res
 			}
 		}
 	}
 	return merge(pend, allowed)
+}
+
+// lastOf returns the index of the last pending with the same key and limit
+// as pend[i], whose new state is the one to store.
+func lastOf(pend []pending, i int) int {
+	last := i
+	for j := i + 1; j < len(pend); j++ {
+		if pend[j].first == pend[i].first {
+			last = j
+		}
+	}
+	return last
 }
 
 // merge reports the binding limit, the one with the least remaining (ties

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
@@ -85,7 +86,6 @@ func New(o Options) *Store {
 		perShard: max((maxKeys+n-1)/n, 1),
 	}
 	for i := range s.shards {
-		s.shards[i].tables = make(map[bouncer.Limit]*table)
 		s.shards[i].max = s.perShard
 	}
 	switch {
@@ -145,18 +145,22 @@ func (s *Store) Sweep() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for l, t := range sh.tables {
-			n += sh.expire(t, now, -1, 0)
-			if t.one != nil {
-				t.one.shrink()
-			}
-			if t.len() == 0 {
+		set := sh.tables.Load()
+		var keep []*table
+		if set != nil {
+			for _, t := range set.list {
+				n += sh.expire(t, now, -1, 0)
+				if t.one != nil {
+					t.one.shrink()
+				}
 				// A limit no longer checked (its config changed) leaves
 				// nothing behind.
-				delete(sh.tables, l)
-				if sh.last == t {
-					sh.last = nil
+				if t.len() > 0 {
+					keep = append(keep, t)
 				}
+			}
+			if len(keep) < len(set.list) {
+				sh.publish(keep)
 			}
 		}
 		sh.mu.Unlock()
@@ -178,58 +182,51 @@ func (s *Store) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, e
 	var pendBuf [4]pending
 	hashes := s.hash(r.Keys, hashBuf[:0])
 	locked := s.lock(hashes, lockBuf[:0])
-	d := s.check(r, hashes, s.now(), pendBuf[:0])
+	d := s.check(r, hashes, pendBuf[:0])
 	s.unlock(locked)
 	return d, nil
 }
 
 // checkOne is Check for the common request: one key, one limit. A limit
-// already in the shard's tables was validated when its table was made.
+// already in the shard's tables was validated when its table was made. For
+// the one-word algorithms, a key with state is decided without the shard's
+// lock (see words).
 func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Decision, error) {
 	if cost < 0 {
 		return bouncer.Decision{}, fmt.Errorf("%w: cost %d is negative", bouncer.ErrInvalidRequest, cost)
 	}
 	h := fixHash(maphash.String(s.seed, key))
 	sh := &s.shards[s.shardOf(h)]
+	if t := sh.find(l); t != nil && t.one != nil {
+		if res, ok := t.update(h, s.now, cost, false); ok {
+			return decision(key, l, res), nil
+		}
+	}
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	t := sh.table(l, false)
 	if t == nil {
 		if err := l.Validate(); err != nil {
-			sh.mu.Unlock()
 			return bouncer.Decision{}, err
 		}
 		t = sh.table(l, true)
 	}
-	now := s.now()
-	var (
-		res   algo.Result
-		known bool
-	)
 	if t.one != nil {
-		// The one-word algorithms skip algo.State altogether.
-		var before int64
-		i := t.one.find(h)
-		if known = i >= 0; known {
-			before = t.one.slots[i].v
-		}
-		after, r := t.p.CheckWord(before, now, cost)
-		if r.Allowed && cost > 0 {
-			if known {
-				t.one.slots[i].v = after
-			} else {
-				sh.save(t, h, algo.State{T: after}, now, false)
-			}
-		}
-		res = r
-	} else {
-		var before, after algo.State
-		before, known = t.load(h)
-		after, res = t.p.Check(before, now, cost)
-		if res.Allowed && cost > 0 {
-			sh.save(t, h, after, now, known)
+		// Lock-free checks may still update live state: go through update.
+		if res, ok := t.update(h, s.now, cost, false); ok {
+			return decision(key, l, res), nil
 		}
 	}
-	sh.mu.Unlock()
+	now := s.now()
+	before, known := t.load(h)
+	after, res := t.p.Check(before, now, cost)
+	if res.Allowed && cost > 0 {
+		sh.save(t, h, after, now, known)
+	}
+	return decision(key, l, res), nil
+}
+
+func decision(key string, l *bouncer.Limit, res algo.Result) bouncer.Decision {
 	return bouncer.Decision{
 		Allowed:    res.Allowed,
 		Limit:      l.Capacity(),
@@ -239,7 +236,7 @@ func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Deci
 		Delay:      res.Delay,
 		Key:        key,
 		LimitName:  l.Name,
-	}, nil
+	}
 }
 
 // Refund gives r.Cost back to every limit of every key in r; see
@@ -260,6 +257,12 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 		for j := range k.Limits {
 			t := sh.table(&k.Limits[j], false)
 			if t == nil {
+				continue
+			}
+			if t.one != nil {
+				// Read, refund and write in one step: lock-free checks
+				// may change the state meanwhile.
+				t.update(h, s.now, r.Cost, true)
 				continue
 			}
 			st, ok := t.load(h)
@@ -312,28 +315,62 @@ func (s *Store) unlock(idx []int) {
 // of the states of the keys that hash here.
 type shard struct {
 	mu      sync.Mutex
-	tables  map[bouncer.Limit]*table
-	last    *table // the table found last, tried first
-	count   int    // states held, across tables
-	max     int    // states allowed
+	tables  atomic.Pointer[tableSet] // read without the lock, replaced under it
+	count   int                      // states held, across tables
+	max     int                      // states allowed
 	expired uint64
 	forced  uint64
 	_       [64]byte // keep shards' locks on separate cache lines
 }
 
-// table returns l's table, making it if make is set.
+// tableSet is a shard's tables, never changed once published.
+type tableSet struct {
+	list    []*table
+	byLimit map[bouncer.Limit]*table // when list is long
+}
+
+// linearTables is how many tables a shard scans before it uses a map.
+const linearTables = 8
+
+// find returns l's table, or nil. It takes no lock.
+func (sh *shard) find(l *bouncer.Limit) *table {
+	set := sh.tables.Load()
+	if set == nil {
+		return nil
+	}
+	if set.byLimit != nil {
+		return set.byLimit[*l]
+	}
+	for _, t := range set.list {
+		if t.limit == *l {
+			return t
+		}
+	}
+	return nil
+}
+
+// table returns l's table, making it if make is set. It holds the lock.
 func (sh *shard) table(l *bouncer.Limit, make bool) *table {
-	if t := sh.last; t != nil && t.limit == *l {
+	if t := sh.find(l); t != nil || !make {
 		return t
 	}
-	t := sh.tables[*l]
-	if t == nil {
-		if !make {
-			return nil
-		}
-		t = newTable(*l)
-		sh.tables[*l] = t
+	t := newTable(*l)
+	var list []*table
+	if set := sh.tables.Load(); set != nil {
+		list = append(list, set.list...)
 	}
-	sh.last = t
+	sh.publish(append(list, t))
 	return t
+}
+
+// publish replaces the shard's tables with list. It holds the lock.
+func (sh *shard) publish(list []*table) {
+	set := &tableSet{list: list}
+	if len(list) > linearTables {
+		set.byLimit = make(map[bouncer.Limit]*table, len(list))
+		for _, t := range list {
+			set.byLimit[t.limit] = t
+		}
+	}
+	sh.tables.Store(set)
 }

@@ -30,7 +30,7 @@ func newTable(l bouncer.Limit) *table {
 
 func (t *table) len() int {
 	if t.one != nil {
-		return t.one.used
+		return t.one.live
 	}
 	return len(t.two) + len(t.log)
 }
@@ -38,8 +38,10 @@ func (t *table) len() int {
 func (t *table) load(h uint64) (algo.State, bool) {
 	switch {
 	case t.one != nil:
-		if i := t.one.find(h); i >= 0 {
-			return algo.State{T: t.one.slots[i].v}, true
+		if slots, i := t.one.find(h); i >= 0 {
+			if v := slots[i].v.Load(); isLive(v) {
+				return algo.State{T: v}, true
+			}
 		}
 		return algo.State{}, false
 	case t.two != nil:
@@ -53,11 +55,7 @@ func (t *table) load(h uint64) (algo.State, bool) {
 func (t *table) put(h uint64, s algo.State) {
 	switch {
 	case t.one != nil:
-		if i := t.one.find(h); i >= 0 {
-			t.one.slots[i].v = s.T
-		} else {
-			t.one.insert(h, s.T)
-		}
+		t.one.set(h, s.T)
 	case t.two != nil:
 		t.two[h] = [2]int64{s.T, s.N}
 	default:
@@ -68,8 +66,10 @@ func (t *table) put(h uint64, s algo.State) {
 func (t *table) del(h uint64) {
 	switch {
 	case t.one != nil:
-		if i := t.one.find(h); i >= 0 {
-			t.one.remove(i)
+		if slots, i := t.one.find(h); i >= 0 {
+			if v := slots[i].v.Load(); isLive(v) {
+				t.one.remove(slots, i, v)
+			}
 		}
 	case t.two != nil:
 		delete(t.two, h)
@@ -78,42 +78,40 @@ func (t *table) del(h uint64) {
 	}
 }
 
-// scanWords is scan over a words table. A sample starts at the slot that
-// from picks, so that successive samples look at different parts of the
-// table.
+// scanWords is scan over a words table, under the shard's lock. A sample
+// starts at the slot that from picks, so that successive samples look at
+// different parts of the table.
 func (t *table) scanWords(n int, now int64, from uint64, gone *int, oldest *uint64, found *bool, at *int64) {
-	w := t.one
-	size := len(w.slots)
-	if size == 0 {
+	p := t.one.slots.Load()
+	if p == nil {
 		return
 	}
-	mask := size - 1
+	slots := *p
+	mask := len(slots) - 1
 	i := 0
 	if n >= 0 {
 		i = int(from*0x9E3779B97F4A7C15>>32) & mask
 	}
-	// Visit every slot once, going round from i, re-examining a slot whose
-	// entry was removed: the backward shift may have moved an unvisited
-	// entry into it.
-	for steps := 0; steps < size && n != 0; {
-		s := w.slots[i]
-		if s.h == 0 {
-			i = (i + 1) & mask
-			steps++
+	for range slots {
+		if n == 0 {
+			return
+		}
+		s := &slots[i]
+		i = (i + 1) & mask
+		h, v := s.h.Load(), s.v.Load()
+		if h == 0 || !isLive(v) {
 			continue
 		}
 		n--
-		e := t.p.Expiry(algo.State{T: s.v})
-		if e <= now {
-			w.remove(i)
-			*gone++
-			continue
+		e := t.p.Expiry(algo.State{T: v})
+		switch {
+		case e <= now:
+			if t.one.remove(slots, (i-1)&mask, v) {
+				*gone++
+			}
+		case !*found || e < *at:
+			*oldest, *at, *found = h, e, true
 		}
-		if !*found || e < *at {
-			*oldest, *at, *found = s.h, e, true
-		}
-		i = (i + 1) & mask
-		steps++
 	}
 }
 
@@ -201,9 +199,11 @@ const evictSamples = 8
 // state closest to fresh, preferring t's own.
 func (sh *shard) evict(t *table, now int64, from uint64) {
 	victim := t
-	for _, o := range sh.tables {
-		if victim.len() == 0 {
-			victim = o
+	if set := sh.tables.Load(); set != nil {
+		for _, o := range set.list {
+			if victim.len() == 0 {
+				victim = o
+			}
 		}
 	}
 	gone, oldest, found := victim.scan(evictSamples, now, from)

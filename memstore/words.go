@@ -1,26 +1,57 @@
 package memstore
 
+import (
+	"math"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/bouncerhq/bouncer/algo"
+)
+
 // words is an open-addressing hash table from a key's hash to one int64 of
-// state, for the one-word algorithms. A check finds its slot with one probe
-// sequence and updates it in place, which a Go map (a lookup, then an
-// assignment) cannot; a slot is 16 bytes and the table stays between 3/8
-// and 3/4 full, so a key costs 21 to 43 bytes.
+// state, for the one-word algorithms: 16 bytes a slot, at most 7/8 full.
 //
-// Linear probing, with deletion by backward shift: no tombstones, so probe
-// sequences stay short however many keys come and go. Hash 0 marks an
-// empty slot; a key that hashes to 0 is stored as 1.
+// Checks of one key and one limit run without the shard's lock: they find
+// the slot, read its value, read the clock, and compare-and-swap the new
+// value in, retrying if another check got there first. Everything that
+// changes the table's shape — inserting, deleting, rebuilding — holds the
+// shard's lock, and marks values so that lock-free checks notice:
+//
+//   - a slot's hash, once set, never changes until a rebuild copies the
+//     table, so a check that found its hash has found its key for good;
+//   - deleting a key stores slotDeleted in its value (a tombstone), and a
+//     rebuild leaves tombstones behind;
+//   - a rebuild stores slotMoved in every value it copies, then publishes
+//     the new slots: a check that meets slotMoved starts again on them;
+//   - a check of several limits stores slotLocked in the values it decides
+//     and the final values once it has decided all of them, so that its
+//     all-or-nothing step is atomic; lock-free checks wait for it.
+//
+// A value that a lock-free check meets deleted (or a key it does not find)
+// sends it to the locked path, which inserts.
 type words struct {
-	slots []wordSlot // a power of two long, or nil
-	used  int
+	slots  atomic.Pointer[[]wordSlot] // a power of two long
+	live   int                        // keys with state; under the lock
+	filled int                        // slots with a hash, live or deleted; under the lock
 }
 
 type wordSlot struct {
-	h uint64
-	v int64
+	h atomic.Uint64 // 0: empty
+	v atomic.Int64
 }
+
+// Values no state takes: states are instants since the Unix epoch.
+const (
+	slotMoved   = math.MinInt64
+	slotDeleted = math.MinInt64 + 1
+	slotLocked  = math.MinInt64 + 2
+)
+
+func isLive(v int64) bool { return v > slotLocked }
 
 const minWordSlots = 8
 
+// fixHash keeps 0 free to mark an empty slot.
 func fixHash(h uint64) uint64 {
 	if h == 0 {
 		return 1
@@ -28,82 +59,184 @@ func fixHash(h uint64) uint64 {
 	return h
 }
 
-// find returns the index of h's slot, or -1.
-func (w *words) find(h uint64) int {
-	if w.used == 0 {
-		return -1
+// find returns the current slots and the index of h's slot in them, or -1.
+// It takes no lock.
+func (w *words) find(h uint64) ([]wordSlot, int) {
+	p := w.slots.Load()
+	if p == nil {
+		return nil, -1
 	}
-	mask := len(w.slots) - 1
+	slots := *p
+	mask := len(slots) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
-		switch w.slots[i].h {
+		switch slots[i].h.Load() {
 		case h:
-			return i
+			return slots, i
 		case 0:
-			return -1
+			return slots, -1
 		}
 	}
 }
 
-// insert stores v for h, which must not be in the table.
-func (w *words) insert(h uint64, v int64) {
-	if (w.used+1)*8 > len(w.slots)*7 {
-		w.resize(max(len(w.slots)*2, minWordSlots))
+// update runs one check of cost (or, with refund set, a refund of cost)
+// on a key's state in t without the shard's lock, and returns the check's
+// result. It reports false when the key has no live state, for the locked
+// path to handle.
+func (t *table) update(h uint64, now func() int64, cost int64, refund bool) (algo.Result, bool) {
+	for {
+		slots, i := t.one.find(h)
+		if i < 0 {
+			return algo.Result{}, false
+		}
+		slot := &slots[i]
+		for {
+			v := slot.v.Load()
+			switch v {
+			case slotLocked:
+				runtime.Gosched()
+				continue
+			case slotDeleted:
+				return algo.Result{}, false
+			case slotMoved:
+			default:
+				// Reading the clock after the value keeps one key's
+				// times in order: whoever stored v read the clock first.
+				var (
+					next int64
+					r    algo.Result
+				)
+				if refund {
+					next = t.p.Refund(algo.State{T: v}, now(), cost).T
+				} else {
+					next, r = t.p.CheckWord(v, now(), cost)
+					if !r.Allowed || cost == 0 {
+						return r, true
+					}
+				}
+				if next == v || slot.v.CompareAndSwap(v, next) {
+					return r, true
+				}
+				continue
+			}
+			break // moved: find the key in the new slots
+		}
 	}
-	mask := len(w.slots) - 1
-	i := int(h) & mask
-	for w.slots[i].h != 0 {
+}
+
+// The methods below hold the shard's lock.
+
+// lock takes h's live value for a check of several limits and returns its
+// index and value; ok is false if h has no live state.
+func (w *words) lock(h uint64) (i int, v int64, ok bool) {
+	slots, i := w.find(h)
+	if i < 0 {
+		return -1, 0, false
+	}
+	for {
+		v = slots[i].v.Load()
+		if !isLive(v) {
+			return -1, 0, false // deleted; nothing else happens under the lock
+		}
+		if slots[i].v.CompareAndSwap(v, slotLocked) {
+			return i, v, true
+		}
+	}
+}
+
+// unlock stores v in slot i, taken by lock.
+func (w *words) unlock(i int, v int64) { (*w.slots.Load())[i].v.Store(v) }
+
+// set stores v for h, inserting h if it has no live state, and reports
+// whether it inserted.
+func (w *words) set(h uint64, v int64) (inserted bool) {
+	slots, i := w.find(h)
+	if i >= 0 {
+		for {
+			old := slots[i].v.Load()
+			if !isLive(old) {
+				slots[i].v.Store(v) // revive a tombstone: its hash is h's
+				w.live++
+				return true
+			}
+			if slots[i].v.CompareAndSwap(old, v) {
+				return false
+			}
+		}
+	}
+	if slots == nil || (w.filled+1)*8 > len(slots)*7 {
+		// Full of live keys: double. Full of tombstones: the same size.
+		slots = w.rebuild(max(w.live+1, len(slots)*7/8+1))
+	}
+	mask := len(slots) - 1
+	i = int(h) & mask
+	for slots[i].h.Load() != 0 {
 		i = (i + 1) & mask
 	}
-	w.slots[i] = wordSlot{h: h, v: v}
-	w.used++
+	slots[i].v.Store(v) // the value first: a lock-free check that finds the hash reads it
+	slots[i].h.Store(h)
+	w.live++
+	w.filled++
+	return true
 }
 
-// remove empties slot i, shifting back the entries after it whose probe
-// sequence passes through i.
-func (w *words) remove(i int) {
-	mask := len(w.slots) - 1
-	for j := (i + 1) & mask; w.slots[j].h != 0; j = (j + 1) & mask {
-		home := int(w.slots[j].h) & mask
-		// Move j into the hole at i unless its home lies cyclically in
-		// (i, j]: then it is already as close to home as it can be.
-		if (j-home)&mask >= (j-i)&mask {
-			w.slots[i] = w.slots[j]
-			i = j
+// remove deletes slot i's state if it still is v, and reports whether it
+// did.
+func (w *words) remove(slots []wordSlot, i int, v int64) bool {
+	if !slots[i].v.CompareAndSwap(v, slotDeleted) {
+		return false
+	}
+	w.live--
+	return true
+}
+
+// rebuild copies the live states into new slots sized for want keys —
+// the fewest, a power of two, that keep them at most 7/8 full — publishes
+// them and returns them.
+func (w *words) rebuild(want int) []wordSlot {
+	n := minWordSlots
+	for n*7 < want*8 {
+		n *= 2
+	}
+	fresh := make([]wordSlot, n)
+	mask := n - 1
+	live := 0
+	if p := w.slots.Load(); p != nil {
+		for i := range *p {
+			s := &(*p)[i]
+			h := s.h.Load()
+			if h == 0 {
+				continue
+			}
+			v := s.v.Swap(slotMoved)
+			if !isLive(v) {
+				continue
+			}
+			j := int(h) & mask
+			for fresh[j].h.Load() != 0 {
+				j = (j + 1) & mask
+			}
+			fresh[j].v.Store(v)
+			fresh[j].h.Store(h)
+			live++
 		}
 	}
-	w.slots[i] = wordSlot{}
-	w.used--
+	w.live, w.filled = live, live
+	w.slots.Store(&fresh)
+	return fresh
 }
 
-// shrink halves the table while it is less than 1/8 full, so that a
-// table that held a flood returns its memory. Indices found before it
-// are invalid after.
+// shrink rebuilds the table when tombstones or emptiness waste most of it.
 func (w *words) shrink() {
-	n := len(w.slots)
-	for n > minWordSlots && w.used*8 < n {
-		n /= 2
-	}
-	if w.used == 0 {
-		w.slots = nil
+	p := w.slots.Load()
+	if p == nil {
 		return
 	}
-	if n != len(w.slots) {
-		w.resize(n)
+	if w.live == 0 {
+		w.rebuild(0)
+		w.slots.Store(nil)
+		return
 	}
-}
-
-func (w *words) resize(n int) {
-	old := w.slots
-	w.slots = make([]wordSlot, n)
-	mask := n - 1
-	for _, s := range old {
-		if s.h == 0 {
-			continue
-		}
-		i := int(s.h) & mask
-		for w.slots[i].h != 0 {
-			i = (i + 1) & mask
-		}
-		w.slots[i] = s
+	if len(*p) > minWordSlots && (w.live*8 < len(*p) || w.filled > 2*w.live) {
+		w.rebuild(w.live)
 	}
 }
