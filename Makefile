@@ -31,9 +31,10 @@ fuzz:
 bench-check:
 	cd bench && $(GO) test -count=1 -run . -bench . -benchtime 1x ./...
 
-# The full side-by-side run recorded in docs/benchmarks.md.
+# The full side-by-side run recorded in docs/benchmarks.md, and its tables.
 bench:
-	cd bench && $(GO) test -run '^$$' -bench . -benchtime 1s -count 1 ./...
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime 1s -count 3 ./... | tee out.txt
+	cd bench && $(GO) run ratios.go < out.txt
 
 # Bouncer's main job on the in-memory default; see README.md.
 run:
