@@ -48,7 +48,7 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 			pend = append(pend, p)
 		}
 	}
-	now := s.now()
+	now := s.clock()
 	allowed := true
 	for i := range pend {
 		p := &pend[i]

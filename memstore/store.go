@@ -111,6 +111,16 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// clock returns the store's time; a ticking clock is read inline.
+func (s *Store) clock() int64 {
+	if t := s.ticking; t != nil {
+		if v := t.now.Load(); v != 0 {
+			return v
+		}
+	}
+	return s.now()
+}
+
 // shardOf returns the shard that holds every limit of the key hashed to h.
 func (s *Store) shardOf(h uint64) int {
 	if s.shift == 64 {
@@ -140,7 +150,7 @@ func (s *Store) Stats() Stats {
 // and returns how many it forgot. Checks do this a little at a time; call
 // Sweep to reclaim memory at once, for example after a flood of keys.
 func (s *Store) Sweep() int {
-	now := s.now()
+	now := s.clock()
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -198,7 +208,7 @@ func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Deci
 	h := fixHash(maphash.String(s.seed, key))
 	sh := &s.shards[s.shardOf(h)]
 	if t := sh.find(l); t != nil && t.one != nil {
-		if res, ok := t.update(h, s.now, cost, false); ok {
+		if res, ok := t.update(h, s, cost, false); ok {
 			return decision(key, l, res), nil
 		}
 	}
@@ -213,11 +223,11 @@ func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Deci
 	}
 	if t.one != nil {
 		// Lock-free checks may still update live state: go through update.
-		if res, ok := t.update(h, s.now, cost, false); ok {
+		if res, ok := t.update(h, s, cost, false); ok {
 			return decision(key, l, res), nil
 		}
 	}
-	now := s.now()
+	now := s.clock()
 	before, known := t.load(h)
 	after, res := t.p.Check(before, now, cost)
 	if res.Allowed && cost > 0 {
@@ -250,7 +260,7 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 	hashes := s.hash(r.Keys, hashBuf[:0])
 	locked := s.lock(hashes, lockBuf[:0])
 	defer s.unlock(locked)
-	now := s.now()
+	now := s.clock()
 	for i, k := range r.Keys {
 		h := hashes[i]
 		sh := &s.shards[s.shardOf(h)]
@@ -262,7 +272,7 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 			if t.one != nil {
 				// Read, refund and write in one step: lock-free checks
 				// may change the state meanwhile.
-				t.update(h, s.now, r.Cost, true)
+				t.update(h, s, r.Cost, true)
 				continue
 			}
 			st, ok := t.load(h)

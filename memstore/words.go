@@ -82,7 +82,7 @@ func (w *words) find(h uint64) ([]wordSlot, int) {
 // on a key's state in t without the shard's lock, and returns the check's
 // result. It reports false when the key has no live state, for the locked
 // path to handle.
-func (t *table) update(h uint64, now func() int64, cost int64, refund bool) (algo.Result, bool) {
+func (t *table) update(h uint64, c *Store, cost int64, refund bool) (algo.Result, bool) {
 	for {
 		slots, i := t.one.find(h)
 		if i < 0 {
@@ -106,9 +106,9 @@ func (t *table) update(h uint64, now func() int64, cost int64, refund bool) (alg
 					r    algo.Result
 				)
 				if refund {
-					next = t.p.Refund(algo.State{T: v}, now(), cost).T
+					next = t.p.Refund(algo.State{T: v}, c.clock(), cost).T
 				} else {
-					next, r = t.p.CheckWord(v, now(), cost)
+					next, r = t.p.CheckWord(v, c.clock(), cost)
 					if !r.Allowed || cost == 0 {
 						return r, true
 					}

@@ -57,7 +57,7 @@ func TestWordsUpdatesSurviveRebuilds(t *testing.T) {
 	tb := newTable(bouncer.Limit{Name: "n", Algorithm: bouncer.GCRA, Rate: 1, Period: time.Nanosecond * 1000, Burst: 1 << 30})
 	var mu sync.Mutex
 	const keys, workers, checks = 16, 4, 2000
-	clock := func() int64 { return 1 }
+	clock := New(Options{Now: func() time.Time { return time.Unix(0, 1) }})
 	for k := range uint64(keys) {
 		tb.one.set((k+1)<<8, 1) // a live state at the clock's instant
 	}
