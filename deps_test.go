@@ -23,6 +23,7 @@ var allowedImports = map[string][]string{
 	"storetest":    {"", "pgregory.net/rapid"},
 	"cmd/bouncer":  {"", "algo", "memstore"},
 	"internal/...": {""},
+	"examples/...": {"", "memstore"},
 }
 
 type listedPackage struct {
