@@ -94,3 +94,30 @@ func TestCheckKeepsEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckWordInto checks that CheckWordInto sets every field of the
+// Result it is given, whatever was there, and decides as Check.
+func TestCheckWordInto(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	algos := []bouncer.Algorithm{bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket, bouncer.FixedWindow, 0}
+	for range 2000 {
+		l := bouncer.Limit{
+			Name:      "w",
+			Algorithm: algos[rng.IntN(len(algos))],
+			Rate:      1 + rng.Int64N(10),
+			Period:    time.Duration(1 + rng.Int64N(int64(time.Second))),
+			Shape:     rng.IntN(2) == 0,
+		}
+		if l.Algorithm.UsesBurst() {
+			l.Burst = 1 + rng.Int64N(10)
+		}
+		p := algo.Prepare(l)
+		before := rng.Int64N(int64(2 * time.Second))
+		now, cost := rng.Int64N(int64(2*time.Second)), rng.Int64N(12)
+		wantState, want := p.Check(algo.State{T: before}, now, cost)
+		got := algo.Result{Allowed: true, Remaining: -7, ResetAfter: -7, RetryAfter: -7, Delay: -7}
+		if after := p.CheckWordInto(before, now, cost, &got); after != wantState.T || got != want {
+			t.Fatalf("%v: CheckWordInto(%d, %d, %d) = %d, %+v; want %d, %+v", l, before, now, cost, after, got, wantState.T, want)
+		}
+	}
+}

@@ -23,11 +23,11 @@ import (
 func FixedWindow(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	var r Result
-	s.T, r = p.fixedWindow(s.T, now, cost)
+	s.T = p.fixedWindow(s.T, now, cost, &r)
 	return s, r
 }
 
-func (p *Params) fixedWindow(t, now, cost int64) (int64, Result) {
+func (p *Params) fixedWindow(t, now, cost int64, r *Result) int64 {
 	rate := p.Limit.Rate
 	start := windowStart(now, p.period)
 	count := p.windowCount(t, start)
@@ -36,20 +36,22 @@ func (p *Params) fixedWindow(t, now, cost int64) (int64, Result) {
 		if count == 0 {
 			reset = 0 // nothing counted: nothing to reset, as for every other cost
 		}
-		return t, never(rate-count, reset)
+		*r = never(rate-count, reset)
+		return t
 	}
 	if count+cost > rate {
-		return t, Result{Remaining: max(rate-count, 0), ResetAfter: time.Duration(reset), RetryAfter: time.Duration(reset)}
+		*r = Result{Remaining: max(rate-count, 0), ResetAfter: time.Duration(reset), RetryAfter: time.Duration(reset)}
+		return t
 	}
 	count += cost
 	if cost > 0 {
 		t = start + count*p.unit
 	}
-	r := Result{Allowed: true, Remaining: rate - count}
+	*r = Result{Allowed: true, Remaining: rate - count}
 	if count > 0 {
 		r.ResetAfter = time.Duration(reset)
 	}
-	return t, r
+	return t
 }
 
 // windowCount decodes the count that t packs for the window that starts

@@ -23,32 +23,35 @@ import (
 func GCRA(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	var r Result
-	s.T, r = p.gcra(s.T, now, cost)
+	s.T = p.gcra(s.T, now, cost, &r)
 	return s, r
 }
 
-func (p *Params) gcra(t, now, cost int64) (int64, Result) {
+func (p *Params) gcra(t, now, cost int64, r *Result) int64 {
 	interval, capacity := p.interval, p.span
 	tat := max(t, now)
 	if cost > p.Limit.Burst {
-		return t, never(floorDiv(capacity-(tat-now), interval), tat-now)
+		*r = never(floorDiv(capacity-(tat-now), interval), tat-now)
+		return t
 	}
 	next := tat + cost*interval
 	if over := next - now - capacity; over > 0 {
-		return t, Result{
+		*r = Result{
 			Remaining:  max(floorDiv(capacity-(tat-now), interval), 0),
 			ResetAfter: time.Duration(tat - now),
 			RetryAfter: time.Duration(over),
 		}
+		return t
 	}
 	if cost > 0 {
 		t = next
 	}
-	return t, Result{
+	*r = Result{
 		Allowed:    true,
 		Remaining:  max(floorDiv(capacity-(next-now), interval), 0),
 		ResetAfter: time.Duration(next - now),
 	}
+	return t
 }
 
 // refundTime moves a bucket's instant back by n intervals, never before

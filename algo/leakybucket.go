@@ -26,24 +26,26 @@ import (
 func LeakyBucket(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	var r Result
-	s.T, r = p.leakyBucket(s.T, now, cost)
+	s.T = p.leakyBucket(s.T, now, cost, &r)
 	return s, r
 }
 
-func (p *Params) leakyBucket(t, now, cost int64) (int64, Result) {
+func (p *Params) leakyBucket(t, now, cost int64, r *Result) int64 {
 	interval, depth := p.interval, p.span
 	level := max(0, t-now)
 	if cost > p.Limit.Burst {
-		return t, never(floorDiv(depth-level, interval), level)
+		*r = never(floorDiv(depth-level, interval), level)
+		return t
 	}
 	if over := level + cost*interval - depth; over > 0 {
-		return t, Result{
+		*r = Result{
 			Remaining:  max(floorDiv(depth-level, interval), 0),
 			ResetAfter: time.Duration(level),
 			RetryAfter: time.Duration(over),
 		}
+		return t
 	}
-	r := Result{Allowed: true}
+	*r = Result{Allowed: true}
 	if p.Limit.Shape && cost > 0 {
 		r.Delay = time.Duration(level)
 	}
@@ -53,5 +55,5 @@ func (p *Params) leakyBucket(t, now, cost int64) (int64, Result) {
 	}
 	r.Remaining = (depth - level) / interval
 	r.ResetAfter = time.Duration(level)
-	return t, r
+	return t
 }

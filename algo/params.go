@@ -44,19 +44,30 @@ func (p *Params) Check(s State, now, cost int64) (State, Result) {
 }
 
 // CheckWord is Check for the algorithms whose state is one word (OneWord):
-// t is State.T.
+// t is State.T. It is shorthand for CheckWordInto.
 func (p *Params) CheckWord(t, now, cost int64) (int64, Result) {
+	var r Result
+	t = p.CheckWordInto(t, now, cost, &r)
+	return t, r
+}
+
+// CheckWordInto is CheckWord storing the result in *r, all of whose fields
+// it sets, and returning only the state. A Result is too large to travel
+// in registers: a store's hot path that fills in its own Result saves a
+// copy or two per check.
+func (p *Params) CheckWordInto(t, now, cost int64, r *Result) int64 {
 	switch p.Limit.Algorithm {
 	case bouncer.TokenBucket:
-		return p.tokenBucket(t, now, cost)
+		return p.tokenBucket(t, now, cost, r)
 	case bouncer.GCRA:
-		return p.gcra(t, now, cost)
+		return p.gcra(t, now, cost, r)
 	case bouncer.LeakyBucket:
-		return p.leakyBucket(t, now, cost)
+		return p.leakyBucket(t, now, cost, r)
 	case bouncer.FixedWindow:
-		return p.fixedWindow(t, now, cost)
+		return p.fixedWindow(t, now, cost, r)
 	}
-	return t, Result{RetryAfter: bouncer.Never}
+	*r = Result{RetryAfter: bouncer.Never}
+	return t
 }
 
 // Refund gives n units back at now; see the package function Refund.

@@ -22,31 +22,34 @@ import (
 func TokenBucket(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	var r Result
-	s.T, r = p.tokenBucket(s.T, now, cost)
+	s.T = p.tokenBucket(s.T, now, cost, &r)
 	return s, r
 }
 
-func (p *Params) tokenBucket(t, now, cost int64) (int64, Result) {
+func (p *Params) tokenBucket(t, now, cost int64, r *Result) int64 {
 	interval, full := p.interval, p.span
 	credit := full - max(0, t-now)
 	if cost > p.Limit.Burst {
-		return t, never(floorDiv(credit, interval), full-credit)
+		*r = never(floorDiv(credit, interval), full-credit)
+		return t
 	}
 	need := cost * interval
 	if need > credit {
-		return t, Result{
+		*r = Result{
 			Remaining:  max(floorDiv(credit, interval), 0),
 			ResetAfter: time.Duration(full - credit),
 			RetryAfter: time.Duration(need - credit),
 		}
+		return t
 	}
 	credit -= need
 	if cost > 0 {
 		t = now + full - credit
 	}
-	return t, Result{
+	*r = Result{
 		Allowed:    true,
 		Remaining:  credit / interval,
 		ResetAfter: time.Duration(full - credit),
 	}
+	return t
 }

@@ -180,9 +180,10 @@ func (s *Store) Sweep() int {
 
 // Check decides r; see bouncer.Limiter. ctx is not consulted: the store
 // never waits for anything but a shard's lock.
-func (s *Store) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, error) {
+func (s *Store) Check(_ context.Context, r bouncer.Request) (d bouncer.Decision, err error) {
 	if len(r.Keys) == 1 && len(r.Keys[0].Limits) == 1 {
-		return s.checkOne(r.Keys[0].Key, &r.Keys[0].Limits[0], r.Cost)
+		err = s.checkOne(&d, r.Keys[0].Key, &r.Keys[0].Limits[0], r.Cost)
+		return d, err
 	}
 	if err := r.Validate(); err != nil {
 		return bouncer.Decision{}, err
@@ -192,39 +193,45 @@ func (s *Store) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, e
 	var pendBuf [4]pending
 	hashes := s.hash(r.Keys, hashBuf[:0])
 	locked := s.lock(hashes, lockBuf[:0])
-	d := s.check(r, hashes, pendBuf[:0])
+	d = s.check(r, hashes, pendBuf[:0])
 	s.unlock(locked)
 	return d, nil
 }
 
-// checkOne is Check for the common request: one key, one limit. A limit
-// already in the shard's tables was validated when its table was made. For
-// the one-word algorithms, a key with state is decided without the shard's
-// lock (see words).
-func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Decision, error) {
-	if cost < 0 {
-		return bouncer.Decision{}, fmt.Errorf("%w: cost %d is negative", bouncer.ErrInvalidRequest, cost)
-	}
+// checkOne is Check for the common request, one key and one limit: it
+// fills in d, which is zero. A limit already in the shard's tables was
+// validated when its table was made. For the one-word algorithms, a key
+// with state is decided without the shard's lock (see words).
+func (s *Store) checkOne(d *bouncer.Decision, key string, l *bouncer.Limit, cost int64) error {
 	h := fixHash(maphash.String(s.seed, key))
 	sh := &s.shards[s.shardOf(h)]
-	if t := sh.find(l); t != nil && t.one != nil {
-		if res, ok := t.update(h, s, cost, false); ok {
-			return decision(key, l, res), nil
+	if t := sh.find(l); t != nil && t.one != nil && cost >= 0 {
+		if t.update(h, s, cost, key, d) {
+			return nil
 		}
+	}
+	return s.checkLocked(d, sh, h, key, l, cost)
+}
+
+// checkLocked is checkOne under the shard's lock, for a new key or limit
+// and for the algorithms that are not one word.
+func (s *Store) checkLocked(d *bouncer.Decision, sh *shard, h uint64, key string, l *bouncer.Limit, cost int64) error {
+	if cost < 0 {
+		return fmt.Errorf("%w: cost %d is negative", bouncer.ErrInvalidRequest, cost)
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.table(l, false)
 	if t == nil {
 		if err := l.Validate(); err != nil {
-			return bouncer.Decision{}, err
+			return err
 		}
 		t = sh.table(l, true)
 	}
 	if t.one != nil {
 		// Lock-free checks may still update live state: go through update.
-		if res, ok := t.update(h, s, cost, false); ok {
-			return decision(key, l, res), nil
+		if t.update(h, s, cost, key, d) {
+			return nil
 		}
 	}
 	now := s.clock()
@@ -233,20 +240,20 @@ func (s *Store) checkOne(key string, l *bouncer.Limit, cost int64) (bouncer.Deci
 	if res.Allowed && cost > 0 {
 		sh.save(t, h, after, now, known)
 	}
-	return decision(key, l, res), nil
+	decide(d, key, t, &res)
+	return nil
 }
 
-func decision(key string, l *bouncer.Limit, res algo.Result) bouncer.Decision {
-	return bouncer.Decision{
-		Allowed:    res.Allowed,
-		Limit:      l.Capacity(),
-		Remaining:  res.Remaining,
-		ResetAfter: res.ResetAfter,
-		RetryAfter: res.RetryAfter,
-		Delay:      res.Delay,
-		Key:        key,
-		LimitName:  l.Name,
-	}
+// decide fills in d with t's result res for key.
+func decide(d *bouncer.Decision, key string, t *table, res *algo.Result) {
+	d.Allowed = res.Allowed
+	d.Limit = t.capacity
+	d.Remaining = res.Remaining
+	d.ResetAfter = res.ResetAfter
+	d.RetryAfter = res.RetryAfter
+	d.Delay = res.Delay
+	d.Key = key
+	d.LimitName = t.limit.Name
 }
 
 // Refund gives r.Cost back to every limit of every key in r; see
@@ -272,7 +279,7 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 			if t.one != nil {
 				// Read, refund and write in one step: lock-free checks
 				// may change the state meanwhile.
-				t.update(h, s, r.Cost, true)
+				t.update(h, s, r.Cost, "", nil)
 				continue
 			}
 			st, ok := t.load(h)

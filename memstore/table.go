@@ -8,15 +8,16 @@ import (
 // table holds one limit's states, by key hash. Exactly one of its maps is
 // used, by the shape of the limit's state.
 type table struct {
-	limit bouncer.Limit
-	p     algo.Params
-	one   *words                  // algo.OneWord algorithms: State.T
-	two   map[uint64][2]int64     // sliding window counter: State.T, State.N
-	log   map[uint64][]algo.Entry // log algorithms: State.Log
+	limit    bouncer.Limit
+	capacity int64 // limit.Capacity()
+	p        algo.Params
+	one      *words                  // algo.OneWord algorithms: State.T
+	two      map[uint64][2]int64     // sliding window counter: State.T, State.N
+	log      map[uint64][]algo.Entry // log algorithms: State.Log
 }
 
 func newTable(l bouncer.Limit) *table {
-	t := &table{limit: l, p: algo.Prepare(l)}
+	t := &table{limit: l, capacity: l.Capacity(), p: algo.Prepare(l)}
 	switch {
 	case algo.OneWord(l.Algorithm):
 		t.one = new(words)

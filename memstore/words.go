@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
 )
 
@@ -78,15 +79,15 @@ func (w *words) find(h uint64) ([]wordSlot, int) {
 	}
 }
 
-// update runs one check of cost (or, with refund set, a refund of cost)
-// on a key's state in t without the shard's lock, and returns the check's
-// result. It reports false when the key has no live state, for the locked
-// path to handle.
-func (t *table) update(h uint64, c *Store, cost int64, refund bool) (algo.Result, bool) {
+// update runs one check of cost on key, hashed to h (or, with d nil, a
+// refund of cost), on the key's state in t without the shard's lock, and
+// fills in d with the check's decision. It reports false when the key has
+// no live state, for the locked path to handle.
+func (t *table) update(h uint64, c *Store, cost int64, key string, d *bouncer.Decision) bool {
 	for {
 		slots, i := t.one.find(h)
 		if i < 0 {
-			return algo.Result{}, false
+			return false
 		}
 		slot := &slots[i]
 		for {
@@ -96,25 +97,27 @@ func (t *table) update(h uint64, c *Store, cost int64, refund bool) (algo.Result
 				runtime.Gosched()
 				continue
 			case slotDeleted:
-				return algo.Result{}, false
+				return false
 			case slotMoved:
 			default:
 				// Reading the clock after the value keeps one key's
 				// times in order: whoever stored v read the clock first.
-				var (
-					next int64
-					r    algo.Result
-				)
-				if refund {
+				var next int64
+				if d == nil {
 					next = t.p.Refund(algo.State{T: v}, c.clock(), cost).T
 				} else {
-					next, r = t.p.CheckWord(v, c.clock(), cost)
+					var r algo.Result
+					next = t.p.CheckWordInto(v, c.clock(), cost, &r)
+					// Filling in d before the compare-and-swap, which
+					// waits for every store before it, lets the caller
+					// copy d without stalling on stores in flight.
+					decide(d, key, t, &r)
 					if !r.Allowed || cost == 0 {
-						return r, true
+						return true
 					}
 				}
 				if next == v || slot.v.CompareAndSwap(v, next) {
-					return r, true
+					return true
 				}
 				continue
 			}

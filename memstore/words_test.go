@@ -66,11 +66,12 @@ func TestWordsUpdatesSurviveRebuilds(t *testing.T) {
 		wg.Go(func() {
 			for i := range checks {
 				h := uint64((g+i)%keys+1) << 8
-				r, ok := tb.update(h, clock, 1, false)
+				var r bouncer.Decision
+				ok := tb.update(h, clock, 1, "", &r)
 				if !ok {
 					// Not found lock-free: the locked path, as the store does.
 					mu.Lock()
-					r, ok = tb.update(h, clock, 1, false)
+					ok = tb.update(h, clock, 1, "", &r)
 					mu.Unlock()
 				}
 				if !ok || !r.Allowed {
