@@ -20,8 +20,9 @@ import (
 )
 
 // State is the stored state of one limit on one key. What each field means
-// depends on the algorithm; each algorithm's file says. The O(1) algorithms
-// other than SlidingWindowCounter use T alone (see OneWord).
+// depends on the algorithm; each algorithm's file says. The O(1)
+// algorithms use T alone, but for a sliding window counter with very many
+// units per period (see Params.OneWord).
 type State struct {
 	// T is an instant in Unix nanoseconds, possibly carrying a count (see
 	// FixedWindow).
@@ -50,8 +51,10 @@ type Result struct {
 	Delay      time.Duration
 }
 
-// OneWord reports whether the algorithm's whole state is State.T, so that a
-// store can keep one int64 per key and use Params.CheckWord.
+// OneWord reports whether the algorithm's whole state is always State.T,
+// so that a store can keep one int64 per key and use Params.CheckWord. A
+// sliding window counter's state is one word for most limits: see
+// Params.OneWord.
 func OneWord(a bouncer.Algorithm) bool {
 	switch a {
 	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket, bouncer.FixedWindow:

@@ -12,6 +12,7 @@ type Params struct {
 	interval int64 // ⌈Period/Rate⌉, at least 1
 	span     int64 // Burst × interval: a bucket's capacity in nanoseconds
 	unit     int64 // ⌊Period/(Rate+1)⌋, at least 1: packs a window's count
+	pair     int64 // ⌊Period/(Rate+1)²⌋ when at least 1: packs a sliding window counter's two counts; else 0
 }
 
 // Prepare derives l's Params. l should be valid (bouncer.Limit.Validate);
@@ -21,13 +22,24 @@ func Prepare(l bouncer.Limit) Params {
 	p.interval = max(int64(l.Interval()), 1)
 	p.span = l.Burst * p.interval
 	p.unit = max(p.period/max(l.Rate+1, 1), 1) // Rate −1 must not divide by 0
+	if l.Algorithm == bouncer.SlidingWindowCounter && l.Rate >= 0 {
+		// (Rate+1)² ≤ Period without squaring: Rate may be 2⁴⁰.
+		if q := p.period / (l.Rate + 1); q >= l.Rate+1 {
+			p.pair = q / (l.Rate + 1)
+		}
+	}
 	return p
 }
+
+// OneWord reports whether this limit's whole state is State.T: always for
+// the algorithms of the package function OneWord, and for a sliding
+// window counter whose two counts fit in it.
+func (p *Params) OneWord() bool { return OneWord(p.Limit.Algorithm) || p.pair > 0 }
 
 // Check decides a check of cost units at now and returns the state to
 // store if the check is allowed; a denied check returns s unchanged.
 func (p *Params) Check(s State, now, cost int64) (State, Result) {
-	if OneWord(p.Limit.Algorithm) {
+	if p.OneWord() {
 		var r Result
 		s.T, r = p.CheckWord(s.T, now, cost)
 		return s, r
@@ -43,8 +55,8 @@ func (p *Params) Check(s State, now, cost int64) (State, Result) {
 	return s, Result{RetryAfter: bouncer.Never}
 }
 
-// CheckWord is Check for the algorithms whose state is one word (OneWord):
-// t is State.T. It is shorthand for CheckWordInto.
+// CheckWord is Check for the limits whose state is one word
+// (Params.OneWord): t is State.T. It is shorthand for CheckWordInto.
 func (p *Params) CheckWord(t, now, cost int64) (int64, Result) {
 	var r Result
 	t = p.CheckWordInto(t, now, cost, &r)
@@ -65,6 +77,12 @@ func (p *Params) CheckWordInto(t, now, cost int64, r *Result) int64 {
 		return p.leakyBucket(t, now, cost, r)
 	case bouncer.FixedWindow:
 		return p.fixedWindow(t, now, cost, r)
+	case bouncer.SlidingWindowCounter:
+		if p.pair > 0 {
+			var s State
+			s, *r = p.slidingWindowCounter(State{T: t}, now, cost)
+			return s.T
+		}
 	}
 	*r = Result{RetryAfter: bouncer.Never}
 	return t

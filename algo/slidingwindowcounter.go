@@ -22,8 +22,12 @@ import (
 // measures the error). Rounding the weight up never admits more than the
 // exact formula.
 //
-// State.T packs the current window's start and count as FixedWindow does;
-// State.N is the previous window's count. Two int64s per key.
+// State.T packs the current window's start and count as FixedWindow does,
+// and State.N is the previous window's count — or, when (Rate+1)² ≤ Period
+// in nanoseconds (up to 31 621 per second, 244 947 per minute, 1.9 million
+// per hour), State.T packs both counts, start + (prev×(Rate+1) + curr)×v
+// with v = ⌊Period/(Rate+1)²⌋, and the state is one int64
+// (Params.OneWord).
 func SlidingWindowCounter(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	return p.slidingWindowCounter(s, now, cost)
@@ -48,8 +52,7 @@ func (p *Params) slidingWindowCounter(s State, now, cost int64) (State, Result) 
 	}
 	curr += cost
 	if cost > 0 {
-		s.T = start + curr*p.unit
-		s.N = prev
+		s = p.slidingWindowState(start, curr, prev)
 	}
 	return s, Result{
 		Allowed:    true,
@@ -62,13 +65,32 @@ func (p *Params) slidingWindowCounter(s State, now, cost int64) (State, Result) 
 // and of the one before it, rolling the stored windows forward.
 func (p *Params) slidingWindowCounts(s State, start int64) (curr, prev int64) {
 	stored := windowStart(s.T, p.period)
+	c, pv := p.storedCounts(s, stored)
 	switch stored {
 	case start:
-		return p.windowCount(s.T, stored), s.N
+		return c, pv
 	case start - p.period:
-		return 0, p.windowCount(s.T, stored)
+		return 0, c
 	}
 	return 0, 0
+}
+
+// storedCounts decodes the counts that s holds for the window starting at
+// stored, the window s.T lies in.
+func (p *Params) storedCounts(s State, stored int64) (curr, prev int64) {
+	if p.pair > 0 {
+		x := (s.T - stored) / p.pair
+		return x % (p.Limit.Rate + 1), x / (p.Limit.Rate + 1)
+	}
+	return p.windowCount(s.T, stored), s.N
+}
+
+// slidingWindowState encodes the counts of the window starting at start.
+func (p *Params) slidingWindowState(start, curr, prev int64) State {
+	if p.pair > 0 {
+		return State{T: start + (prev*(p.Limit.Rate+1)+curr)*p.pair}
+	}
+	return State{T: start + curr*p.unit, N: prev}
 }
 
 func slidingWindowReset(start, period, now, curr, prev int64) int64 {
@@ -105,10 +127,11 @@ func (p *Params) slidingWindowRetry(start, now, curr, prev, cost int64) int64 {
 func (p *Params) slidingWindowCounterExpiry(s State) int64 {
 	period := p.period
 	start := windowStart(s.T, period)
-	if p.windowCount(s.T, start) > 0 {
+	curr, prev := p.storedCounts(s, start)
+	if curr > 0 {
 		return start + 2*period
 	}
-	if s.N > 0 {
+	if prev > 0 {
 		return start + period
 	}
 	return 0
@@ -123,7 +146,5 @@ func (p *Params) refundSlidingWindowCounter(s State, now, n int64) State {
 	take := min(n, curr)
 	curr -= take
 	prev = max(prev-(n-take), 0)
-	s.T = start + curr*p.unit
-	s.N = prev
-	return s
+	return p.slidingWindowState(start, curr, prev)
 }

@@ -19,7 +19,7 @@ type table struct {
 func newTable(l bouncer.Limit) *table {
 	t := &table{limit: l, capacity: l.Capacity(), p: algo.Prepare(l)}
 	switch {
-	case algo.OneWord(l.Algorithm):
+	case t.p.OneWord():
 		t.one = new(words)
 	case l.Algorithm == bouncer.SlidingWindowCounter:
 		t.two = make(map[uint64][2]int64)
