@@ -68,6 +68,8 @@ var impls = []impl{
 	{"bouncer-token_bucket", newBouncer(bouncer.TokenBucket, 0)},
 	{"bouncer-gcra", newBouncer(bouncer.GCRA, 0)},
 	{"bouncer-fixed_window", newBouncer(bouncer.FixedWindow, 0)},
+	{"bouncer-leaky_bucket", newBouncer(bouncer.LeakyBucket, 0)},
+	{"bouncer-sliding_window_counter", newBouncer(bouncer.SlidingWindowCounter, 0)},
 	// The same stores with a clock that ticks every millisecond
 	// (memstore.Options.Resolution) instead of a clock read per check.
 	{"bouncer-token_bucket-tick1ms", newBouncer(bouncer.TokenBucket, time.Millisecond)},
