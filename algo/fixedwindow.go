@@ -29,6 +29,7 @@ func FixedWindow(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 
 func (p *Params) fixedWindow(t, now, cost int64, r *Result) int64 {
 	rate := p.Limit.Rate
+	now = p.notBeforeWindow(t, now)
 	start := windowStart(now, p.period)
 	count := p.windowCount(t, start)
 	reset := start + p.period - now
@@ -63,6 +64,14 @@ func (p *Params) windowCount(t, start int64) int64 {
 	return (t - start) / p.unit
 }
 
+// notBeforeWindow returns now, or the start of the window that state t was
+// written in if that is later: a clock that stepped back (another
+// instance's, a failed-over Redis's) then counts in the newer window
+// instead of wiping it. Buckets need no such care: max(T, now) does it.
+func (p *Params) notBeforeWindow(t, now int64) int64 {
+	return max(now, windowStart(t, p.period))
+}
+
 func (p *Params) fixedWindowExpiry(t int64) int64 {
 	start := windowStart(t, p.period)
 	if p.windowCount(t, start) == 0 {
@@ -72,6 +81,7 @@ func (p *Params) fixedWindowExpiry(t int64) int64 {
 }
 
 func (p *Params) refundFixedWindow(t, now, n int64) int64 {
+	now = p.notBeforeWindow(t, now)
 	start := windowStart(now, p.period)
 	count := p.windowCount(t, start)
 	if count == 0 {

@@ -35,6 +35,7 @@ func SlidingWindowCounter(l bouncer.Limit, s State, now, cost int64) (State, Res
 
 func (p *Params) slidingWindowCounter(s State, now, cost int64) (State, Result) {
 	period, rate := p.period, p.Limit.Rate
+	now = p.notBeforeWindow(s.T, now)
 	start := windowStart(now, period)
 	curr, prev := p.slidingWindowCounts(s, start)
 	elapsed := now - start
@@ -138,6 +139,7 @@ func (p *Params) slidingWindowCounterExpiry(s State) int64 {
 }
 
 func (p *Params) refundSlidingWindowCounter(s State, now, n int64) State {
+	now = p.notBeforeWindow(s.T, now)
 	start := windowStart(now, p.period)
 	curr, prev := p.slidingWindowCounts(s, start)
 	if curr == 0 && prev == 0 {
