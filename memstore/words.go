@@ -167,8 +167,9 @@ func (w *words) set(h uint64, v int64) (inserted bool) {
 		}
 	}
 	if slots == nil || (w.filled+1)*8 > len(slots)*7 {
-		// Full of live keys: double. Full of tombstones: the same size.
-		slots = w.rebuild(max(w.live+1, len(slots)*7/8+1))
+		// Sized for the live keys: full of them, the table doubles; full
+		// of tombstones, it is rebuilt at the same size or smaller.
+		slots = w.rebuild(w.live + 1)
 	}
 	mask := len(slots) - 1
 	i = int(h) & mask

@@ -144,3 +144,22 @@ func TestScanWordsRemovesExactlyTheExpired(t *testing.T) {
 		}
 	})
 }
+
+// Keys that come and go leave tombstones; rebuilding sizes the table for
+// the live keys, so churn does not grow it.
+func TestWordsChurnDoesNotGrowTheTable(t *testing.T) {
+	var w words
+	for i := range uint64(10_000) {
+		h := (i + 1) << 4
+		w.set(h, 1)
+		if slots, j := w.find(h); j >= 0 {
+			w.remove(slots, j, 1)
+		}
+	}
+	if w.live != 0 {
+		t.Fatalf("live = %d, want 0", w.live)
+	}
+	if n := len(*w.slots.Load()); n > 2*minWordSlots {
+		t.Fatalf("after churn the table has %d slots, want at most %d", n, 2*minWordSlots)
+	}
+}
