@@ -29,9 +29,13 @@ func FixedWindow(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 
 func (p *Params) fixedWindow(t, now, cost int64, r *Result) int64 {
 	rate := p.Limit.Rate
-	now = p.notBeforeWindow(t, now)
+	stored := windowStart(t, p.period)
+	now = max(now, stored) // see notBeforeWindow
 	start := windowStart(now, p.period)
-	count := p.windowCount(t, start)
+	count := int64(0)
+	if stored == start {
+		count = (t - start) / p.unit
+	}
 	reset := start + p.period - now
 	if cost > rate {
 		if count == 0 {
