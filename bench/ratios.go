@@ -201,22 +201,7 @@ func checkTables(w io.Writer, rs []result) {
 			fmt.Fprintf(w, " %s |", p)
 		}
 		fmt.Fprintf(w, " fastest peer |\n|---|%s---:|\n", strings.Repeat("---:|", len(peers)))
-		fastest, fastNs := fastestPeer(rs, peers, c, "ns/op")
-		for _, b := range bouncers {
-			br, ok := find(rs, b, c)
-			if !ok {
-				continue
-			}
-			fmt.Fprintf(w, "| %s |", b)
-			for _, p := range peers {
-				if pr, ok := find(rs, p, c); ok {
-					fmt.Fprintf(w, " %s |", ratio(pr.metrics["ns/op"], br.metrics["ns/op"]))
-				} else {
-					fmt.Fprintf(w, " – |")
-				}
-			}
-			fmt.Fprintf(w, " %s (%s) |\n", ratio(fastNs, br.metrics["ns/op"]), fastest)
-		}
+		ratioRows(w, rs, bouncers, peers, c, "ns/op")
 	}
 	fmt.Fprintln(w)
 }
@@ -239,24 +224,31 @@ func bytesTables(w io.Writer, rs []result) {
 	}
 	fmt.Fprintf(w, " leanest peer |\n|---|%s---:|\n", strings.Repeat("---:|", len(peers)))
 	for _, c := range cases(rs) {
-		leanest, leanB := fastestPeer(rs, peers, c, "B/key")
-		for _, b := range bouncers {
-			br, ok := find(rs, b, c)
-			if !ok {
-				continue
-			}
-			fmt.Fprintf(w, "| %s |", b)
-			for _, p := range peers {
-				if pr, ok := find(rs, p, c); ok {
-					fmt.Fprintf(w, " %s |", ratio(pr.metrics["B/key"], br.metrics["B/key"]))
-				} else {
-					fmt.Fprintf(w, " – |")
-				}
-			}
-			fmt.Fprintf(w, " %s (%s) |\n", ratio(leanB, br.metrics["B/key"]), leanest)
-		}
+		ratioRows(w, rs, bouncers, peers, c, "B/key")
 	}
 	fmt.Fprintln(w)
+}
+
+// ratioRows writes, for case c, one table row per bouncer implementation:
+// each peer's unit over bouncer's, then the best peer's (the one with the
+// least unit) and its name.
+func ratioRows(w io.Writer, rs []result, bouncers, peers []string, c, unit string) {
+	best, bestValue := fastestPeer(rs, peers, c, unit)
+	for _, b := range bouncers {
+		br, ok := find(rs, b, c)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "| %s |", b)
+		for _, p := range peers {
+			if pr, ok := find(rs, p, c); ok {
+				fmt.Fprintf(w, " %s |", ratio(pr.metrics[unit], br.metrics[unit]))
+			} else {
+				fmt.Fprintf(w, " – |")
+			}
+		}
+		fmt.Fprintf(w, " %s (%s) |\n", ratio(bestValue, br.metrics[unit]), best)
+	}
 }
 
 // fastestPeer returns the peer with the least of unit in case c.
