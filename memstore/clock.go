@@ -19,7 +19,7 @@ func monotonic() func() int64 {
 // reading it costs one atomic load instead of a system clock read. It
 // never runs behind by more than about one resolution.
 type ticking struct {
-	now  atomic.Int64 // 0 once stopped: read the exact clock instead
+	now  atomic.Int64 // 0 once stopped: Store.clock reads the exact clock instead
 	read func() int64 // the exact clock
 	stop chan struct{}
 	done chan struct{}
@@ -45,14 +45,6 @@ func (c *ticking) run(resolution time.Duration) {
 			return
 		}
 	}
-}
-
-// Now returns the last tick's time, or the exact time once stopped.
-func (c *ticking) Now() int64 {
-	if v := c.now.Load(); v != 0 {
-		return v
-	}
-	return c.read()
 }
 
 // Stop ends the goroutine and waits for it; later reads are exact.

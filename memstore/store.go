@@ -93,8 +93,8 @@ func New(o Options) *Store {
 		clock := o.Now
 		s.now = func() int64 { return clock().UnixNano() }
 	case o.Resolution > 0:
-		s.ticking = startTicking(o.Resolution, monotonic())
-		s.now = s.ticking.Now
+		s.now = monotonic()
+		s.ticking = startTicking(o.Resolution, s.now)
 	default:
 		s.now = monotonic()
 	}
@@ -366,9 +366,9 @@ func (sh *shard) find(l *bouncer.Limit) *table {
 	return nil
 }
 
-// table returns l's table, making it if make is set. It holds the lock.
-func (sh *shard) table(l *bouncer.Limit, make bool) *table {
-	if t := sh.find(l); t != nil || !make {
+// table returns l's table, making it if create is set. It holds the lock.
+func (sh *shard) table(l *bouncer.Limit, create bool) *table {
+	if t := sh.find(l); t != nil || !create {
 		return t
 	}
 	t := newTable(*l)
