@@ -70,10 +70,11 @@ var impls = []impl{
 	{"bouncer-fixed_window", newBouncer(bouncer.FixedWindow, 0)},
 	{"bouncer-leaky_bucket", newBouncer(bouncer.LeakyBucket, 0)},
 	{"bouncer-sliding_window_counter", newBouncer(bouncer.SlidingWindowCounter, 0)},
-	// The same stores with a clock that ticks every millisecond
-	// (memstore.Options.Resolution) instead of a clock read per check.
-	{"bouncer-token_bucket-tick1ms", newBouncer(bouncer.TokenBucket, time.Millisecond)},
-	{"bouncer-gcra-tick1ms", newBouncer(bouncer.GCRA, time.Millisecond)},
+	// The same stores reading the system clock on every check
+	// (memstore.Options.Resolution < 0) instead of the default clock that
+	// ticks every millisecond.
+	{"bouncer-token_bucket-exactclock", newBouncer(bouncer.TokenBucket, -1)},
+	{"bouncer-gcra-exactclock", newBouncer(bouncer.GCRA, -1)},
 	{"xrate-mutexmap", newXRateMutex},
 	{"xrate-syncmap", newXRateSyncMap},
 	{"sethvargo-memorystore", newSethvargo},

@@ -30,7 +30,7 @@ func benchLimit(a bouncer.Algorithm) bouncer.Limit {
 var benchOptions = memstore.Options{}
 
 func init() {
-	flag.DurationVar(&benchOptions.Resolution, "resolution", 0, "memstore clock resolution for BenchmarkCheck (0: read the clock on every check)")
+	flag.DurationVar(&benchOptions.Resolution, "resolution", 0, "memstore clock resolution for BenchmarkCheck (0: the default; negative: read the system clock on every check)")
 }
 
 func BenchmarkCheck(b *testing.B) {

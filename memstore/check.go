@@ -14,6 +14,7 @@ type pending struct {
 	known  bool // the state was stored before this check
 	locked int  // for a one-word table: the slot taken with words.lock, or -1
 	first  int  // the index of the first pending with the same key and limit
+	now    int64 // the time of the check for t's clock
 	before algo.State
 	after  algo.State
 	res    algo.Result
@@ -22,8 +23,9 @@ type pending struct {
 
 // check decides r with every shard of its keys locked. It takes every
 // limit's state first (for one-word tables, locking the slot against
-// lock-free checks), then reads the clock, computes every result, and
-// stores the new states only if all allow.
+// lock-free checks), then reads the clocks (each table's own, see
+// Store.clock), computes every result, and stores the new states only if
+// all allow.
 func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bouncer.Decision {
 	for i, k := range r.Keys {
 		h := hashes[i]
@@ -48,7 +50,21 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 			pend = append(pend, p)
 		}
 	}
-	now := s.clock()
+	var exact, coarse int64
+	for i := range pend {
+		p := &pend[i]
+		if p.t.interval >= s.res {
+			if coarse == 0 {
+				coarse = s.ticking.load()
+			}
+			p.now = coarse
+		} else {
+			if exact == 0 {
+				exact = s.now()
+			}
+			p.now = exact
+		}
+	}
 	allowed := true
 	for i := range pend {
 		p := &pend[i]
@@ -61,7 +77,7 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 				}
 			}
 		}
-		p.after, p.res = p.t.p.Check(p.before, now, r.Cost)
+		p.after, p.res = p.t.p.Check(p.before, p.now, r.Cost)
 		allowed = allowed && p.res.Allowed
 	}
 	commit := allowed && r.Cost > 0
@@ -79,7 +95,7 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 	if commit {
 		for i := range pend {
 			if p := &pend[i]; p.first == i && p.locked < 0 {
-				p.sh.save(p.t, p.h, pend[lastOf(pend, i)].after, now, p.known)
+				p.sh.save(p.t, p.h, pend[lastOf(pend, i)].after, p.now, p.known)
 			}
 		}
 	}
@@ -88,7 +104,7 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 		// limits that would have allowed are peeked at with cost 0.
 		for i := range pend {
 			if p := &pend[i]; p.res.Allowed {
-				_, res := p.t.p.Check(pend[p.first].before, now, 0)
+				_, res := p.t.p.Check(pend[p.first].before, p.now, 0)
 				res.Allowed = true
 				p.res = res
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -37,14 +38,18 @@ type Options struct {
 	// rounded up to a power of two; 0 means 16 per CPU.
 	Shards int
 
-	// Resolution, when positive, makes the store read a clock that a
-	// goroutine of its own advances every Resolution, instead of reading
-	// the system clock on every check. A clock read costs tens of
-	// nanoseconds on some machines (more than the rest of a check);
-	// the ticking clock costs one atomic load, and time moves in steps of
-	// Resolution (a millisecond is fine for limits of up to thousands of
-	// units per second). A store with a Resolution must be closed. It is
-	// ignored when Now is set.
+	// Resolution is the step of the store's clock: a goroutine of the
+	// store reads the system clock every Resolution and publishes it, and
+	// a check reads the published time with one atomic load. Reading the
+	// system clock costs tens of nanoseconds on some machines (more than
+	// the rest of a check). 0 means DefaultResolution (a millisecond);
+	// values below 100µs count as 100µs. A negative Resolution makes every
+	// check read the system clock. The coarse clock only serves limits
+	// whose interval (Period/Rate) is at least Resolution, so that a tick
+	// never brings more than one unit; faster limits read the system
+	// clock. The goroutine runs only while checks come (it stops after
+	// 50ms without one); Close stops it at once. Resolution is ignored when
+	// Now is set.
 	Resolution time.Duration
 }
 
@@ -63,7 +68,8 @@ type Store struct {
 	shift    uint
 	perShard int
 	now      func() int64
-	ticking  *ticking // nil unless Options.Resolution is set
+	ticking  *ticking // nil when Now is set or Resolution is negative
+	res      int64    // the ticking clock's resolution in ns; MaxInt64 without one
 }
 
 var _ bouncer.Limiter = (*Store)(nil)
@@ -88,35 +94,43 @@ func New(o Options) *Store {
 	for i := range s.shards {
 		s.shards[i].max = s.perShard
 	}
+	s.res = math.MaxInt64
 	switch {
 	case o.Now != nil:
 		clock := o.Now
 		s.now = func() int64 { return clock().UnixNano() }
-	case o.Resolution > 0:
+	case o.Resolution < 0:
 		s.now = monotonic()
-		s.ticking = startTicking(o.Resolution, s.now)
 	default:
 		s.now = monotonic()
+		r := o.Resolution
+		if r == 0 {
+			r = DefaultResolution
+		}
+		s.ticking = newTicking(r, s.now)
+		s.res = int64(s.ticking.resolution)
 	}
 	return s
 }
 
-// Close stops the goroutine of a store with a Resolution; the store keeps
-// working, reading the exact clock. It is safe to call more than once and
-// does nothing for other stores.
+// Close stops the goroutine of the store's clock, if it runs, and waits
+// for it; the store keeps working, reading the system clock on every
+// check. It is safe to call more than once. A store that is dropped
+// without Close leaves its clock goroutine running for at most 50ms.
 func (s *Store) Close() error {
 	if s.ticking != nil {
-		s.ticking.Stop()
+		s.ticking.Close()
 	}
 	return nil
 }
 
-// clock returns the store's time; a ticking clock is read inline.
-func (s *Store) clock() int64 {
-	if t := s.ticking; t != nil {
-		if v := t.now.Load(); v != 0 {
-			return v
-		}
+// clock returns the time for a check of t's limit: the ticking clock when
+// t's interval is at least its resolution, otherwise the exact clock.
+// Each table always reads the same clock, so one key's checks see times in
+// order.
+func (s *Store) clock(t *table) int64 {
+	if t.interval >= s.res {
+		return s.ticking.load()
 	}
 	return s.now()
 }
@@ -150,7 +164,6 @@ func (s *Store) Stats() Stats {
 // and returns how many it forgot. Checks do this a little at a time; call
 // Sweep to reclaim memory at once, for example after a flood of keys.
 func (s *Store) Sweep() int {
-	now := s.clock()
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -159,7 +172,7 @@ func (s *Store) Sweep() int {
 		var keep []*table
 		if set != nil {
 			for _, t := range set.list {
-				n += sh.expire(t, now, -1, 0)
+				n += sh.expire(t, s.clock(t), -1, 0)
 				if t.one != nil {
 					t.one.shrink()
 				}
@@ -234,7 +247,7 @@ func (s *Store) checkLocked(d *bouncer.Decision, sh *shard, h uint64, key string
 			return nil
 		}
 	}
-	now := s.clock()
+	now := s.clock(t)
 	before, known := t.load(h)
 	after, res := t.p.Check(before, now, cost)
 	if res.Allowed && cost > 0 {
@@ -267,7 +280,6 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 	hashes := s.hash(r.Keys, hashBuf[:0])
 	locked := s.lock(hashes, lockBuf[:0])
 	defer s.unlock(locked)
-	now := s.clock()
 	for i, k := range r.Keys {
 		h := hashes[i]
 		sh := &s.shards[s.shardOf(h)]
@@ -286,6 +298,7 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 			if !ok {
 				continue
 			}
+			now := s.clock(t)
 			sh.save(t, h, t.p.Refund(st, now, r.Cost), now, true)
 		}
 	}

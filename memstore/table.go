@@ -10,6 +10,7 @@ import (
 type table struct {
 	limit    bouncer.Limit
 	capacity int64 // limit.Capacity()
+	interval int64 // limit.Interval() in ns: chooses the store's clock
 	p        algo.Params
 	one      *words                  // algo.OneWord algorithms: State.T
 	two      map[uint64][2]int64     // sliding window counter: State.T, State.N
@@ -17,7 +18,7 @@ type table struct {
 }
 
 func newTable(l bouncer.Limit) *table {
-	t := &table{limit: l, capacity: l.Capacity(), p: algo.Prepare(l)}
+	t := &table{limit: l, capacity: l.Capacity(), interval: int64(l.Interval()), p: algo.Prepare(l)}
 	switch {
 	case t.p.OneWord():
 		t.one = new(words)

@@ -104,10 +104,10 @@ func (t *table) update(h uint64, c *Store, cost int64, key string, d *bouncer.De
 				// times in order: whoever stored v read the clock first.
 				var next int64
 				if d == nil {
-					next = t.p.Refund(algo.State{T: v}, c.clock(), cost).T
+					next = t.p.Refund(algo.State{T: v}, c.clock(t), cost).T
 				} else {
 					var r algo.Result
-					next = t.p.CheckWordInto(v, c.clock(), cost, &r)
+					next = t.p.CheckWordInto(v, c.clock(t), cost, &r)
 					// Filling in d before the compare-and-swap, which
 					// waits for every store before it, lets the caller
 					// copy d without stalling on stores in flight.
