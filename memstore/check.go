@@ -11,9 +11,9 @@ type pending struct {
 	sh     *shard
 	t      *table
 	h      uint64
-	known  bool // the state was stored before this check
-	locked int  // for a one-word table: the slot taken with words.lock, or -1
-	first  int  // the index of the first pending with the same key and limit
+	known  bool  // the state was stored before this check
+	locked int   // for a one-word table: the slot taken with words.lock, or -1
+	first  int   // the index of the first pending with the same key and limit
 	now    int64 // the time of the check for t's clock
 	before algo.State
 	after  algo.State
