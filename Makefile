@@ -1,13 +1,17 @@
 # make test runs everything CI runs: formatting, vet, the race-enabled test
-# suite, a short fuzz run of every fuzz target, and a compile check of the
-# benchmark module.
+# suite (against real Redis servers it starts and stops, installing
+# redis-server if needed), a short fuzz run of every fuzz target, and a
+# compile check of the benchmark module.
 
 GO       ?= go
 FUZZTIME ?= 4s
 
-.PHONY: test fmt-check vet unit fuzz bench-check bench run
+.PHONY: test checks fmt-check vet unit fuzz bench-check bench run
 
-test: fmt-check vet unit fuzz bench-check
+test:
+	bash scripts/with-redis.sh $(MAKE) --no-print-directory checks
+
+checks: fmt-check vet unit fuzz bench-check
 
 fmt-check:
 	@out="$$(gofmt -l . )"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

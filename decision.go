@@ -46,4 +46,8 @@ type Decision struct {
 	// Key and LimitName identify the binding limit.
 	Key       string
 	LimitName string
+
+	// Degraded reports that the shared store could not answer, so that
+	// the decision follows the limits' StoreErrorPolicy instead.
+	Degraded bool
 }

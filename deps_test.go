@@ -21,6 +21,7 @@ var allowedImports = map[string][]string{
 	"algo":         {""},
 	"memstore":     {"", "algo"},
 	"storetest":    {"", "pgregory.net/rapid"},
+	"redisstore":   {"", "algo", "memstore", "github.com/redis/rueidis"},
 	"cmd/bouncer":  {"", "algo", "memstore"},
 	"internal/...": {""},
 	"examples/...": {"", "memstore"},

@@ -3,6 +3,9 @@ module github.com/bouncerhq/bouncer
 go 1.26
 
 require (
+	github.com/redis/rueidis v1.0.79
 	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
 )
+
+require golang.org/x/sys v0.47.0 // indirect

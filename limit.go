@@ -48,6 +48,11 @@ type Limit struct {
 	// Decision.Delay instead of denying it, so that units leave at a steady
 	// Rate (nginx's limit_req without nodelay).
 	Shape bool
+
+	// OnStoreError decides the limit when a shared store cannot answer;
+	// the zero value leaves it to the store. The in-memory store always
+	// answers and ignores it.
+	OnStoreError StoreErrorPolicy
 }
 
 // NewLimit returns l after validating it; see Validate.
@@ -80,6 +85,8 @@ func (l Limit) Validate() error {
 		return l.invalid("rate", fmt.Sprintf("%s needs fewer than one unit per nanosecond, got %d per %v", l.Algorithm, l.Rate, l.Period))
 	case l.Shape && l.Algorithm != LeakyBucket:
 		return l.invalid("shape", "only leaky_bucket shapes")
+	case !l.OnStoreError.Valid():
+		return l.invalid("on_store_error", fmt.Sprintf("unknown policy %d", uint8(l.OnStoreError)))
 	}
 	if !l.Algorithm.UsesBurst() {
 		if l.Burst != 0 {
@@ -129,6 +136,9 @@ func (l Limit) String() string {
 	}
 	if l.Shape {
 		s += " shape"
+	}
+	if l.OnStoreError != StoreErrorDefault {
+		s += " on_store_error " + l.OnStoreError.String()
 	}
 	if l.Name != "" {
 		s = l.Name + ": " + s

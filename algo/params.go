@@ -36,6 +36,14 @@ func Prepare(l bouncer.Limit) Params {
 // window counter whose two counts fit in it.
 func (p *Params) OneWord() bool { return OneWord(p.Limit.Algorithm) || p.pair > 0 }
 
+// Packing returns how the window algorithms pack counts into one instant:
+// unit is the nanoseconds that one unit of a fixed window's count (or of a
+// two-word sliding window counter's current count) adds to the window's
+// start, and pair the same for a one-word sliding window counter's packed
+// pair of counts (0 when they do not fit in one word). A store that keeps
+// state outside Go, as the Redis store's scripts do, packs it the same way.
+func (p *Params) Packing() (unit, pair int64) { return p.unit, p.pair }
+
 // Check decides a check of cost units at now and returns the state to
 // store if the check is allowed; a denied check returns s unchanged.
 func (p *Params) Check(s State, now, cost int64) (State, Result) {

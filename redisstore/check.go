@@ -1,0 +1,270 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// call is one script call: the limits of the keys of one bucket (on a
+// Cluster) or of the whole request.
+type call struct {
+	keys   []string
+	args   []string
+	limits []limitRef
+}
+
+// limitRef names one limit of one key of the request.
+type limitRef struct {
+	key   string
+	limit *bouncer.Limit
+}
+
+// result is one limit's part of a script's reply.
+type result struct {
+	ref       limitRef
+	allowed   bool
+	remaining int64
+	reset     int64
+	retry     int64 // -1: never
+	delay     int64
+}
+
+// Check decides r; see bouncer.Limiter. Each script call gets the store's
+// Timeout; when Redis cannot answer, every limit decides by its
+// StoreErrorPolicy and the decision is marked Degraded.
+func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	calls, err := s.plan(r, "c")
+	if err != nil {
+		return bouncer.Decision{}, err
+	}
+	var results []result
+	for i := range calls {
+		res, allowed, err := s.run(ctx, &calls[i])
+		if err != nil {
+			// Give back what earlier calls charged; then decide by policy.
+			s.undo(ctx, r.Cost, calls[:i])
+			return s.fallback(ctx, r, err)
+		}
+		results = append(results, res...)
+		if !allowed {
+			s.undo(ctx, r.Cost, calls[:i])
+			return merge(results, false), nil
+		}
+	}
+	return merge(results, true), nil
+}
+
+// Refund gives r.Cost back to every limit of every key in r; see
+// bouncer.Limiter. Refunds are not retried: a refund that fails is lost
+// and returned as an error.
+func (s *Store) Refund(ctx context.Context, r bouncer.Request) error {
+	calls, err := s.plan(r, "r")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range calls {
+		if _, _, err := s.run(ctx, &calls[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// undo refunds cost to the limits of calls that were charged, as far as
+// Redis lets it; it is best effort.
+func (s *Store) undo(ctx context.Context, cost int64, calls []call) {
+	if cost <= 0 {
+		return
+	}
+	for i := range calls {
+		c := calls[i]
+		c.args = append([]string(nil), c.args...)
+		c.args[2] = "r"
+		s.run(ctx, &c)
+	}
+}
+
+// plan validates r and builds its script calls: one call on a standalone
+// server; on a Cluster, one per bucket (all limits of one key share one).
+func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	var pinned string
+	if s.now != nil {
+		pinned = strconv.FormatInt(s.now().UnixNano(), 10)
+	}
+	cost := strconv.FormatInt(r.Cost, 10)
+	var calls []call
+	byBucket := map[uint64]int{}
+	for _, k := range r.Keys {
+		d := digestOf(k.Key, s.buckets)
+		ci := 0
+		if s.cluster {
+			i, ok := byBucket[d.bucket]
+			if !ok {
+				i = len(calls)
+				byBucket[d.bucket] = i
+				calls = append(calls, call{})
+			}
+			ci = i
+		} else if len(calls) == 0 {
+			calls = append(calls, call{})
+		}
+		c := &calls[ci]
+		if c.args == nil {
+			c.args = []string{pinned, cost, mode, ""}
+		}
+		for j := range k.Limits {
+			l := &k.Limits[j]
+			li := s.info(l)
+			if li.err != nil {
+				return nil, li.err
+			}
+			field := ""
+			var rk string
+			if li.log {
+				rk = logKey(s.prefix, li.id, d)
+			} else {
+				rk, field = hashKey(s.prefix, li.id, d.bucket), d.field
+			}
+			ki := indexOf(c.keys, rk)
+			if ki < 0 {
+				c.keys = append(c.keys, rk)
+				ki = len(c.keys) - 1
+			}
+			c.args = append(c.args, strconv.Itoa(ki+1), field)
+			c.args = append(c.args, li.args[:]...)
+			c.limits = append(c.limits, limitRef{key: k.Key, limit: l})
+		}
+	}
+	for i := range calls {
+		calls[i].args[3] = strconv.Itoa(len(calls[i].limits))
+	}
+	return calls, nil
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// errBreakerOpen is the error of a call the breaker kept from Redis.
+var errBreakerOpen = errors.New("redisstore: circuit breaker open")
+
+// run makes one script call through the breaker, with the store's
+// deadline, and parses a check's reply.
+func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
+	ok, probe := s.breaker.allow()
+	if !ok {
+		return nil, false, errBreakerOpen
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	s.calls.Add(1)
+	resp := checkScript.Exec(cctx, s.client, c.keys, c.args)
+	cancel()
+	res, allowed, err := parseReply(resp, c)
+	failed := err != nil && ctx.Err() == nil // a caller that gave up is not Redis's failure
+	s.breaker.done(probe, failed)
+	if err != nil {
+		if failed {
+			s.failures.Add(1)
+			s.lastErr.Store(&err)
+		}
+		return nil, false, err
+	}
+	return res, allowed, nil
+}
+
+func parseReply(resp rueidis.RedisResult, c *call) ([]result, bool, error) {
+	if c.args[2] == "r" {
+		if err := resp.Error(); err != nil {
+			return nil, false, wrap(err)
+		}
+		return nil, true, nil
+	}
+	vals, err := resp.AsIntSlice()
+	if err != nil {
+		return nil, false, wrap(err)
+	}
+	if len(vals) != 1+5*len(c.limits) {
+		return nil, false, errors.New("redisstore: malformed script reply")
+	}
+	res := make([]result, len(c.limits))
+	for i := range res {
+		v := vals[1+5*i:]
+		res[i] = result{ref: c.limits[i], allowed: v[0] == 1, remaining: v[1], reset: v[2], retry: v[3], delay: v[4]}
+	}
+	return res, vals[0] == 1, nil
+}
+
+func wrap(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &timeoutError{err}
+	}
+	return &storeError{err}
+}
+
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return "redisstore: " + e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+type timeoutError struct{ err error }
+
+func (e *timeoutError) Error() string { return "redisstore: deadline exceeded: " + e.err.Error() }
+func (e *timeoutError) Unwrap() error { return e.err }
+
+// merge reports the binding limit, the one with the least remaining (ties
+// to the longer retry, then the longer reset), with the longest retry and
+// delay of all, as the in-memory store does.
+func merge(rs []result, allowed bool) bouncer.Decision {
+	var d bouncer.Decision
+	b := -1
+	for i := range rs {
+		r := &rs[i]
+		d.RetryAfter = max(d.RetryAfter, duration(r.retry))
+		d.Delay = max(d.Delay, time.Duration(r.delay))
+		if b < 0 {
+			b = i
+			continue
+		}
+		c := &rs[b]
+		if r.remaining < c.remaining ||
+			r.remaining == c.remaining && (duration(r.retry) > duration(c.retry) ||
+				r.retry == c.retry && r.reset > c.reset) {
+			b = i
+		}
+	}
+	p := &rs[b]
+	d.Allowed = allowed
+	d.Limit = p.ref.limit.Capacity()
+	d.Remaining = p.remaining
+	d.ResetAfter = time.Duration(p.reset)
+	d.Key = p.ref.key
+	d.LimitName = p.ref.limit.Name
+	if allowed {
+		d.RetryAfter = 0
+	} else {
+		d.Delay = 0
+	}
+	return d
+}
+
+func duration(retry int64) time.Duration {
+	if retry < 0 {
+		return bouncer.Never
+	}
+	return time.Duration(retry)
+}

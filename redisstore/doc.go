@@ -1,0 +1,29 @@
+// Package redisstore is the Redis store: a bouncer.Limiter whose state
+// lives in Redis or Redis Cluster, so that many Bouncer instances share
+// one limit.
+//
+// Every check is one Lua script call (EVALSHA, reloaded on NOSCRIPT)
+// that reads Redis's clock (TIME), decides all the check's limits with
+// the algorithms of package algo, and charges them only if all allow.
+// The scripts compute the same integers as algo, so a Redis store decides
+// as the in-memory store does for the same times and costs; the
+// conformance suite (storetest) holds it to that.
+//
+// Keys: a key's state is kept under a digest of the key, never the key
+// itself, in a small hash shared with the other keys of its bucket:
+// Redis key "<prefix>:<limit id>:{<bucket>}", field the key's 8-byte
+// digest. All limits of one key share the hash tag {<bucket>}, so they
+// land in one Cluster slot and one script call. Client-controlled values
+// therefore never reach a Redis key name: no value can open or close a
+// hash tag or fake a separator, and key names have a fixed, short length.
+// Every write extends the TTL of what it writes, so idle state vanishes.
+//
+// Failures: every call has a deadline (Options.Timeout); a circuit
+// breaker stops calling a failing Redis and probes it back; meanwhile
+// each limit decides by its bouncer.StoreErrorPolicy (allow, deny, or
+// local: a per-instance in-memory limit), and the decision is marked
+// Degraded.
+//
+// docs/redis.md describes deployment, key layout, memory and failure
+// policies.
+package redisstore

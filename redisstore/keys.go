@@ -1,0 +1,50 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// digest is what the store keeps of a key: the bucket it belongs to and
+// its field within the bucket's hash. Keys are hashed with SHA-256, which
+// every instance computes alike and no client can aim at a collision
+// with.
+type digest struct {
+	bucket uint64
+	field  string // 8 raw bytes
+}
+
+func digestOf(key string, buckets uint64) digest {
+	sum := sha256.Sum256([]byte(key))
+	return digest{
+		bucket: binary.BigEndian.Uint64(sum[0:8]) & (buckets - 1),
+		field:  string(sum[8:16]),
+	}
+}
+
+// limitID names a limit in Redis keys: a digest of everything that
+// shapes its state (not its OnStoreError), so that changing a limit starts
+// it afresh and limits of one key never share state.
+func limitID(l bouncer.Limit) string {
+	s := l.Name + "\x00" + l.Algorithm.String() + "\x00" +
+		strconv.FormatInt(l.Rate, 10) + "\x00" +
+		strconv.FormatInt(int64(l.Period), 10) + "\x00" +
+		strconv.FormatInt(l.Burst, 10) + "\x00" +
+		strconv.FormatBool(l.Shape)
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
+}
+
+// hashKey is the Redis hash of a limit's one-word states in a bucket.
+func hashKey(prefix, lid string, bucket uint64) string {
+	return prefix + ":" + lid + ":{" + strconv.FormatUint(bucket, 10) + "}"
+}
+
+// logKey is the Redis string of a log limit's state for one key.
+func logKey(prefix, lid string, d digest) string {
+	return hashKey(prefix, lid, d.bucket) + ":" + hex.EncodeToString([]byte(d.field))
+}

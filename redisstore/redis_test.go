@@ -1,0 +1,86 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer/redisstore"
+)
+
+// The tests run against the servers scripts/redis-up.sh starts (make test
+// does): BOUNCER_REDIS_ADDR is the standalone server,
+// BOUNCER_REDIS_CLUSTER_ADDRS the Cluster's nodes. Without them the tests
+// skip, unless BOUNCER_REQUIRE_REDIS is set (make test sets it), when they
+// fail.
+
+func addrs(t testing.TB, env string) []string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
+			t.Fatalf("%s is not set; run scripts/redis-up.sh and source .redis/env", env)
+		}
+		t.Skipf("%s is not set; run scripts/redis-up.sh and source .redis/env (make test does)", env)
+	}
+	return strings.Split(v, ",")
+}
+
+// topologies are the Redis deployments every test of the store runs on.
+var topologies = []struct {
+	name string
+	env  string
+}{
+	{"standalone", "BOUNCER_REDIS_ADDR"},
+	{"cluster", "BOUNCER_REDIS_CLUSTER_ADDRS"},
+}
+
+// forEachTopology runs f as a subtest per topology, with a client of its own.
+func forEachTopology(t *testing.T, f func(t *testing.T, c rueidis.Client)) {
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) {
+			f(t, newClient(t, addrs(t, tp.env)))
+		})
+	}
+}
+
+func newClient(t testing.TB, addrs []string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatalf("connecting to %v: %v", addrs, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+var prefixSeq atomic.Int64
+
+// freshPrefix keeps every store's keys apart from earlier runs' and other
+// tests'.
+func freshPrefix() string {
+	return fmt.Sprintf("t%d-%d", time.Now().UnixNano(), prefixSeq.Add(1))
+}
+
+// newStore makes a store on c with a generous deadline, closed with t.
+func newStore(t testing.TB, c rueidis.Client, o redisstore.Options) *redisstore.Store {
+	t.Helper()
+	o.Client = c
+	if o.Prefix == "" {
+		o.Prefix = freshPrefix()
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	}
+	s, err := redisstore.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

@@ -1,0 +1,270 @@
+package redisstore
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/algo"
+	"github.com/bouncerhq/bouncer/memstore"
+)
+
+//go:embed lua/check.lua
+var checkLua string
+
+var checkScript = rueidis.NewLuaScript(checkLua)
+
+// DefaultTimeout is the deadline of a store call when Options.Timeout is 0.
+const DefaultTimeout = 5 * time.Millisecond
+
+// DefaultBuckets is the number of buckets when Options.Buckets is 0.
+const DefaultBuckets = 1 << 14
+
+// MaxSpan bounds the time spans a limit may need in Redis (a bucket's
+// Burst × interval, a window's Period): Redis's Lua computes in doubles,
+// exact below 2⁵³, and the scripts keep every span below 2⁵² ns (about 52
+// days). Longer limits are rejected with bouncer.ErrInvalidLimit.
+const MaxSpan = time.Duration(1 << 52)
+
+// Options configure a Store.
+type Options struct {
+	// Client is the Redis connection: standalone, Cluster or Sentinel,
+	// as rueidis.NewClient makes it. If nil, New connects to Addrs.
+	Client rueidis.Client
+
+	// Addrs are the Redis addresses to connect to when Client is nil:
+	// one standalone server, or any nodes of a Cluster. The store closes
+	// the client it makes on Close.
+	Addrs []string
+
+	// Prefix starts every Redis key; "" means "bouncer". At most 64 bytes,
+	// without braces.
+	Prefix string
+
+	// Buckets is how many hashes per limit share the keys, rounded up to
+	// a power of two; 0 means DefaultBuckets. A hash stays in Redis's
+	// compact listpack encoding while it holds at most 128 keys
+	// (hash-max-listpack-entries), so set Buckets to about the number of
+	// keys a limit holds at once divided by 64. Changing it forgets every
+	// key's state.
+	Buckets int
+
+	// Timeout is the deadline of every call to Redis (a check is one
+	// call); 0 means DefaultTimeout. A caller's earlier deadline wins.
+	Timeout time.Duration
+
+	// OnStoreError is the policy of limits whose OnStoreError is the
+	// default; its own default is bouncer.StoreErrorAllow (fail open).
+	OnStoreError bouncer.StoreErrorPolicy
+
+	// Local is the in-memory store that limits with StoreErrorLocal use
+	// while Redis cannot answer. Nil means a store of the package's own,
+	// which Close closes.
+	Local *memstore.Store
+
+	// Breaker configures the circuit breaker.
+	Breaker BreakerOptions
+
+	// now, when set (by tests only), pins the time the scripts use
+	// instead of Redis's TIME.
+	now func() time.Time
+}
+
+// Store is the Redis bouncer.Limiter. Its methods are safe for concurrent
+// use.
+type Store struct {
+	client    rueidis.Client
+	ownClient bool
+	cluster   bool
+	prefix    string
+	buckets   uint64
+	timeout   time.Duration
+	policy    bouncer.StoreErrorPolicy
+	local     *memstore.Store
+	ownLocal  bool
+	breaker   *breaker
+	now       func() time.Time
+
+	limits sync.Map // bouncer.Limit → *limitInfo
+
+	calls    atomic.Uint64
+	failures atomic.Uint64
+	degraded atomic.Uint64
+	lastErr  atomic.Pointer[error]
+}
+
+var _ bouncer.Limiter = (*Store)(nil)
+
+// New returns a store on o.Client, or on a client it connects to o.Addrs.
+func New(o Options) (*Store, error) {
+	if len(o.Prefix) > 64 || containsAny(o.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q: at most 64 bytes, without braces", o.Prefix)
+	}
+	if !o.OnStoreError.Valid() {
+		return nil, fmt.Errorf("redisstore: unknown OnStoreError policy %d", uint8(o.OnStoreError))
+	}
+	s := &Store{
+		client:  o.Client,
+		prefix:  o.Prefix,
+		timeout: o.Timeout,
+		policy:  o.OnStoreError,
+		local:   o.Local,
+		now:     o.now,
+		breaker: newBreaker(o.Breaker, time.Now),
+	}
+	if s.prefix == "" {
+		s.prefix = "bouncer"
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultTimeout
+	}
+	if s.policy == bouncer.StoreErrorDefault {
+		s.policy = bouncer.StoreErrorAllow
+	}
+	n := o.Buckets
+	if n <= 0 {
+		n = DefaultBuckets
+	}
+	s.buckets = 1
+	for s.buckets < uint64(n) {
+		s.buckets <<= 1
+	}
+	if s.client == nil {
+		if len(o.Addrs) == 0 {
+			return nil, errors.New("redisstore: neither Client nor Addrs is set")
+		}
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: o.Addrs, DisableCache: true})
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: connecting to %v: %w", o.Addrs, err)
+		}
+		s.client, s.ownClient = c, true
+	}
+	s.cluster = s.client.Mode() == rueidis.ClientModeCluster
+	if s.local == nil {
+		s.local, s.ownLocal = memstore.New(memstore.Options{}), true
+	}
+	return s, nil
+}
+
+func containsAny(s, chars string) bool {
+	for _, c := range chars {
+		for _, d := range s {
+			if c == d {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Close closes the client and the local store if the store made them.
+func (s *Store) Close() error {
+	if s.ownClient {
+		s.client.Close()
+	}
+	if s.ownLocal {
+		return s.local.Close()
+	}
+	return nil
+}
+
+// Stats are a store's counters.
+type Stats struct {
+	Calls        uint64 // script calls to Redis
+	Failures     uint64 // calls that failed (error or deadline)
+	Degraded     uint64 // checks decided by policy without Redis
+	Breaker      string // BreakerClosed, BreakerOpen or BreakerHalfOpen
+	BreakerOpens uint64 // times the breaker opened
+	LastError    error  // the last failure, or nil
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	st := Stats{Calls: s.calls.Load(), Failures: s.failures.Load(), Degraded: s.degraded.Load()}
+	st.Breaker, st.BreakerOpens = s.breaker.state()
+	if e := s.lastErr.Load(); e != nil {
+		st.LastError = *e
+	}
+	return st
+}
+
+// limitInfo is what a check sends of a limit, computed once.
+type limitInfo struct {
+	id   string
+	args [8]string // algorithm, rate, burst, period, interval, unit, pair, shape
+	log  bool
+	err  error
+}
+
+func (s *Store) info(l *bouncer.Limit) *limitInfo {
+	if v, ok := s.limits.Load(*l); ok {
+		return v.(*limitInfo)
+	}
+	li := &limitInfo{}
+	if err := l.Validate(); err != nil {
+		li.err = err
+	} else if span := supportedSpan(*l); span > MaxSpan {
+		li.err = fmt.Errorf("redisstore: limit %q needs a span of %v, more than the %v the Redis store supports: %w",
+			l.Name, span, MaxSpan, bouncer.ErrInvalidLimit)
+	} else {
+		p := algo.Prepare(*l)
+		unit, pair := p.Packing()
+		li.id = limitID(*l)
+		li.log = l.Algorithm == bouncer.SlidingWindowLog || l.Algorithm == bouncer.Concurrency
+		shape := "0"
+		if l.Shape {
+			shape = "1"
+		}
+		li.args = [8]string{
+			strconv.Itoa(algorithmCode(l.Algorithm)),
+			strconv.FormatInt(l.Rate, 10),
+			strconv.FormatInt(l.Burst, 10),
+			strconv.FormatInt(int64(l.Period), 10),
+			strconv.FormatInt(int64(l.Interval()), 10),
+			strconv.FormatInt(unit, 10),
+			strconv.FormatInt(pair, 10),
+			shape,
+		}
+	}
+	v, _ := s.limits.LoadOrStore(*l, li)
+	return v.(*limitInfo)
+}
+
+// supportedSpan is the longest time span l's algorithm computes with.
+func supportedSpan(l bouncer.Limit) time.Duration {
+	if l.Algorithm.UsesBurst() {
+		iv := l.Interval()
+		if l.Burst > int64(MaxSpan/iv) {
+			return MaxSpan + 1
+		}
+		return time.Duration(l.Burst) * iv
+	}
+	return l.Period
+}
+
+func algorithmCode(a bouncer.Algorithm) int {
+	switch a {
+	case bouncer.TokenBucket:
+		return 1
+	case bouncer.GCRA:
+		return 2
+	case bouncer.LeakyBucket:
+		return 3
+	case bouncer.FixedWindow:
+		return 4
+	case bouncer.SlidingWindowLog:
+		return 5
+	case bouncer.SlidingWindowCounter:
+		return 6
+	case bouncer.Concurrency:
+		return 7
+	}
+	return 0
+}
