@@ -1,0 +1,73 @@
+package bouncer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+// MaxKeyPart is the longest escaped part KeyOf keeps as it is; longer
+// parts are replaced by a digest.
+const MaxKeyPart = 128
+
+// KeyOf joins the parts of a key — a rule's name, the values of a
+// request's descriptors — into one key string that is safe to build from
+// client-controlled values:
+//
+//   - each part is percent-escaped: '%', ':', '#', '{', '}' and bytes
+//     below 0x20 or equal to 0x7f become %XX, so no part can fake the ':'
+//     separator, open or close a Redis hash tag, or carry a line break;
+//   - a part whose escaped form is longer than MaxKeyPart bytes becomes '#'
+//     and the 64 hex digits of its SHA-256, so a key's length is bounded
+//     by the number of its parts;
+//   - distinct lists of parts give distinct keys (escaping is one to one,
+//     a digest starts with the '#' no escaped part has, and SHA-256 does
+//     not collide).
+func KeyOf(parts ...string) string {
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		e := escapeKeyPart(p)
+		if len(e) > MaxKeyPart {
+			sum := sha256.Sum256([]byte(p))
+			b.WriteByte('#')
+			b.WriteString(hex.EncodeToString(sum[:]))
+			continue
+		}
+		b.WriteString(e)
+	}
+	return b.String()
+}
+
+func escapeKeyPart(p string) string {
+	n := 0
+	for i := 0; i < len(p); i++ {
+		if mustEscape(p[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return p
+	}
+	const hexDigits = "0123456789ABCDEF"
+	out := make([]byte, 0, len(p)+2*n)
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if mustEscape(c) {
+			out = append(out, '%', hexDigits[c>>4], hexDigits[c&15])
+			continue
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+func mustEscape(c byte) bool {
+	switch c {
+	case '%', ':', '#', '{', '}':
+		return true
+	}
+	return c < 0x20 || c == 0x7f
+}
