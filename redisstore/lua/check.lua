@@ -6,7 +6,7 @@
 --   bucket, GCRA, leaky bucket, fixed window, sliding window counter) keeps
 --   its state in a field of a hash shared by the keys of one bucket; a log
 --   limit (sliding window log, concurrency) keeps its own string key.
--- ARGV[1]: "" to read the time with TIME, or a pinned time in Unix
+-- ARGV[1]: "" to read the time with TIME, or a F.pinned time in Unix
 --   nanoseconds (tests only).
 -- ARGV[2]: cost (a non-negative integer).
 -- ARGV[3]: "c" to check, "r" to refund cost.
@@ -22,13 +22,15 @@
 --   cost 0), remaining, reset-after, retry-after (-1: never), delay; in
 --   nanoseconds. For a refund, the integer 0.
 
-local E9 = 1000000000
-local BIG = 9007199254740992 -- 2^53: "further than any span"
+
+-- Every function is a field of F rather than a local: a closure costs
+-- Redis far more per call for each local it captures than for one table.
+local F = {}
 
 -- Instants are pairs (s, n): seconds and nanoseconds, 0 <= n < 1e9, so
 -- that a double holds each part exactly.
 
-local function parse(v)
+function F.parse(v)
 	local len = #v
 	if len <= 9 then
 		return 0, tonumber(v)
@@ -36,7 +38,7 @@ local function parse(v)
 	return tonumber(string.sub(v, 1, len - 9)), tonumber(string.sub(v, len - 8))
 end
 
-local function fmt(s, n)
+function F.fmt(s, n)
 	if s == 0 then
 		return string.format('%d', n)
 	end
@@ -44,28 +46,28 @@ local function fmt(s, n)
 end
 
 -- diff returns a - b in nanoseconds, exact below 2^53 and clamped to
--- +-BIG beyond.
-local function diff(as, an, bs, bn)
+-- +-9007199254740992 beyond.
+function F.diff(as, an, bs, bn)
 	local ds = as - bs
 	if ds > 9000000 then
-		return BIG
+		return 9007199254740992
 	elseif ds < -9000000 then
-		return -BIG
+		return -9007199254740992
 	end
-	return ds * E9 + (an - bn)
+	return ds * 1000000000 + (an - bn)
 end
 
 -- add returns a + d for an integer d with |d| < 2^53.
-local function add(as, an, d)
-	local ds = math.floor(d / E9)
-	local n = an + (d - ds * E9)
+function F.add(as, an, d)
+	local ds = math.floor(d / 1000000000)
+	local n = an + (d - ds * 1000000000)
 	local s = as + ds
-	while n >= E9 do
-		n = n - E9
+	while n >= 1000000000 do
+		n = n - 1000000000
 		s = s + 1
 	end
 	while n < 0 do
-		n = n + E9
+		n = n + 1000000000
 		s = s - 1
 	end
 	return s, n
@@ -73,7 +75,7 @@ end
 
 -- fdiv is floor(a / b) for integers below 2^53, b > 0, corrected for the
 -- rounding of the double quotient.
-local function fdiv(a, b)
+function F.fdiv(a, b)
 	local q = math.floor(a / b)
 	local r = a - q * b
 	while r < 0 do
@@ -87,106 +89,24 @@ local function fdiv(a, b)
 	return q
 end
 
-local function fmod(a, b)
-	return a - fdiv(a, b) * b
-end
 
--- mulmod is (a * b) mod m for 0 <= a, b < m < 2^52, by doubling.
-local function mulmod(a, b, m)
-	local r = 0
-	local bits = {}
-	while b > 0 do
-		local bit = b % 2
-		bits[#bits + 1] = bit
-		b = (b - bit) / 2
-	end
-	for i = #bits, 1, -1 do
-		r = r * 2
-		if r >= m then
-			r = r - m
-		end
-		if bits[i] == 1 then
-			r = r + a
-			if r >= m then
-				r = r - m
-			end
-		end
-	end
-	return r
-end
 
--- muldiv is floor (or, with up, ceil) of a * b / c, capped at limit, for
--- integers 0 <= a, b < 2^53, 0 < c < 2^52 and limit < 2^52.
-local function muldiv(a, b, c, limit, up)
-	local q = 0
-	local bq = fdiv(b, c)
-	if bq > 0 and a > 0 then
-		if a * bq > limit then
-			return limit
-		end
-		q = a * bq
-		b = b - bq * c
-	end
-	local bits = {}
-	while a > 0 do
-		local bit = a % 2
-		bits[#bits + 1] = bit
-		a = (a - bit) / 2
-	end
-	local p, r = 0, 0 -- prefix(a) * b = p * c + r, r < c
-	for i = #bits, 1, -1 do
-		p = p * 2
-		r = r * 2
-		if r >= c then
-			p = p + 1
-			r = r - c
-		end
-		if bits[i] == 1 then
-			r = r + b
-			if r >= c then
-				p = p + 1
-				r = r - c
-			end
-		end
-		if q + p > limit then
-			return limit
-		end
-	end
-	q = q + p
-	if up and r > 0 then
-		q = q + 1
-	end
-	if q > limit then
-		return limit
-	end
-	return q
-end
 
--- wmod is (s, n) mod period: the time since the start of the window.
-local function wmod(s, n, period)
-	if fmod(period, E9) == 0 then
-		return fmod(s, period / E9) * E9 + n
-	elseif fmod(E9, period) == 0 then
-		return fmod(n, period)
-	end
-	return fmod(mulmod(fmod(s, period), fmod(E9, period), period) + n, period)
-end
 
 -- Time, cost and mode.
-local ns, nn
-local pinned = ARGV[1] ~= ''
-if pinned then
-	ns, nn = parse(ARGV[1])
+F.pinned = ARGV[1] ~= ''
+if F.pinned then
+	F.ns, F.nn = F.parse(ARGV[1])
 else
 	local t = redis.call('TIME')
-	ns, nn = tonumber(t[1]), tonumber(t[2]) * 1000
+	F.ns, F.nn = tonumber(t[1]), tonumber(t[2]) * 1000
 end
 local cost = tonumber(ARGV[2])
 local refund = ARGV[3] == 'r'
 local L = tonumber(ARGV[4])
 
 -- A limit: its parameters and, while deciding, its state relative to now.
-local function limitAt(i)
+function F.limitAt(i)
 	local b = 4 + (i - 1) * 10
 	return {
 		key = KEYS[tonumber(ARGV[b + 1])],
@@ -202,7 +122,7 @@ local function limitAt(i)
 	}
 end
 
-local function never(remaining, reset)
+function F.never(remaining, reset)
 	return { false, math.max(remaining, 0), math.max(reset, 0), -1, 0 }
 end
 
@@ -210,17 +130,17 @@ end
 -- two-word sliding window counter adds count c2. A log is a list of
 -- entries {s, n, count}.
 
-local function isLog(l)
+function F.isLog(l)
 	return l.algo == 5 or l.algo == 7
 end
 
-local function load(l)
-	if isLog(l) then
+function F.load(l)
+	if F.isLog(l) then
 		local v = redis.call('GET', l.key)
 		local log = {}
 		if v then
 			for at, c in string.gmatch(v, '(%d+):(%d+)') do
-				local s, n = parse(at)
+				local s, n = F.parse(at)
 				log[#log + 1] = { s, n, tonumber(c) }
 			end
 		end
@@ -230,73 +150,78 @@ local function load(l)
 	if not v then
 		return {}
 	end
-	local t, c2 = string.match(v, '^(%d+):(%d+)$')
-	if t then
-		local s, n = parse(t)
-		return { s = s, n = n, c2 = tonumber(c2) }
+	return F.word(v)
+end
+
+-- word parses a hash value: an instant, or an instant and a count.
+function F.word(v)
+	local i = string.find(v, ':', 1, true)
+	if i then
+		local s, n = F.parse(string.sub(v, 1, i - 1))
+		return { s = s, n = n, c2 = tonumber(string.sub(v, i + 1)) }
 	end
-	local s, n = parse(v)
+	local s, n = F.parse(v)
 	return { s = s, n = n }
 end
 
--- rel is a one-word state's instant minus now (-BIG when fresh).
-local function rel(st)
+-- rel is a one-word state's instant minus now (-9007199254740992 when fresh).
+function F.rel(st)
 	if not st.s then
-		return -BIG
+		return -9007199254740992
 	end
-	return diff(st.s, st.n, ns, nn)
+	return F.diff(st.s, st.n, F.ns, F.nn)
 end
 
-local function at(d)
-	local s, n = add(ns, nn, d)
+function F.at(d)
+	local s, n = F.add(F.ns, F.nn, d)
 	return { s = s, n = n }
 end
 
 -- The bucket algorithms: the state is an instant t; d = t - now.
 
-local function tokenBucket(l, st, c)
+function F.tokenBucket(l, st, c)
 	local interval, full = l.interval, l.burst * l.interval
-	local credit = full - math.max(0, rel(st))
+	local credit = full - math.max(0, F.rel(st))
 	if c > l.burst then
-		return st, never(fdiv(credit, interval), full - credit)
+		return st, F.never(F.fdiv(credit, interval), full - credit)
 	end
 	local need = c * interval
 	if need > credit then
-		return st, { false, math.max(fdiv(credit, interval), 0), full - credit, need - credit, 0 }
+		return st, { false, math.max(F.fdiv(credit, interval), 0), full - credit, need - credit, 0 }
 	end
 	credit = credit - need
 	if c > 0 then
-		st = at(full - credit)
+		st = F.at(full - credit)
 	end
-	return st, { true, fdiv(credit, interval), full - credit, 0, 0 }
+	return st, { true, F.fdiv(credit, interval), full - credit, 0, 0 }
 end
 
-local function gcra(l, st, c)
+function F.gcra(l, st, c)
 	local interval, capacity = l.interval, l.burst * l.interval
-	local tat = math.max(rel(st), 0)
+	local tat = math.max(F.rel(st), 0)
 	if c > l.burst then
-		return st, never(fdiv(capacity - tat, interval), tat)
+		return st, F.never(F.fdiv(capacity - tat, interval), tat)
 	end
 	local nxt = tat + c * interval
 	local over = nxt - capacity
 	if over > 0 then
-		return st, { false, math.max(fdiv(capacity - tat, interval), 0), tat, over, 0 }
+		return st, { false, math.max(F.fdiv(capacity - tat, interval), 0), tat, over, 0 }
 	end
 	if c > 0 then
-		st = at(nxt)
+		st = F.at(nxt)
 	end
-	return st, { true, math.max(fdiv(capacity - nxt, interval), 0), nxt, 0, 0 }
+	return st, { true, math.max(F.fdiv(capacity - nxt, interval), 0), nxt, 0, 0 }
 end
 
-local function leakyBucket(l, st, c)
+function F.leakyBucket(l, st, c)
 	local interval, depth = l.interval, l.burst * l.interval
-	local level = math.max(0, rel(st))
+	local level = math.max(0, F.rel(st))
 	if c > l.burst then
-		return st, never(fdiv(depth - level, interval), level)
+		return st, F.never(F.fdiv(depth - level, interval), level)
 	end
 	local over = level + c * interval - depth
 	if over > 0 then
-		return st, { false, math.max(fdiv(depth - level, interval), 0), level, over, 0 }
+		return st, { false, math.max(F.fdiv(depth - level, interval), 0), level, over, 0 }
 	end
 	local delay = 0
 	if l.shape and c > 0 then
@@ -304,360 +229,492 @@ local function leakyBucket(l, st, c)
 	end
 	level = level + c * interval
 	if c > 0 then
-		st = at(level)
+		st = F.at(level)
 	end
-	return st, { true, fdiv(depth - level, interval), level, 0, delay }
+	return st, { true, F.fdiv(depth - level, interval), level, 0, delay }
 end
 
-local function refundTime(l, st, c)
-	local d = rel(st)
+function F.refundTime(l, st, c)
+	local d = F.rel(st)
 	if d <= 0 then
 		return st
 	end
-	return at(math.max(d - c * l.interval, 0))
+	return F.at(math.max(d - c * l.interval, 0))
 end
 
 -- The window algorithms. Times are relative to now: a window's start is
 -- -e, e being the time since it started. A stored state's window start is
 -- found from its own instant.
 
--- window returns the start of the window of st's instant relative to now
--- (nil when fresh) and the offset of st's instant in that window.
-local function window(l, st)
-	if not st.s then
-		return nil, 0
-	end
-	local m = wmod(st.s, st.n, l.period)
-	return rel(st) - m, m
-end
 
--- startOf returns, relative to now, the start of the window that holds
--- now + shift. A check moves now up to its stored window's start (shift
--- > 0) if the clock stepped back, as algo's notBeforeWindow does.
-local function startOf(l, shift)
-	local s, n = add(ns, nn, shift)
-	return shift - wmod(s, n, l.period) -- the window start relative to now
-end
 
-local function fixedWindow(l, st, c)
-	local rate, period = l.rate, l.period
-	local ws, m = window(l, st)
-	local shift = 0
-	if ws and ws > 0 then
-		shift = ws
-	end
-	local start = startOf(l, shift)
-	local count = 0
-	if ws == start then
-		count = fdiv(m, l.unit)
-	end
-	local reset = start + period - shift
-	if c > rate then
-		if count == 0 then
-			reset = 0
-		end
-		return st, never(rate - count, reset)
-	end
-	if count + c > rate then
-		return st, { false, math.max(rate - count, 0), reset, reset, 0 }
-	end
-	count = count + c
-	if c > 0 then
-		st = at(start + count * l.unit)
-	end
-	if count == 0 then
-		reset = 0
-	end
-	return st, { true, rate - count, reset, 0, 0 }
-end
 
-local function refundFixedWindow(l, st, c)
-	local ws, m = window(l, st)
-	if not ws then
-		return st
-	end
-	local start = startOf(l, math.max(ws, 0))
-	if ws ~= start then
-		return st
-	end
-	local count = fdiv(m, l.unit)
-	if count == 0 then
-		return st
-	end
-	return at(start + math.max(count - c, 0) * l.unit)
-end
 
--- counts returns a sliding window counter's (curr, prev) for the window
--- starting at start, from st whose window starts at ws with offset m.
-local function counts(l, st, ws, m, start)
-	if not ws then
-		return 0, 0
-	end
-	local c, pv
-	if l.pair > 0 then
-		local x = fdiv(m, l.pair)
-		c, pv = fmod(x, l.rate + 1), fdiv(x, l.rate + 1)
-	else
-		c, pv = fdiv(m, l.unit), st.c2 or 0
-	end
-	if ws == start then
-		return c, pv
-	elseif ws == start - l.period then
-		return 0, c
-	end
-	return 0, 0
-end
 
-local function swcState(l, start, curr, prev)
-	if l.pair > 0 then
-		return at(start + (prev * (l.rate + 1) + curr) * l.pair)
-	end
-	local st = at(start + curr * l.unit)
-	st.c2 = prev
-	return st
-end
 
-local function swcReset(start, period, shift, curr, prev)
-	if curr > 0 then
-		return start + 2 * period - shift
-	elseif prev > 0 then
-		return start + period - shift
-	end
-	return 0
-end
 
-local function slidingWindowCounter(l, st, c)
-	local rate, period = l.rate, l.period
-	local ws, m = window(l, st)
-	local shift = 0
-	if ws and ws > 0 then
-		shift = ws
-	end
-	local start = startOf(l, shift)
-	local curr, prev = counts(l, st, ws, m, start)
-	local elapsed = shift - start
-	local weighted = muldiv(prev, period - elapsed, period, rate, true)
-	local reset = swcReset(start, period, shift, curr, prev)
-	if c > rate then
-		return st, never(rate - weighted - curr, reset)
-	end
-	if weighted + curr + c > rate then
-		-- retry: see algo's slidingWindowRetry, in time since the window's start.
-		local retry
-		local room = rate - curr - c
-		if room >= 0 and prev > 0 then
-			local a = period - muldiv(room, period, prev, period, false)
-			if a < period then
-				retry = math.max(a - elapsed, 0)
-			end
-		end
-		if not retry then
-			room = rate - c
-			local a = 0
-			if curr > room then
-				a = period - muldiv(room, period, curr, period, false)
-			end
-			retry = period + a - elapsed
-		end
-		return st, { false, math.max(rate - weighted - curr, 0), reset, retry, 0 }
-	end
-	curr = curr + c
-	if c > 0 then
-		st = swcState(l, start, curr, prev)
-	end
-	return st, { true, rate - weighted - curr, swcReset(start, period, shift, curr, prev), 0, 0 }
-end
 
-local function refundSlidingWindowCounter(l, st, c)
-	local ws, m = window(l, st)
-	if not ws then
-		return st
-	end
-	local start = startOf(l, math.max(ws, 0))
-	local curr, prev = counts(l, st, ws, m, start)
-	if curr == 0 and prev == 0 then
-		return st
-	end
-	local take = math.min(c, curr)
-	curr = curr - take
-	prev = math.max(prev - (c - take), 0)
-	return swcState(l, start, curr, prev)
-end
 
 -- The log algorithms: entries {s, n, count} in order of their instants.
 
-local function dropThrough(log, d) -- drop entries at or before now + d
-	local out = {}
-	for _, e in ipairs(log) do
-		if diff(e[1], e[2], ns, nn) > d then
-			out[#out + 1] = e
+
+
+
+
+
+
+
+
+-- The window and log algorithms are defined on first use: a closure costs
+-- every script call, and most calls need only the buckets.
+
+function F.loadWindows()
+	if F.fixedWindow then
+		return
+	end
+	function F.fmod(a, b)
+		return a - F.fdiv(a, b) * b
+	end
+
+	-- mulmod is (a * b) mod m for 0 <= a, b < m < 2^52, by doubling.
+	function F.mulmod(a, b, m)
+		local r = 0
+		local bits = {}
+		while b > 0 do
+			local bit = b % 2
+			bits[#bits + 1] = bit
+			b = (b - bit) / 2
 		end
-	end
-	return out
-end
-
-local function sum(log)
-	local total = 0
-	for _, e in ipairs(log) do
-		total = total + e[3]
-	end
-	return total
-end
-
--- freedAt returns, relative to now, the instant by which count units of
--- the log have left it.
-local function freedAt(log, count)
-	for _, e in ipairs(log) do
-		count = count - e[3]
-		if count <= 0 then
-			return diff(e[1], e[2], ns, nn)
-		end
-	end
-	if #log == 0 then
-		return -BIG
-	end
-	local e = log[#log]
-	return diff(e[1], e[2], ns, nn)
-end
-
-local function append(log, d, count)
-	local s, n = add(ns, nn, d)
-	local last = log[#log]
-	if last and diff(last[1], last[2], s, n) > 0 then
-		s, n = last[1], last[2]
-	end
-	log[#log + 1] = { s, n, count }
-end
-
-local function lastRel(log)
-	local e = log[#log]
-	return diff(e[1], e[2], ns, nn)
-end
-
-local function slidingWindowLog(l, st, c)
-	local rate, period = l.rate, l.period
-	local log = dropThrough(st.log, -period)
-	local used = sum(log)
-	local reset = 0
-	if #log > 0 then
-		reset = lastRel(log) + period
-	end
-	if c > rate then
-		return { log = log }, never(rate - used, reset)
-	end
-	local over = used + c - rate
-	if over > 0 then
-		return { log = log }, { false, math.max(rate - used, 0), reset, math.max(freedAt(log, over) + period, 0), 0 }
-	end
-	if c > 0 then
-		append(log, 0, c)
-		reset = math.max(reset, period)
-	end
-	return { log = log }, { true, rate - used - c, reset, 0, 0 }
-end
-
-local function concurrency(l, st, c)
-	local rate, period = l.rate, l.period
-	local log = dropThrough(st.log, 0)
-	local active = sum(log)
-	local reset = 0
-	if #log > 0 then
-		reset = lastRel(log)
-	end
-	if c > rate then
-		return { log = log }, never(rate - active, reset)
-	end
-	local over = active + c - rate
-	if over > 0 then
-		return { log = log }, { false, math.max(rate - active, 0), reset, math.max(freedAt(log, over), 0), 0 }
-	end
-	if c > 0 then
-		append(log, period, c)
-		reset = lastRel(log)
-	end
-	return { log = log }, { true, rate - active - c, reset, 0, 0 }
-end
-
-local function refundLog(l, st, c)
-	local log
-	if l.algo == 5 then
-		log = dropThrough(st.log, -l.period)
-		while c > 0 and #log > 0 do -- the newest first
-			local e = log[#log]
-			local take = math.min(c, e[3])
-			e[3] = e[3] - take
-			c = c - take
-			if e[3] == 0 then
-				log[#log] = nil
+		for i = #bits, 1, -1 do
+			r = r * 2
+			if r >= m then
+				r = r - m
+			end
+			if bits[i] == 1 then
+				r = r + a
+				if r >= m then
+					r = r - m
+				end
 			end
 		end
-		return { log = log }
+		return r
 	end
-	log = dropThrough(st.log, 0)
-	local out = {}
-	for _, e in ipairs(log) do -- the oldest first
-		local take = math.min(c, e[3])
-		c = c - take
-		if e[3] > take then
-			out[#out + 1] = { e[1], e[2], e[3] - take }
+
+	-- muldiv is floor (or, with up, ceil) of a * b / c, capped at limit, for
+	-- integers 0 <= a, b < 2^53, 0 < c < 2^52 and limit < 2^52.
+	function F.muldiv(a, b, c, limit, up)
+		local q = 0
+		local bq = F.fdiv(b, c)
+		if bq > 0 and a > 0 then
+			if a * bq > limit then
+				return limit
+			end
+			q = a * bq
+			b = b - bq * c
 		end
+		local bits = {}
+		while a > 0 do
+			local bit = a % 2
+			bits[#bits + 1] = bit
+			a = (a - bit) / 2
+		end
+		local p, r = 0, 0 -- prefix(a) * b = p * c + r, r < c
+		for i = #bits, 1, -1 do
+			p = p * 2
+			r = r * 2
+			if r >= c then
+				p = p + 1
+				r = r - c
+			end
+			if bits[i] == 1 then
+				r = r + b
+				if r >= c then
+					p = p + 1
+					r = r - c
+				end
+			end
+			if q + p > limit then
+				return limit
+			end
+		end
+		q = q + p
+		if up and r > 0 then
+			q = q + 1
+		end
+		if q > limit then
+			return limit
+		end
+		return q
 	end
-	return { log = out }
+
+	-- wmod is (s, n) mod period: the time since the start of the window.
+	function F.wmod(s, n, period)
+		if F.fmod(period, 1000000000) == 0 then
+			return F.fmod(s, period / 1000000000) * 1000000000 + n
+		elseif F.fmod(1000000000, period) == 0 then
+			return F.fmod(n, period)
+		end
+		return F.fmod(F.mulmod(F.fmod(s, period), F.fmod(1000000000, period), period) + n, period)
+	end
+
+	-- window returns the start of the window of st's instant relative to now
+	-- (nil when fresh) and the offset of st's instant in that window.
+	function F.window(l, st)
+		if not st.s then
+			return nil, 0
+		end
+		local m = F.wmod(st.s, st.n, l.period)
+		return F.rel(st) - m, m
+	end
+
+	-- startOf returns, relative to now, the start of the window that holds
+	-- now + shift. A check moves now up to its stored window's start (shift
+	-- > 0) if the clock stepped back, as algo's notBeforeWindow does.
+	function F.startOf(l, shift)
+		local s, n = F.add(F.ns, F.nn, shift)
+		return shift - F.wmod(s, n, l.period) -- the window start relative to now
+	end
+
+	function F.fixedWindow(l, st, c)
+		local rate, period = l.rate, l.period
+		local ws, m = F.window(l, st)
+		local shift = 0
+		if ws and ws > 0 then
+			shift = ws
+		end
+		local start = F.startOf(l, shift)
+		local count = 0
+		if ws == start then
+			count = F.fdiv(m, l.unit)
+		end
+		local reset = start + period - shift
+		if c > rate then
+			if count == 0 then
+				reset = 0
+			end
+			return st, F.never(rate - count, reset)
+		end
+		if count + c > rate then
+			return st, { false, math.max(rate - count, 0), reset, reset, 0 }
+		end
+		count = count + c
+		if c > 0 then
+			st = F.at(start + count * l.unit)
+		end
+		if count == 0 then
+			reset = 0
+		end
+		return st, { true, rate - count, reset, 0, 0 }
+	end
+
+	function F.refundFixedWindow(l, st, c)
+		local ws, m = F.window(l, st)
+		if not ws then
+			return st
+		end
+		local start = F.startOf(l, math.max(ws, 0))
+		if ws ~= start then
+			return st
+		end
+		local count = F.fdiv(m, l.unit)
+		if count == 0 then
+			return st
+		end
+		return F.at(start + math.max(count - c, 0) * l.unit)
+	end
+
+	-- counts returns a sliding window counter's (curr, prev) for the window
+	-- starting at start, from st whose window starts at ws with offset m.
+	function F.counts(l, st, ws, m, start)
+		if not ws then
+			return 0, 0
+		end
+		local c, pv
+		if l.pair > 0 then
+			local x = F.fdiv(m, l.pair)
+			c, pv = F.fmod(x, l.rate + 1), F.fdiv(x, l.rate + 1)
+		else
+			c, pv = F.fdiv(m, l.unit), st.c2 or 0
+		end
+		if ws == start then
+			return c, pv
+		elseif ws == start - l.period then
+			return 0, c
+		end
+		return 0, 0
+	end
+
+	function F.swcState(l, start, curr, prev)
+		if l.pair > 0 then
+			return F.at(start + (prev * (l.rate + 1) + curr) * l.pair)
+		end
+		local st = F.at(start + curr * l.unit)
+		st.c2 = prev
+		return st
+	end
+
+	function F.swcReset(start, period, shift, curr, prev)
+		if curr > 0 then
+			return start + 2 * period - shift
+		elseif prev > 0 then
+			return start + period - shift
+		end
+		return 0
+	end
+
+	function F.slidingWindowCounter(l, st, c)
+		local rate, period = l.rate, l.period
+		local ws, m = F.window(l, st)
+		local shift = 0
+		if ws and ws > 0 then
+			shift = ws
+		end
+		local start = F.startOf(l, shift)
+		local curr, prev = F.counts(l, st, ws, m, start)
+		local elapsed = shift - start
+		local weighted = F.muldiv(prev, period - elapsed, period, rate, true)
+		local reset = F.swcReset(start, period, shift, curr, prev)
+		if c > rate then
+			return st, F.never(rate - weighted - curr, reset)
+		end
+		if weighted + curr + c > rate then
+			-- retry: see algo's slidingWindowRetry, in time since the window's start.
+			local retry
+			local room = rate - curr - c
+			if room >= 0 and prev > 0 then
+				local a = period - F.muldiv(room, period, prev, period, false)
+				if a < period then
+					retry = math.max(a - elapsed, 0)
+				end
+			end
+			if not retry then
+				room = rate - c
+				local a = 0
+				if curr > room then
+					a = period - F.muldiv(room, period, curr, period, false)
+				end
+				retry = period + a - elapsed
+			end
+			return st, { false, math.max(rate - weighted - curr, 0), reset, retry, 0 }
+		end
+		curr = curr + c
+		if c > 0 then
+			st = F.swcState(l, start, curr, prev)
+		end
+		return st, { true, rate - weighted - curr, F.swcReset(start, period, shift, curr, prev), 0, 0 }
+	end
+
+	function F.refundSlidingWindowCounter(l, st, c)
+		local ws, m = F.window(l, st)
+		if not ws then
+			return st
+		end
+		local start = F.startOf(l, math.max(ws, 0))
+		local curr, prev = F.counts(l, st, ws, m, start)
+		if curr == 0 and prev == 0 then
+			return st
+		end
+		local take = math.min(c, curr)
+		curr = curr - take
+		prev = math.max(prev - (c - take), 0)
+		return F.swcState(l, start, curr, prev)
+	end
+end
+
+function F.loadLogs()
+	if F.slidingWindowLog then
+		return
+	end
+	function F.dropThrough(log, d) -- drop entries at or before now + d
+		local out = {}
+		for _, e in ipairs(log) do
+			if F.diff(e[1], e[2], F.ns, F.nn) > d then
+				out[#out + 1] = e
+			end
+		end
+		return out
+	end
+
+	function F.sum(log)
+		local total = 0
+		for _, e in ipairs(log) do
+			total = total + e[3]
+		end
+		return total
+	end
+
+	-- freedAt returns, relative to now, the instant by which count units of
+	-- the log have left it.
+	function F.freedAt(log, count)
+		for _, e in ipairs(log) do
+			count = count - e[3]
+			if count <= 0 then
+				return F.diff(e[1], e[2], F.ns, F.nn)
+			end
+		end
+		if #log == 0 then
+			return -9007199254740992
+		end
+		local e = log[#log]
+		return F.diff(e[1], e[2], F.ns, F.nn)
+	end
+
+	function F.append(log, d, count)
+		local s, n = F.add(F.ns, F.nn, d)
+		local last = log[#log]
+		if last and F.diff(last[1], last[2], s, n) > 0 then
+			s, n = last[1], last[2]
+		end
+		log[#log + 1] = { s, n, count }
+	end
+
+	function F.lastRel(log)
+		local e = log[#log]
+		return F.diff(e[1], e[2], F.ns, F.nn)
+	end
+
+	function F.slidingWindowLog(l, st, c)
+		local rate, period = l.rate, l.period
+		local log = F.dropThrough(st.log, -period)
+		local used = F.sum(log)
+		local reset = 0
+		if #log > 0 then
+			reset = F.lastRel(log) + period
+		end
+		if c > rate then
+			return { log = log }, F.never(rate - used, reset)
+		end
+		local over = used + c - rate
+		if over > 0 then
+			return { log = log }, { false, math.max(rate - used, 0), reset, math.max(F.freedAt(log, over) + period, 0), 0 }
+		end
+		if c > 0 then
+			F.append(log, 0, c)
+			reset = math.max(reset, period)
+		end
+		return { log = log }, { true, rate - used - c, reset, 0, 0 }
+	end
+
+	function F.concurrency(l, st, c)
+		local rate, period = l.rate, l.period
+		local log = F.dropThrough(st.log, 0)
+		local active = F.sum(log)
+		local reset = 0
+		if #log > 0 then
+			reset = F.lastRel(log)
+		end
+		if c > rate then
+			return { log = log }, F.never(rate - active, reset)
+		end
+		local over = active + c - rate
+		if over > 0 then
+			return { log = log }, { false, math.max(rate - active, 0), reset, math.max(F.freedAt(log, over), 0), 0 }
+		end
+		if c > 0 then
+			F.append(log, period, c)
+			reset = F.lastRel(log)
+		end
+		return { log = log }, { true, rate - active - c, reset, 0, 0 }
+	end
+
+	function F.refundLog(l, st, c)
+		local log
+		if l.algo == 5 then
+			log = F.dropThrough(st.log, -l.period)
+			while c > 0 and #log > 0 do -- the newest first
+				local e = log[#log]
+				local take = math.min(c, e[3])
+				e[3] = e[3] - take
+				c = c - take
+				if e[3] == 0 then
+					log[#log] = nil
+				end
+			end
+			return { log = log }
+		end
+		log = F.dropThrough(st.log, 0)
+		local out = {}
+		for _, e in ipairs(log) do -- the oldest first
+			local take = math.min(c, e[3])
+			c = c - take
+			if e[3] > take then
+				out[#out + 1] = { e[1], e[2], e[3] - take }
+			end
+		end
+		return { log = out }
+	end
 end
 
 -- expiry returns, relative to now, the instant from which st equals a
 -- fresh state (<= 0: it does now).
-local function expiry(l, st)
-	if isLog(l) then
+function F.expiry(l, st)
+	if F.isLog(l) then
 		if #st.log == 0 then
-			return -BIG
+			return -9007199254740992
 		end
 		if l.algo == 5 then
-			return lastRel(st.log) + l.period
+			return F.lastRel(st.log) + l.period
 		end
-		return lastRel(st.log)
+		return F.lastRel(st.log)
 	end
 	if not st.s then
-		return -BIG
+		return -9007199254740992
 	end
 	if l.algo <= 3 then
-		return rel(st)
+		return F.rel(st)
 	end
-	local ws, m = window(l, st)
+	local ws, m = F.window(l, st)
 	if l.algo == 4 then
-		if fdiv(m, l.unit) == 0 then
-			return -BIG
+		if F.fdiv(m, l.unit) == 0 then
+			return -9007199254740992
 		end
 		return ws + l.period
 	end
-	local curr, prev = counts(l, st, ws, m, ws)
+	local curr, prev = F.counts(l, st, ws, m, ws)
 	if curr > 0 then
 		return ws + 2 * l.period
 	elseif prev > 0 then
 		return ws + l.period
 	end
-	return -BIG
+	return -9007199254740992
 end
 
-local checks = { tokenBucket, gcra, leakyBucket, fixedWindow, slidingWindowLog, slidingWindowCounter, concurrency }
+local checks = { F.tokenBucket, F.gcra, F.leakyBucket }
 
-local function refundOf(l, st, c)
-	if l.algo <= 3 then
-		return refundTime(l, st, c)
-	elseif l.algo == 4 then
-		return refundFixedWindow(l, st, c)
-	elseif l.algo == 6 then
-		return refundSlidingWindowCounter(l, st, c)
+-- need makes sure algorithm a's functions are defined.
+function F.need(a)
+	if a >= 4 and not checks[4] then
+		F.loadWindows()
+		F.loadLogs()
+		checks[4], checks[5], checks[6], checks[7] = F.fixedWindow, F.slidingWindowLog, F.slidingWindowCounter, F.concurrency
 	end
-	return refundLog(l, st, c)
 end
 
--- save stores st for l, or deletes it once it is fresh, and keeps the
--- key's TTL at least until st expires.
-local function save(l, st)
-	local e = expiry(l, st)
+function F.refundOf(l, st, c)
+	if l.algo <= 3 then
+		return F.refundTime(l, st, c)
+	elseif l.algo == 4 then
+		return F.refundFixedWindow(l, st, c)
+	elseif l.algo == 6 then
+		return F.refundSlidingWindowCounter(l, st, c)
+	end
+	return F.refundLog(l, st, c)
+end
+
+-- granule is the instant, in Unix milliseconds, to which a hash's TTL is
+-- extended for a state expiring e ns from now: rounded up to a whole
+-- second, so that most writes find the TTL already far enough.
+function F.granule(e)
+	local ms = F.ns * 1000 + math.floor(F.nn / 1000000) + math.floor(e / 1000000) + 1
+	return ms - ms % 1000 + 1000
+end
+
+-- save stores st for l (whose state was old), or deletes it once it is
+-- fresh, and keeps the key's TTL at least until st expires.
+function F.save(l, st, old)
+	local e = F.expiry(l, st)
 	if e <= 0 then
-		if isLog(l) then
+		if F.isLog(l) then
 			redis.call('DEL', l.key)
 		else
 			redis.call('HDEL', l.key, l.field)
@@ -665,20 +722,20 @@ local function save(l, st)
 		return
 	end
 	local ttl = math.floor(e / 1000000) + 1
-	if pinned then
-		-- Redis expires keys on its own clock, which a pinned time does
+	if F.pinned then
+		-- Redis expires keys on its own clock, which a F.pinned time does
 		-- not drive: keep them for the test instead.
 		ttl = math.max(ttl, 600000)
 	end
-	if isLog(l) then
+	if F.isLog(l) then
 		local parts = {}
 		for i, x in ipairs(st.log) do
-			parts[i] = fmt(x[1], x[2]) .. ':' .. string.format('%d', x[3])
+			parts[i] = F.fmt(x[1], x[2]) .. ':' .. string.format('%d', x[3])
 		end
 		redis.call('SET', l.key, table.concat(parts, ','), 'PX', ttl)
 		return
 	end
-	local v = fmt(st.s, st.n)
+	local v = F.fmt(st.s, st.n)
 	if st.c2 then
 		v = v .. ':' .. string.format('%d', st.c2)
 	end
@@ -686,34 +743,76 @@ local function save(l, st)
 		-- A new field: forget up to two fresh ones of the same limit.
 		local sample = redis.call('HRANDFIELD', l.key, 2, 'WITHVALUES')
 		for i = 1, #sample, 2 do
-			if sample[i] ~= l.field then
-				local other = { field = sample[i] }
-				local t, c2 = string.match(sample[i + 1], '^(%d+):(%d+)$')
-				if not t then
-					t = sample[i + 1]
-				end
-				other.s, other.n = parse(t)
-				other.c2 = tonumber(c2)
-				if expiry(l, other) <= 0 then
-					redis.call('HDEL', l.key, sample[i])
-				end
+			if sample[i] ~= l.field and F.expiry(l, F.word(sample[i + 1])) <= 0 then
+				redis.call('HDEL', l.key, sample[i])
 			end
 		end
 	end
-	if redis.call('PEXPIRE', l.key, ttl, 'GT') == 0 then
-		redis.call('PEXPIRE', l.key, ttl, 'NX')
+	if F.pinned then
+		if redis.call('PEXPIRE', l.key, ttl, 'GT') == 0 then
+			redis.call('PEXPIRE', l.key, ttl, 'NX')
+		end
+		return
+	end
+	-- Every write keeps the hash's expiry at or after the granule of each
+	-- of its fields' expiries, so a write whose field was already in the
+	-- same granule need not touch it.
+	local g = F.granule(e)
+	if old.s then
+		local oe = F.expiry(l, old)
+		if oe > 0 and F.granule(oe) >= g then
+			return
+		end
+	end
+	if redis.call('PEXPIREAT', l.key, g, 'GT') == 0 then
+		redis.call('PEXPIREAT', l.key, g, 'NX')
+	end
+end
+
+-- The common check — one bucket limit of one key — skips the bookkeeping
+-- of several limits.
+if L == 1 and not refund then
+	local a = tonumber(ARGV[7])
+	if a <= 3 then
+		local l = {
+			key = KEYS[1],
+			field = ARGV[6],
+			algo = a,
+			burst = tonumber(ARGV[9]),
+			interval = tonumber(ARGV[11]),
+			shape = ARGV[14] == '1',
+		}
+		local v = redis.call('HGET', l.key, l.field)
+		local old = {}
+		if v then
+			old.s, old.n = F.parse(v)
+		end
+		local st, res = checks[a](l, old, cost)
+		local ok = 0
+		if res[1] then
+			ok = 1
+			if cost > 0 then
+				F.save(l, st, old)
+			end
+		end
+		return { ok, ok, res[2], res[3], res[4], res[5] }
 	end
 end
 
 -- Decide every limit; the same key and limit twice is charged twice.
-local limits, states, orig, results = {}, {}, {}, {}
+local limits, ids, states, orig, results = {}, {}, {}, {}, {}
 local allowed = true
 for i = 1, L do
-	local l = limitAt(i)
-	local id = l.key .. '\0' .. l.field
+	local l = F.limitAt(i)
+	F.need(l.algo)
+	local id = 1
+	if L > 1 then
+		id = l.key .. '\0' .. l.field
+	end
+	ids[i] = id
 	local st = states[id]
 	if not st then
-		st = load(l)
+		st = F.load(l)
 		orig[id] = st
 	end
 	limits[i] = l
@@ -723,7 +822,7 @@ for i = 1, L do
 		if l.algo <= 3 then
 			capacity = l.burst
 		end
-		states[id] = refundOf(l, st, math.min(cost, 2 * capacity))
+		states[id] = F.refundOf(l, st, math.min(cost, 2 * capacity))
 	else
 		local nst, res = checks[l.algo](l, st, cost)
 		states[id] = nst
@@ -735,11 +834,10 @@ end
 if refund then
 	local done = {}
 	for i = 1, L do
-		local l = limits[i]
-		local id = l.key .. '\0' .. l.field
+		local id = ids[i]
 		if not done[id] then
 			done[id] = true
-			save(l, states[id])
+			F.save(limits[i], states[id], orig[id])
 		end
 	end
 	return 0
@@ -748,11 +846,10 @@ end
 if allowed and cost > 0 then
 	local done = {}
 	for i = L, 1, -1 do
-		local l = limits[i]
-		local id = results[i][1]
+		local id = ids[i]
 		if not done[id] then
 			done[id] = true
-			save(l, states[id])
+			F.save(limits[i], states[id], orig[id])
 		end
 	end
 end
