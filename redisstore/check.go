@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -102,19 +103,18 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 		pinned = strconv.FormatInt(s.now().UnixNano(), 10)
 	}
 	cost := strconv.FormatInt(r.Cost, 10)
-	var calls []call
-	byBucket := map[uint64]int{}
+	calls := make([]call, 0, 1)
+	var buckets []uint64 // on a Cluster: the bucket of each call
 	for _, k := range r.Keys {
 		d := digestOf(k.Key, s.buckets)
 		ci := 0
 		if s.cluster {
-			i, ok := byBucket[d.bucket]
-			if !ok {
-				i = len(calls)
-				byBucket[d.bucket] = i
+			ci = slices.Index(buckets, d.bucket)
+			if ci < 0 {
+				ci = len(calls)
+				buckets = append(buckets, d.bucket)
 				calls = append(calls, call{})
 			}
-			ci = i
 		} else if len(calls) == 0 {
 			calls = append(calls, call{})
 		}

@@ -764,7 +764,9 @@ function F.save(l, st, old)
 			return
 		end
 	end
-	if redis.call('PEXPIREAT', l.key, g, 'GT') == 0 then
+	-- GT leaves a key without a TTL alone: only a new field may have made
+	-- the hash (any hash that held a field before got its TTL then).
+	if redis.call('PEXPIREAT', l.key, g, 'GT') == 0 and not old.s then
 		redis.call('PEXPIREAT', l.key, g, 'NX')
 	end
 end
