@@ -69,8 +69,8 @@ func (b *breaker) allow() (ok, probe bool) {
 	return true, true
 }
 
-// done records a call's outcome: failed reports a failure of Redis (not
-// a canceled caller).
+// done records a call's outcome: failed reports a failure of Redis. A
+// call whose caller gave up reports with abandon instead.
 func (b *breaker) done(probe, failed bool) {
 	if probe {
 		b.mu.Lock()
@@ -97,6 +97,17 @@ func (b *breaker) done(probe, failed bool) {
 			b.opened++
 			b.until = b.now().Add(b.openFor)
 		}
+		b.mu.Unlock()
+	}
+}
+
+// abandon records a call whose outcome says nothing about Redis (its
+// caller gave up): an abandoned probe leaves the breaker open, and the
+// next call may probe again.
+func (b *breaker) abandon(probe bool) {
+	if probe {
+		b.mu.Lock()
+		b.probing = false
 		b.mu.Unlock()
 	}
 }

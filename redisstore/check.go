@@ -175,13 +175,19 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 	resp := checkScript.Exec(cctx, s.client, c.keys, c.args)
 	cancel()
 	res, allowed, err := parseReply(resp, c)
-	failed := err != nil && ctx.Err() == nil // a caller that gave up is not Redis's failure
-	s.breaker.done(probe, failed)
+	switch {
+	case err == nil:
+		s.breaker.done(probe, false)
+	case ctx.Err() != nil:
+		// A caller that gave up says nothing about Redis: its call is
+		// neither a failure nor a success.
+		s.breaker.abandon(probe)
+	default:
+		s.breaker.done(probe, true)
+		s.failures.Add(1)
+		s.lastErr.Store(&err)
+	}
 	if err != nil {
-		if failed {
-			s.failures.Add(1)
-			s.lastErr.Store(&err)
-		}
 		return nil, false, err
 	}
 	return res, allowed, nil

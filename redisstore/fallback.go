@@ -7,9 +7,10 @@ import (
 )
 
 // fallback decides r without Redis, which failed with err: each limit by
-// its policy. A limit with StoreErrorDeny denies; the limits with
-// StoreErrorLocal are checked, all or nothing, in the local in-memory
-// store; StoreErrorAllow limits allow. The decision is marked Degraded.
+// its policy. A limit with StoreErrorDeny denies (a peek, always allowed,
+// sees it exhausted); the limits with StoreErrorLocal are checked, all or
+// nothing, in the local in-memory store; StoreErrorAllow limits allow.
+// The decision is marked Degraded.
 func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bouncer.Decision, error) {
 	s.degraded.Add(1)
 	var local []bouncer.KeyLimits
@@ -19,7 +20,19 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 		var ls []bouncer.Limit
 		for j := range k.Limits {
 			l := &k.Limits[j]
-			switch s.policyOf(l) {
+			policy := s.policyOf(l)
+			if r.Cost > l.Capacity() && policy != bouncer.StoreErrorLocal {
+				// Such a check never passes, with or without Redis (the
+				// local store says so itself).
+				return bouncer.Decision{
+					Limit:      l.Capacity(),
+					RetryAfter: bouncer.Never,
+					Key:        k.Key,
+					LimitName:  l.Name,
+					Degraded:   true,
+				}, nil
+			}
+			switch policy {
 			case bouncer.StoreErrorDeny:
 				if deny == nil {
 					deny, denyKey = l, k.Key
@@ -33,7 +46,7 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 		}
 	}
 	if deny != nil {
-		return bouncer.Decision{
+		d := bouncer.Decision{
 			Allowed:    false,
 			Limit:      deny.Capacity(),
 			ResetAfter: deny.Interval(),
@@ -41,7 +54,12 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 			Key:        denyKey,
 			LimitName:  deny.Name,
 			Degraded:   true,
-		}, nil
+		}
+		if r.Cost == 0 {
+			// A peek is always allowed: it sees the limit exhausted.
+			d.Allowed, d.RetryAfter = true, 0
+		}
+		return d, nil
 	}
 	if len(local) > 0 {
 		d, lerr := s.local.Check(ctx, bouncer.Request{Keys: local, Cost: r.Cost})

@@ -93,6 +93,7 @@ type Store struct {
 	now       func() time.Time
 
 	limits sync.Map // bouncer.Limit → *limitInfo
+	cached atomic.Int64
 
 	calls    atomic.Uint64
 	failures atomic.Uint64
@@ -233,9 +234,19 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 			shape,
 		}
 	}
-	v, _ := s.limits.LoadOrStore(*l, li)
+	if s.cached.Load() >= maxCachedLimits {
+		return li // limits are config, not input; but stay bounded regardless
+	}
+	v, loaded := s.limits.LoadOrStore(*l, li)
+	if !loaded {
+		s.cached.Add(1)
+	}
 	return v.(*limitInfo)
 }
+
+// maxCachedLimits bounds how many limits a store remembers the arguments
+// of; beyond it they are computed per check.
+const maxCachedLimits = 1 << 14
 
 // supportedSpan is the longest time span l's algorithm computes with.
 func supportedSpan(l bouncer.Limit) time.Duration {

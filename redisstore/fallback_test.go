@@ -1,0 +1,466 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/redisstore"
+)
+
+// failingStore returns a store on a client of a real server whose every
+// call fails at once: its deadline of 1ns has passed before the call is
+// sent. Unless o sets the breaker, the breaker never opens, so that every
+// check goes to Redis and fails.
+func failingStore(t *testing.T, c rueidis.Client, o redisstore.Options) *redisstore.Store {
+	t.Helper()
+	o.Timeout = time.Nanosecond
+	if o.Breaker == (redisstore.BreakerOptions{}) {
+		o.Breaker.Failures = 1 << 30
+	}
+	return newStore(t, c, o)
+}
+
+func oneKey(key string, cost int64, limits ...bouncer.Limit) bouncer.Request {
+	return bouncer.Request{Cost: cost, Keys: []bouncer.KeyLimits{{Key: key, Limits: limits}}}
+}
+
+// mustCheck checks r, which must not return an error, and returns the
+// decision, which must be Degraded as degraded says.
+func mustCheck(t *testing.T, s *redisstore.Store, r bouncer.Request, degraded bool) bouncer.Decision {
+	t.Helper()
+	d, err := s.Check(context.Background(), r)
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if d.Degraded != degraded {
+		t.Fatalf("Check = %+v; want Degraded %v", d, degraded)
+	}
+	return d
+}
+
+// Limits of the fallback tests: a bucket of 3 that refills once an hour,
+// by each policy.
+func bucket3(name string, p bouncer.StoreErrorPolicy) bouncer.Limit {
+	return bouncer.Limit{Name: name, Algorithm: bouncer.TokenBucket, Rate: 1, Period: time.Hour, Burst: 3, OnStoreError: p}
+}
+
+// wantLocal asserts that r, whose binding limit admits capacity, admits
+// exactly that many more checks of cost 1 and then denies, all degraded.
+func wantLocal(t *testing.T, s *redisstore.Store, r bouncer.Request, capacity int64, name string) {
+	t.Helper()
+	for i := range capacity {
+		d := mustCheck(t, s, r, true)
+		if !d.Allowed || d.Remaining != capacity-1-i || d.LimitName != name {
+			t.Fatalf("local check %d of %d: %+v; want allowed by %q with %d remaining", i+1, capacity, d, name, capacity-1-i)
+		}
+	}
+	d := mustCheck(t, s, r, true)
+	if d.Allowed || d.RetryAfter <= 0 || d.LimitName != name {
+		t.Fatalf("local check %d of %d: %+v; want denied by %q with a retry", capacity+1, capacity, d, name)
+	}
+}
+
+// The failing stores run on the standalone server only: the policies do
+// not depend on the topology, and a Cluster client whose calls time out
+// closes connections and refreshes its topology in goroutines that
+// outlive it.
+func TestStoreErrorPolicies(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
+	t.Run("allow", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{})
+		for _, p := range []bouncer.StoreErrorPolicy{bouncer.StoreErrorDefault, bouncer.StoreErrorAllow} {
+			r := oneKey("user:1", 2, bucket3("open", p))
+			for range 5 { // far beyond the capacity: nothing enforces it
+				d := mustCheck(t, s, r, true)
+				if !d.Allowed || d.Limit != 3 || d.Remaining != 1 || d.Key != "user:1" || d.LimitName != "open" || d.RetryAfter != 0 {
+					t.Fatalf("policy %q: %+v; want allowed, limit 3, 1 remaining, naming the limit", p, d)
+				}
+			}
+		}
+	})
+
+	t.Run("deny", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{})
+		l := bouncer.Limit{Name: "strict", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute, OnStoreError: bouncer.StoreErrorDeny}
+		d := mustCheck(t, s, oneKey("user:1", 1, l), true)
+		if d.Allowed || d.RetryAfter <= 0 || d.Limit != 10 || d.Remaining != 0 || d.Key != "user:1" || d.LimitName != "strict" || d.Delay != 0 {
+			t.Fatalf("%+v; want denied by user:1's \"strict\", limit 10, 0 remaining, a positive retry", d)
+		}
+	})
+
+	t.Run("local", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{})
+		l := bucket3("per-instance", bouncer.StoreErrorLocal)
+		wantLocal(t, s, oneKey("user:1", 1, l), 3, "per-instance")
+		wantLocal(t, s, oneKey("user:2", 1, l), 3, "per-instance") // its own state
+	})
+
+	t.Run("store_default_deny", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{OnStoreError: bouncer.StoreErrorDeny})
+		if d := mustCheck(t, s, oneKey("k", 1, bucket3("dflt", bouncer.StoreErrorDefault)), true); d.Allowed || d.LimitName != "dflt" {
+			t.Errorf("limit with the default policy on a deny store: %+v; want denied", d)
+		}
+		for range 5 {
+			if d := mustCheck(t, s, oneKey("k", 1, bucket3("own", bouncer.StoreErrorAllow)), true); !d.Allowed {
+				t.Fatalf("limit with its own allow policy on a deny store: %+v; want allowed", d)
+			}
+		}
+		wantLocal(t, s, oneKey("k", 1, bucket3("mine", bouncer.StoreErrorLocal)), 3, "mine")
+	})
+
+	t.Run("store_default_local", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{OnStoreError: bouncer.StoreErrorLocal})
+		wantLocal(t, s, oneKey("k", 1, bucket3("dflt", bouncer.StoreErrorDefault)), 3, "dflt")
+		for range 5 {
+			if d := mustCheck(t, s, oneKey("k", 1, bucket3("own", bouncer.StoreErrorAllow)), true); !d.Allowed {
+				t.Fatalf("limit with its own allow policy on a local store: %+v; want allowed", d)
+			}
+		}
+		if d := mustCheck(t, s, oneKey("k", 1, bucket3("closed", bouncer.StoreErrorDeny)), true); d.Allowed {
+			t.Errorf("limit with its own deny policy on a local store: %+v; want denied", d)
+		}
+	})
+
+	t.Run("mixed_deny_wins", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{})
+		local := bucket3("l", bouncer.StoreErrorLocal)
+		r := bouncer.Request{Cost: 1, Keys: []bouncer.KeyLimits{
+			{Key: "k1", Limits: []bouncer.Limit{bucket3("a", bouncer.StoreErrorAllow), local}},
+			{Key: "k2", Limits: []bouncer.Limit{bucket3("d", bouncer.StoreErrorDeny), bucket3("d2", bouncer.StoreErrorDeny)}},
+		}}
+		for range 3 {
+			if d := mustCheck(t, s, r, true); d.Allowed || d.Key != "k2" || d.LimitName != "d" || d.RetryAfter <= 0 {
+				t.Fatalf("%+v; want denied by k2's \"d\"", d)
+			}
+		}
+		// The denied checks charged nothing locally.
+		wantLocal(t, s, oneKey("k1", 1, local), 3, "l")
+	})
+
+	t.Run("local_all_or_nothing", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{})
+		a := bucket3("a", bouncer.StoreErrorLocal)
+		b := bucket3("b", bouncer.StoreErrorLocal)
+		b.Burst = 1
+		r := bouncer.Request{Cost: 1, Keys: []bouncer.KeyLimits{
+			{Key: "k1", Limits: []bouncer.Limit{a}},
+			{Key: "k2", Limits: []bouncer.Limit{b}},
+		}}
+		if d := mustCheck(t, s, r, true); !d.Allowed || d.LimitName != "b" || d.Remaining != 0 {
+			t.Fatalf("first check: %+v; want allowed, binding k2's \"b\" with 0 remaining", d)
+		}
+		for range 3 {
+			if d := mustCheck(t, s, r, true); d.Allowed || d.LimitName != "b" || d.Key != "k2" {
+				t.Fatalf("check with b exhausted: %+v; want denied by k2's \"b\"", d)
+			}
+		}
+		// k1's "a" was charged by the first check only.
+		wantLocal(t, s, oneKey("k1", 1, a), 2, "a")
+	})
+
+	t.Run("allow_limits_ignored", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{})
+		tiny := bucket3("tiny", bouncer.StoreErrorAllow)
+		tiny.Burst = 1
+		r := bouncer.Request{Cost: 1, Keys: []bouncer.KeyLimits{
+			{Key: "k1", Limits: []bouncer.Limit{tiny}},
+			{Key: "k2", Limits: []bouncer.Limit{bucket3("big", bouncer.StoreErrorLocal)}},
+		}}
+		wantLocal(t, s, r, 3, "big")
+	})
+}
+
+// A peek (cost 0) is always allowed and charges nothing, whatever the
+// policy; under deny it reports the limit as exhausted, as a peek at an
+// exhausted limit does.
+func TestStoreErrorPeek(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
+	s := failingStore(t, c, redisstore.Options{})
+	for _, p := range []bouncer.StoreErrorPolicy{bouncer.StoreErrorAllow, bouncer.StoreErrorDeny, bouncer.StoreErrorLocal} {
+		l := bucket3("peeked-"+p.String(), p)
+		d := mustCheck(t, s, oneKey("k", 0, l), true)
+		if !d.Allowed || d.RetryAfter != 0 || d.Limit != 3 || d.LimitName != l.Name || d.Key != "k" {
+			t.Errorf("peek at a %q limit with Redis failing: %+v; want allowed with no retry, naming the limit", p, d)
+		}
+		if p == bouncer.StoreErrorDeny && d.Remaining != 0 {
+			t.Errorf("peek at a deny limit with Redis failing: %d remaining; want 0: a check would be denied", d.Remaining)
+		}
+	}
+	// The local peek charged nothing.
+	wantLocal(t, s, oneKey("k", 1, bucket3("peeked-local", bouncer.StoreErrorLocal)), 3, "peeked-local")
+	// A peek at a deny limit and a local limit together is allowed too.
+	r := bouncer.Request{Keys: []bouncer.KeyLimits{
+		{Key: "k1", Limits: []bouncer.Limit{bucket3("d", bouncer.StoreErrorDeny)}},
+		{Key: "k2", Limits: []bouncer.Limit{bucket3("l", bouncer.StoreErrorLocal)}},
+	}}
+	if d := mustCheck(t, s, r, true); !d.Allowed || d.RetryAfter != 0 {
+		t.Errorf("peek at a deny and a local limit with Redis failing: %+v; want allowed with no retry", d)
+	}
+}
+
+func TestStoreErrorStats(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
+	ctx := context.Background()
+	r := oneKey("k", 1, bucket3("b", bouncer.StoreErrorDefault))
+
+	t.Run("breaker_closed", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{})
+		for range 4 {
+			mustCheck(t, s, r, true)
+		}
+		st := s.Stats()
+		if st.Calls != 4 || st.Failures != 4 || st.Degraded != 4 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError == nil {
+			t.Fatalf("after 4 failed checks: %+v; want 4 calls, 4 failures, 4 degraded, breaker closed, a last error", st)
+		}
+		if err := s.Refund(ctx, r); err == nil {
+			t.Fatal("Refund on a failing Redis: no error")
+		}
+		st = s.Stats()
+		if st.Calls != 5 || st.Failures != 5 || st.Degraded != 4 {
+			t.Fatalf("after a failed refund: %+v; want 5 calls, 5 failures, still 4 degraded", st)
+		}
+	})
+
+	t.Run("breaker_open", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{Breaker: redisstore.BreakerOptions{Failures: 2, OpenFor: time.Hour}})
+		for range 5 {
+			mustCheck(t, s, r, true)
+		}
+		st := s.Stats()
+		if st.Calls != 2 || st.Failures != 2 || st.Degraded != 5 || st.Breaker != redisstore.BreakerOpen || st.BreakerOpens != 1 || st.LastError == nil {
+			t.Fatalf("after 5 checks, the breaker opening after 2: %+v; want 2 calls, 2 failures, 5 degraded, breaker open once, a last error", st)
+		}
+		if err := s.Refund(ctx, r); err == nil {
+			t.Fatal("Refund with the breaker open: no error")
+		}
+		if st := s.Stats(); st.Calls != 2 {
+			t.Fatalf("Refund with the breaker open called Redis: %+v", st)
+		}
+	})
+
+	t.Run("healthy", func(t *testing.T) {
+		s := newStore(t, c, redisstore.Options{})
+		for range 4 {
+			mustCheck(t, s, r, false)
+		}
+		if st := s.Stats(); st.Calls != 4 || st.Failures != 0 || st.Degraded != 0 || st.Breaker != redisstore.BreakerClosed || st.LastError != nil {
+			t.Fatalf("after 4 checks on a healthy Redis: %+v; want 4 calls and nothing else", st)
+		}
+	})
+}
+
+// A caller that gives up says nothing about Redis: its canceled call is
+// neither a failure nor a success to the breaker.
+func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := oneKey("k", 1, bucket3("b", bouncer.StoreErrorDefault))
+
+	t.Run("not_a_failure", func(t *testing.T) {
+		s := newStore(t, c, redisstore.Options{Breaker: redisstore.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
+		for range 3 {
+			s.Check(canceled, r)
+		}
+		if st := s.Stats(); st.Failures != 0 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError != nil {
+			t.Fatalf("after 3 checks of a canceled caller: %+v; want no failure and the breaker closed", st)
+		}
+		if d := mustCheck(t, s, r, false); !d.Allowed {
+			t.Fatalf("check after the canceled ones: %+v; want allowed by Redis", d)
+		}
+	})
+
+	t.Run("not_a_success", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{Breaker: redisstore.BreakerOptions{Failures: 2, OpenFor: time.Hour}})
+		mustCheck(t, s, r, true)
+		s.Check(canceled, r)
+		mustCheck(t, s, r, true)
+		if st := s.Stats(); st.Failures != 2 || st.Breaker != redisstore.BreakerOpen || st.BreakerOpens != 1 {
+			t.Fatalf("failure, canceled call, failure with a threshold of 2: %+v; want 2 failures and the breaker open: the canceled call must not reset the run of failures", st)
+		}
+	})
+
+	t.Run("canceled_probe", func(t *testing.T) {
+		const openFor = time.Millisecond
+		s := failingStore(t, c, redisstore.Options{Breaker: redisstore.BreakerOptions{Failures: 1, OpenFor: openFor}})
+		mustCheck(t, s, r, true)
+		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen {
+			t.Fatalf("after a failure with a threshold of 1: %+v; want the breaker open", st)
+		}
+		time.Sleep(5 * openFor) // the next call is a probe
+		s.Check(canceled, r)
+		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Failures != 1 {
+			t.Fatalf("after a canceled probe: %+v; want the breaker still open and 1 failure: a probe whose caller gave up did not reach Redis", st)
+		}
+		mustCheck(t, s, r, true) // the next probe fails
+		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Failures != 2 || st.BreakerOpens != 1 {
+			t.Fatalf("after a failed probe: %+v; want the breaker open (once) and 2 failures", st)
+		}
+	})
+}
+
+func TestInvalidInputNeverCallsRedis(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
+		ctx := context.Background()
+		hour := time.Hour
+		good := bucket3("good", bouncer.StoreErrorDefault)
+		invalidLimits := map[string]bouncer.Limit{
+			"rate 0":            {Name: "x", Algorithm: bouncer.TokenBucket, Period: hour, Burst: 1},
+			"no algorithm":      {Name: "x", Rate: 1, Period: hour},
+			"no burst":          {Name: "x", Algorithm: bouncer.GCRA, Rate: 1, Period: hour},
+			"burst on a window": {Name: "x", Algorithm: bouncer.FixedWindow, Rate: 1, Period: hour, Burst: 1},
+			"shaping a bucket":  {Name: "x", Algorithm: bouncer.TokenBucket, Rate: 1, Period: hour, Burst: 1, Shape: true},
+			"unknown policy":    {Name: "x", Algorithm: bouncer.TokenBucket, Rate: 1, Period: hour, Burst: 1, OnStoreError: 9},
+		}
+		// Valid limits, but longer than the Redis store supports.
+		tooLong := map[string]bouncer.Limit{
+			"window over MaxSpan":    {Name: "x", Algorithm: bouncer.SlidingWindowCounter, Rate: 1, Period: redisstore.MaxSpan + 1},
+			"log over MaxSpan":       {Name: "x", Algorithm: bouncer.SlidingWindowLog, Rate: 5, Period: 60 * 24 * hour},
+			"leases over MaxSpan":    {Name: "x", Algorithm: bouncer.Concurrency, Rate: 5, Period: redisstore.MaxSpan + time.Second},
+			"bucket over MaxSpan":    {Name: "x", Algorithm: bouncer.TokenBucket, Rate: 1, Period: hour, Burst: 1300},
+			"rounding over MaxSpan":  {Name: "x", Algorithm: bouncer.GCRA, Rate: 3, Period: redisstore.MaxSpan/4*3 + 1, Burst: 4}, // interval rounded up to MaxSpan/4 + 1
+			"leaky bucket over span": {Name: "x", Algorithm: bouncer.LeakyBucket, Rate: 1, Period: time.Second, Burst: int64(redisstore.MaxSpan/time.Second) + 1},
+		}
+		for what, l := range tooLong {
+			if err := l.Validate(); err != nil {
+				t.Fatalf("test bug: %s: %v", what, err)
+			}
+			invalidLimits[what] = l
+		}
+		invalidRequests := map[string]bouncer.Request{
+			"negative cost":    oneKey("k", -1, good),
+			"no keys":          {Cost: 1},
+			"key, no limits":   {Cost: 1, Keys: []bouncer.KeyLimits{{Key: "k1", Limits: []bouncer.Limit{good}}, {Key: "k2"}}},
+			"duplicate names":  oneKey("k", 1, good, bucket3("good", bouncer.StoreErrorDeny)),
+			"duplicate, later": {Cost: 1, Keys: []bouncer.KeyLimits{{Key: "k1", Limits: []bouncer.Limit{good}}, {Key: "k2", Limits: []bouncer.Limit{good, good}}}},
+		}
+		// On a healthy and on a failing Redis: invalid input is an error,
+		// never a call nor a degraded decision.
+		stores := map[string]*redisstore.Store{
+			"healthy": newStore(t, c, redisstore.Options{}),
+			"failing": failingStore(t, c, redisstore.Options{OnStoreError: bouncer.StoreErrorDeny}),
+		}
+		for sname, s := range stores {
+			try := func(what string, r bouncer.Request, want error) {
+				t.Helper()
+				for range 2 { // the second time from the store's cache of limits
+					d, err := s.Check(ctx, r)
+					if !errors.Is(err, want) || d != (bouncer.Decision{}) {
+						t.Errorf("%s store, %s: Check = %+v, %v; want an error wrapping %v", sname, what, d, err, want)
+					}
+					if err := s.Refund(ctx, r); !errors.Is(err, want) {
+						t.Errorf("%s store, %s: Refund = %v; want an error wrapping %v", sname, what, err, want)
+					}
+				}
+			}
+			for what, l := range invalidLimits {
+				try(what, oneKey("k", 1, l), bouncer.ErrInvalidLimit)
+				// An invalid limit after a valid one of another key.
+				try(what+", second key", bouncer.Request{Cost: 1, Keys: []bouncer.KeyLimits{{Key: "k1", Limits: []bouncer.Limit{good}}, {Key: "k2", Limits: []bouncer.Limit{good, l}}}}, bouncer.ErrInvalidLimit)
+			}
+			for what, r := range invalidRequests {
+				try(what, r, bouncer.ErrInvalidRequest)
+			}
+			if st := s.Stats(); st.Calls != 0 || st.Failures != 0 || st.Degraded != 0 {
+				t.Errorf("%s store after invalid input only: %+v; want no call, no failure, nothing degraded", sname, st)
+			}
+		}
+	})
+}
+
+// Limits whose span is exactly MaxSpan are accepted and decide exactly,
+// on Redis's clock.
+func TestMaxSpanLimitsWork(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
+		s := newStore(t, c, redisstore.Options{})
+		for _, a := range bouncer.Algorithms() {
+			l := bouncer.Limit{Name: "long", Algorithm: a, Rate: 4, Period: redisstore.MaxSpan}
+			if a.UsesBurst() {
+				l.Rate, l.Period, l.Burst = 1, redisstore.MaxSpan/4, 4
+			}
+			if l.Interval()*time.Duration(l.Capacity()) > redisstore.MaxSpan && a.UsesBurst() {
+				t.Fatalf("test bug: %v spans more than MaxSpan", l)
+			}
+			r := oneKey("k:"+a.String(), 1, l)
+			for i := range int64(4) {
+				d := mustCheck(t, s, r, false)
+				if !d.Allowed || d.Remaining != 3-i {
+					t.Fatalf("%v: check %d: %+v; want allowed with %d remaining", l, i+1, d, 3-i)
+				}
+				if d.ResetAfter <= 0 || d.ResetAfter > 2*redisstore.MaxSpan {
+					t.Errorf("%v: check %d: reset after %v; want within (0, 2×MaxSpan]", l, i+1, d.ResetAfter)
+				}
+			}
+			d := mustCheck(t, s, r, false)
+			// (The sliding window counter's retry can reach into the next
+			// window, up to 2×Period away.)
+			if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > 2*redisstore.MaxSpan {
+				t.Fatalf("%v: fifth check: %+v; want denied with a retry within (0, 2×MaxSpan]", l, d)
+			}
+			if a.UsesBurst() && d.RetryAfter > l.Interval() {
+				t.Errorf("%v: denied with retry %v; want at most one interval, %v", l, d.RetryAfter, l.Interval())
+			}
+		}
+	})
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	as := addrs(t, "BOUNCER_REDIS_ADDR")
+	c := newClient(t, as)
+	for _, p := range []string{"{", "}", "a{b", "a}b", "{x}", strings.Repeat("p", 65)} {
+		if s, err := redisstore.New(redisstore.Options{Client: c, Prefix: p}); err == nil {
+			s.Close()
+			t.Errorf("New with prefix %q: no error", p)
+		}
+	}
+	for _, o := range []redisstore.Options{
+		{},
+		{Prefix: freshPrefix()},
+		{Prefix: freshPrefix(), Addrs: []string{}},
+		{Client: c, Prefix: freshPrefix(), OnStoreError: bouncer.StoreErrorLocal + 1},
+	} {
+		if s, err := redisstore.New(o); err == nil {
+			s.Close()
+			t.Errorf("New(%+v): no error", o)
+		}
+	}
+
+	// 64 bytes is fine.
+	p := freshPrefix()
+	p += strings.Repeat("p", 64-len(p))
+	s := newStore(t, c, redisstore.Options{Prefix: p})
+	if d := mustCheck(t, s, oneKey("k", 1, bucket3("b", 0)), false); !d.Allowed {
+		t.Fatalf("store with a 64-byte prefix: %+v", d)
+	}
+
+	// A store on Addrs makes its own client, and closes it (goleak checks).
+	own, err := redisstore.New(redisstore.Options{Addrs: as, Prefix: freshPrefix(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := own.Check(context.Background(), oneKey("k", 1, bucket3("b", 0)))
+	own.Close()
+	if err != nil || !d.Allowed || d.Degraded {
+		t.Fatalf("store on Addrs: %+v, %v", d, err)
+	}
+}
+
+// A cost above a limit's capacity never passes, whatever the policy: with
+// Redis failing it is denied with RetryAfter Never, as Redis would.
+func TestStoreErrorCostAboveCapacity(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
+	s := failingStore(t, c, redisstore.Options{})
+	for _, p := range []bouncer.StoreErrorPolicy{bouncer.StoreErrorAllow, bouncer.StoreErrorDeny, bouncer.StoreErrorLocal} {
+		l := bucket3("b", p)
+		d := mustCheck(t, s, oneKey("k-"+p.String(), 4, l), true)
+		if d.Allowed || d.RetryAfter != bouncer.Never || d.LimitName != "b" {
+			t.Errorf("policy %s, cost 4 over capacity 3: %+v; want denied, retry never", p, d)
+		}
+	}
+}
