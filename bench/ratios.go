@@ -3,7 +3,8 @@
 // Ratios reads the output of go test -bench in this module on standard
 // input and writes the tables of docs/benchmarks.md: the results, and
 // every bouncer implementation's ratio to every peer, computed rather
-// than typed.
+// than typed. The Redis benchmarks' results, when there are any, get
+// tables of their own after the in-process ones.
 //
 //	go run ratios.go < out.txt
 package main
@@ -20,8 +21,10 @@ import (
 )
 
 // result is one benchmark line: its parameters and its metrics by unit.
+// Topology and callers are set by the Redis benchmarks only.
 type result struct {
 	bench, impl, keys, mode string
+	topology, callers       string
 	metrics                 map[string]float64
 }
 
@@ -42,13 +45,32 @@ func main() {
 	}
 	check := filter(results, "BenchmarkCheck")
 	bytes := filter(results, "BenchmarkBytesPerKey")
+	redisCheck := filter(results, "BenchmarkRedisCheck")
+	redisBytes := filter(results, "BenchmarkRedisBytesPerKey")
 	if len(check) > 0 {
 		checkTables(w, check)
 	}
 	if len(bytes) > 0 {
 		bytesTables(w, bytes)
 	}
-	targets(w, check, bytes)
+	// The in-process targets, unless the input holds only Redis results.
+	inProcess := len(check)+len(bytes) > 0 || len(redisCheck)+len(redisBytes) == 0
+	if inProcess {
+		targets(w, check, bytes)
+	}
+	if len(redisCheck)+len(redisBytes) == 0 {
+		return
+	}
+	if inProcess {
+		fmt.Fprintln(w)
+	}
+	if len(redisCheck) > 0 {
+		redisCheckTables(w, redisCheck)
+	}
+	if len(redisBytes) > 0 {
+		redisBytesTables(w, redisBytes)
+	}
+	redisTargets(w, redisCheck, redisBytes)
 }
 
 func parse(r io.Reader) ([]result, error) {
@@ -70,6 +92,10 @@ func parse(r io.Reader) ([]result, error) {
 				res.impl = v
 			case "keys":
 				res.keys = v
+			case "topology":
+				res.topology = v
+			case "callers":
+				res.callers = v
 			default:
 				res.mode = p
 			}
@@ -92,16 +118,18 @@ func parse(r io.Reader) ([]result, error) {
 func medians(rs []result) ([]result, int) {
 	var out []result
 	groups := map[string][]result{}
+	id := func(r result) string {
+		return r.bench + "/" + r.impl + "/" + r.keys + "/" + r.mode + "/" + r.topology + "/" + r.callers
+	}
 	for _, r := range rs {
-		id := r.bench + "/" + r.impl + "/" + r.keys + "/" + r.mode
-		if groups[id] == nil {
+		if groups[id(r)] == nil {
 			out = append(out, r)
 		}
-		groups[id] = append(groups[id], r)
+		groups[id(r)] = append(groups[id(r)], r)
 	}
 	runs := 0
 	for i, r := range out {
-		g := groups[r.bench+"/"+r.impl+"/"+r.keys+"/"+r.mode]
+		g := groups[id(r)]
 		runs = max(runs, len(g))
 		m := map[string]float64{}
 		for unit := range r.metrics {
@@ -161,7 +189,12 @@ func cases(rs []result) []string {
 	return cs
 }
 
-func caseOf(r result) string { return strings.TrimSpace("keys=" + r.keys + " " + r.mode) }
+func caseOf(r result) string {
+	if r.topology != "" {
+		return redisCaseOf(r)
+	}
+	return strings.TrimSpace("keys=" + r.keys + " " + r.mode)
+}
 
 func find(rs []result, impl, c string) (result, bool) {
 	for _, r := range rs {
@@ -316,4 +349,182 @@ func num(v float64) string {
 		return strconv.FormatInt(int64(v), 10)
 	}
 	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// The Redis benchmarks' metrics (see redis_test.go and
+// redis_memory_test.go).
+const (
+	unitDecisions = "decisions/s"
+	unitP50       = "p50-µs"
+	unitP99       = "p99-µs"
+	unitP999      = "p99.9-µs"
+)
+
+// redisTargetPeer is the peer of the Redis throughput target, and
+// redisTargetCallers its caller count.
+const (
+	redisTargetPeer    = "redis_rate"
+	redisTargetCallers = "64"
+)
+
+// redisCaseOf is a Redis result's case: its topology, then its callers or
+// its keys.
+func redisCaseOf(r result) string {
+	c := r.topology
+	if r.callers != "" {
+		c += ", callers=" + r.callers
+	}
+	if r.keys != "" {
+		c += ", keys=" + r.keys
+	}
+	return c
+}
+
+func redisCheckTables(w io.Writer, rs []result) {
+	bouncers, peers := impls(rs)
+	all := append(slices.Clone(bouncers), peers...)
+	fmt.Fprintf(w, "### Redis check: decisions/s and latency (µs)\n\n| case | impl | decisions/s | p50 | p99 | p99.9 | allocs/op |\n|---|---|---:|---:|---:|---:|---:|\n")
+	for _, c := range cases(rs) {
+		for _, im := range all {
+			if r, ok := find(rs, im, c); ok {
+				m := r.metrics
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", c, im,
+					num(m[unitDecisions]), num(m[unitP50]), num(m[unitP99]), num(m[unitP999]), num(m["allocs/op"]))
+			}
+		}
+	}
+
+	fmt.Fprintf(w, "\n### Redis check: ratios (decisions/s: bouncer's ÷ peer's; p99: peer's ÷ bouncer's; above 1 means bouncer is better)\n\n| case | bouncer | metric |")
+	for _, p := range peers {
+		fmt.Fprintf(w, " %s |", p)
+	}
+	fmt.Fprintf(w, " best peer |\n|---|---|---|%s---:|\n", strings.Repeat("---:|", len(peers)))
+	for _, c := range cases(rs) {
+		for _, b := range bouncers {
+			br, ok := find(rs, b, c)
+			if !ok {
+				continue
+			}
+			for _, unit := range []string{unitDecisions, unitP99} {
+				higher := unit == unitDecisions
+				fmt.Fprintf(w, "| %s | %s | %s |", c, b, strings.TrimSuffix(unit, "-µs"))
+				for _, p := range peers {
+					if pr, ok := find(rs, p, c); ok {
+						fmt.Fprintf(w, " %s |", better(br.metrics[unit], pr.metrics[unit], higher))
+					} else {
+						fmt.Fprintf(w, " – |")
+					}
+				}
+				best, bv := bestPeer(rs, peers, c, unit, higher)
+				fmt.Fprintf(w, " %s (%s) |\n", better(br.metrics[unit], bv, higher), best)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func redisBytesTables(w io.Writer, rs []result) {
+	bouncers, peers := impls(rs)
+	all := append(slices.Clone(bouncers), peers...)
+	fmt.Fprintf(w, "### Redis bytes per key\n\n| case | impl | B/key | Redis keys | ns/key (insert) |\n|---|---|---:|---:|---:|\n")
+	for _, c := range cases(rs) {
+		for _, im := range all {
+			if r, ok := find(rs, im, c); ok {
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", c, im, num(r.metrics["B/key"]), num(r.metrics["redis-keys"]), num(r.metrics["ns/key"]))
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n### Redis bytes per key: ratios (peer B/key ÷ bouncer B/key; above 1 means bouncer is leaner)\n\n| case | bouncer |")
+	for _, p := range peers {
+		fmt.Fprintf(w, " %s |", p)
+	}
+	fmt.Fprintf(w, " leanest peer |\n|---|---|%s---:|\n", strings.Repeat("---:|", len(peers)))
+	for _, c := range cases(rs) {
+		for _, b := range bouncers {
+			br, ok := find(rs, b, c)
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s |", c, b)
+			for _, p := range peers {
+				if pr, ok := find(rs, p, c); ok {
+					fmt.Fprintf(w, " %s |", ratio(pr.metrics["B/key"], br.metrics["B/key"]))
+				} else {
+					fmt.Fprintf(w, " – |")
+				}
+			}
+			best, bv := bestPeer(rs, peers, c, "B/key", false)
+			fmt.Fprintf(w, " %s (%s) |\n", ratio(bv, br.metrics["B/key"]), best)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// better returns how many times better ours is than peer's: ours ÷ peer's
+// when higher is better, peer's ÷ ours when lower is.
+func better(ours, peer float64, higher bool) string {
+	if higher {
+		return ratio(ours, peer)
+	}
+	return ratio(peer, ours)
+}
+
+// bestPeer returns the peer with the most (higher) or the least of unit
+// in case c.
+func bestPeer(rs []result, peers []string, c, unit string, higher bool) (string, float64) {
+	best, v := "", 0.0
+	for _, p := range peers {
+		r, ok := find(rs, p, c)
+		if !ok {
+			continue
+		}
+		if x := r.metrics[unit]; best == "" || higher && x > v || !higher && x < v {
+			best, v = p, x
+		}
+	}
+	return best, v
+}
+
+// redisTargets checks the Redis goals, on every topology: at 64 callers
+// at least 3× redis_rate's decisions/s with a lower p99, and at most half
+// the Redis bytes per key of the leanest peer.
+func redisTargets(w io.Writer, check, bytes []result) {
+	fmt.Fprintf(w, "### Redis targets\n\n| target | case | bouncer | peer | ratio | met |\n|---|---|---|---|---:|---|\n")
+	bouncers, _ := impls(check)
+	for _, c := range cases(check) {
+		p, ok := find(check, redisTargetPeer, c)
+		if !ok || !strings.HasSuffix(c, ", callers="+redisTargetCallers) {
+			continue
+		}
+		for _, b := range bouncers {
+			r, ok := find(check, b, c)
+			if !ok {
+				continue
+			}
+			bd, pd := r.metrics[unitDecisions], p.metrics[unitDecisions]
+			bp, pp := r.metrics[unitP99], p.metrics[unitP99]
+			met := "no"
+			if pd > 0 && bd/pd >= 3 && bp < pp {
+				met = "yes"
+			}
+			fmt.Fprintf(w, "| decisions/s at %s callers ≥ 3× %s, with a lower p99 | %s | %s | %s | %s (p99 %s vs %s µs) | %s |\n",
+				redisTargetCallers, redisTargetPeer, c, b, redisTargetPeer, better(bd, pd, true), num(bp), num(pp), met)
+		}
+	}
+	bouncers, peers := impls(bytes)
+	for _, c := range cases(bytes) {
+		p, pv := bestPeer(bytes, peers, c, "B/key", false)
+		for _, b := range bouncers {
+			r, ok := find(bytes, b, c)
+			if !ok || p == "" {
+				continue
+			}
+			met := "no"
+			if pv/r.metrics["B/key"] >= 2 {
+				met = "yes"
+			}
+			fmt.Fprintf(w, "| Redis bytes per key ≤ 1/2 of the leanest peer | %s | %s | %s | %s (%s vs %s B/key) | %s |\n",
+				c, b, p, ratio(pv, r.metrics["B/key"]), num(r.metrics["B/key"]), num(pv), met)
+		}
+	}
 }
