@@ -172,7 +172,7 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	s.calls.Add(1)
-	resp := checkScript.Exec(cctx, s.client, c.keys, c.args)
+	resp := s.exec(cctx, c)
 	cancel()
 	res, allowed, err := parseReply(resp, c)
 	switch {

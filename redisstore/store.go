@@ -99,6 +99,8 @@ type Store struct {
 	failures atomic.Uint64
 	degraded atomic.Uint64
 	lastErr  atomic.Pointer[error]
+
+	guardUntil atomic.Int64 // since epoch: calls run guarded until then (see exec)
 }
 
 var _ bouncer.Limiter = (*Store)(nil)

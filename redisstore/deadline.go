@@ -1,0 +1,63 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// The client does not always return by a call's deadline: rueidis
+// (v1.0.79) closes a new connection whose handshake ran out of time with
+// a PING whose answer it waits up to a second for, and every caller
+// waiting for that connection waits as long. Against a server that
+// accepts connections but does not answer (frozen, overloaded, or behind
+// a proxy), checks took a second instead of the deadline.
+//
+// So once a call has failed with a connection error or timeout, the calls
+// of the next guardFor (at least twice the breaker's OpenFor, so that
+// every probe is guarded) run in a goroutine of their own, and return by
+// their deadline whatever the client does; an abandoned call finishes in
+// the background, its reply discarded. Healthy calls pay nothing: the
+// hand-off to a goroutine costs a few microseconds. The first call to
+// fail after a healthy spell is not guarded.
+const guardFor = 10 * time.Second
+
+// epoch anchors the monotonic times of Store.guardUntil.
+var epoch = time.Now()
+
+// exec makes c's script call with ctx; see guardFor.
+func (s *Store) exec(ctx context.Context, c *call) rueidis.RedisResult {
+	if time.Since(epoch) >= time.Duration(s.guardUntil.Load()) {
+		r := checkScript.Exec(ctx, s.client, c.keys, c.args)
+		s.noteTrouble(r)
+		return r
+	}
+	done := make(chan rueidis.RedisResult, 1)
+	go func() {
+		r := checkScript.Exec(ctx, s.client, c.keys, c.args)
+		s.noteTrouble(r)
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		select {
+		case r := <-done: // it answered just in time
+			return r
+		default:
+			return rueidis.NewErrorResult(ctx.Err())
+		}
+	}
+}
+
+// noteTrouble guards the calls of the next guardFor if r failed for
+// another reason than a Redis error reply.
+func (s *Store) noteTrouble(r rueidis.RedisResult) {
+	if r.NonRedisError() == nil {
+		return
+	}
+	d := max(guardFor, 2*s.breaker.openFor)
+	s.guardUntil.Store(int64(time.Since(epoch) + d))
+}

@@ -1,0 +1,468 @@
+//go:build unix
+
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/redisstore"
+)
+
+// TestFailure runs the failure tests on one private set of servers (see
+// failure_servers_test.go): Redis stopped, frozen and restarted under each
+// StoreErrorPolicy; a Cluster master killed; a slot migrated while checks
+// run. Exactness is not required while Redis fails, but every decision
+// must follow the policy and return by its deadline.
+func TestFailure(t *testing.T) {
+	pr := startPrivateRedis(t)
+	t.Run("Standalone", func(t *testing.T) { testFailureStandalone(t, pr) })
+	t.Run("FrozenReconnect", func(t *testing.T) { testFailureFrozenReconnect(t, pr) })
+	t.Run("ClusterMasterKilled", func(t *testing.T) { testFailureClusterMasterKilled(t, pr) })
+	t.Run("ClusterSlotMigration", func(t *testing.T) { testFailureClusterSlotMigration(t, pr) })
+}
+
+const (
+	// failureTimeout is the stores' deadline (Options.Timeout) in the
+	// failure tests.
+	failureTimeout = 50 * time.Millisecond
+	// returnBound is how long any check may take, deadline included: a
+	// generous bound that only a check waiting for Redis beyond its
+	// deadline can break. Precise latencies are BenchmarkCheckRedisDown's.
+	returnBound = 2 * time.Second
+	// recoverBound bounds every wait for Redis to decide again.
+	recoverBound = 20 * time.Second
+)
+
+var failureBreaker = redisstore.BreakerOptions{Failures: 3, OpenFor: 100 * time.Millisecond}
+
+// failurePerHour is a fixed window of rate per hour: exact, and in one
+// window for any test's length.
+func failurePerHour(name string, rate int64, p bouncer.StoreErrorPolicy) bouncer.Limit {
+	return bouncer.Limit{Name: name, Algorithm: bouncer.FixedWindow, Rate: rate, Period: time.Hour, OnStoreError: p}
+}
+
+func failureRequest(key string, ls ...bouncer.Limit) bouncer.Request {
+	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: ls}}, Cost: 1}
+}
+
+// failurePolicyStore is a store under test with the policy that decides
+// its limits when Redis cannot.
+type failurePolicyStore struct {
+	name   string
+	limitP bouncer.StoreErrorPolicy // its limits' OnStoreError
+	want   bouncer.StoreErrorPolicy // what decides them: the limit's or the store's
+	s      *redisstore.Store
+	opens  uint64 // BreakerOpens when last seen open
+}
+
+func (ps *failurePolicyStore) limit(name string, rate int64) bouncer.Limit {
+	return failurePerHour(name, rate, ps.limitP)
+}
+
+// failureCheck checks r and fails t if the check errs or outlasts
+// returnBound.
+func failureCheck(t testing.TB, s *redisstore.Store, r bouncer.Request) bouncer.Decision {
+	t.Helper()
+	start := time.Now()
+	d, err := s.Check(context.Background(), r)
+	if took := time.Since(start); took > returnBound {
+		t.Errorf("check of %q took %v, more than %v", r.Keys[0].Key, took, returnBound)
+	}
+	if err != nil {
+		t.Fatalf("check of %q: %v", r.Keys[0].Key, err)
+	}
+	return d
+}
+
+// failureWantPolicy makes n checks of key under a limit of rate 3 while
+// Redis cannot answer, localUsed checks of key having gone to the local
+// store before: each must be Degraded and decided by ps's policy (local:
+// the local store admits 3 in all).
+func failureWantPolicy(t *testing.T, ps *failurePolicyStore, key string, n, localUsed int) {
+	t.Helper()
+	l := ps.limit("three", 3)
+	for i := range n {
+		d := failureCheck(t, ps.s, failureRequest(key, l))
+		if !d.Degraded {
+			t.Fatalf("%s: check %d of %q with Redis down: not Degraded: %+v", ps.name, i+1, key, d)
+		}
+		var want bool
+		switch ps.want {
+		case bouncer.StoreErrorAllow:
+			want = true
+		case bouncer.StoreErrorDeny:
+			want = false
+		case bouncer.StoreErrorLocal:
+			want = localUsed+i < 3
+		}
+		if d.Allowed != want {
+			t.Errorf("%s (%v): check %d of %q with Redis down: Allowed %v, want %v (%+v)", ps.name, ps.want, i+1, key, d.Allowed, want, d)
+		}
+	}
+}
+
+// failureWaitRedis polls s with checks of key (under a limit that always
+// allows) until Redis decides one, and returns how long that took.
+func failureWaitRedis(t *testing.T, s *redisstore.Store, key string, l bouncer.Limit) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		d := failureCheck(t, s, failureRequest(key, l))
+		if !d.Degraded {
+			if !d.Allowed {
+				t.Errorf("check of %q decided by Redis: denied, want allowed", key)
+			}
+			return time.Since(start)
+		}
+		if time.Since(start) > recoverBound {
+			t.Fatalf("Redis does not decide checks again %v after it came back (stats %+v)", recoverBound, s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// failureWaitBreaker polls s until its breaker is in state, within bound.
+func failureWaitBreaker(t *testing.T, name string, s *redisstore.Store, state string, bound time.Duration) redisstore.Stats {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		st := s.Stats()
+		if st.Breaker == state {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: breaker %s after %v, want %s (stats %+v)", name, st.Breaker, bound, state, st)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// failureBackground keeps checking while servers fail, and checks every
+// decision against its store's policy. Its limit never denies in Redis (nor in the
+// local store), so every denial must be the deny policy's.
+type failureBackground struct {
+	name   string
+	policy bouncer.StoreErrorPolicy // what decides when Redis cannot
+	n      atomic.Int64
+	deg    atomic.Int64
+	maxLat atomic.Int64
+	mu     sync.Mutex
+	errs   []string
+}
+
+func (bg *failureBackground) fail(format string, args ...any) {
+	bg.mu.Lock()
+	defer bg.mu.Unlock()
+	if len(bg.errs) < 10 {
+		bg.errs = append(bg.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+// record checks one decision.
+func (bg *failureBackground) record(key string, d bouncer.Decision, err error, took time.Duration) {
+	bg.n.Add(1)
+	for {
+		m := bg.maxLat.Load()
+		if int64(took) <= m || bg.maxLat.CompareAndSwap(m, int64(took)) {
+			break
+		}
+	}
+	if took > returnBound {
+		bg.fail("check of %q took %v (deadline %v)", key, took, failureTimeout)
+	}
+	if err != nil {
+		bg.fail("check of %q: error %v", key, err)
+		return
+	}
+	if !d.Degraded {
+		if !d.Allowed {
+			bg.fail("check of %q decided by Redis: denied, want allowed: %+v", key, d)
+		}
+		return
+	}
+	bg.deg.Add(1)
+	if want := bg.policy != bouncer.StoreErrorDeny; d.Allowed != want {
+		bg.fail("degraded check of %q under %v: Allowed %v, want %v: %+v", key, bg.policy, d.Allowed, want, d)
+	}
+}
+
+// run checks keys in turn with s until stop is closed.
+func (bg *failureBackground) run(s *redisstore.Store, keys []string, l bouncer.Limit, stop <-chan struct{}, pause time.Duration) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		key := keys[i%len(keys)]
+		start := time.Now()
+		d, err := s.Check(context.Background(), failureRequest(key, l))
+		bg.record(key, d, err, time.Since(start))
+		time.Sleep(pause)
+	}
+}
+
+func (bg *failureBackground) report(t *testing.T) {
+	t.Helper()
+	bg.mu.Lock()
+	defer bg.mu.Unlock()
+	for _, e := range bg.errs {
+		t.Errorf("%s: %s", bg.name, e)
+	}
+	t.Logf("%s: %d background checks, %d degraded, slowest %v", bg.name, bg.n.Load(), bg.deg.Load(), time.Duration(bg.maxLat.Load()).Round(time.Microsecond))
+}
+
+// failureRedisRate counts the checks Redis decides in d.
+func failureRedisRate(t *testing.T, s *redisstore.Store, l bouncer.Limit, d time.Duration) int {
+	t.Helper()
+	n := 0
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if dec := failureCheck(t, s, failureRequest("throughput", l)); !dec.Degraded {
+			n++
+		}
+	}
+	return n
+}
+
+// testFailureStandalone freezes, then stops and restarts the standalone
+// server while checks run, with a store per policy (set on the limits and
+// as the store's default).
+func testFailureStandalone(t *testing.T, pr *privateRedis) {
+	addr := []string{fmt.Sprintf("127.0.0.1:%d", pr.port)}
+	// Whatever happens, the server runs again at the end.
+	t.Cleanup(func() { pr.script(60*time.Second, "redis-node.sh", "start", strconv.Itoa(pr.port)) })
+	D, A, N, L := bouncer.StoreErrorDefault, bouncer.StoreErrorAllow, bouncer.StoreErrorDeny, bouncer.StoreErrorLocal
+	cases := []struct {
+		name               string
+		limitP, storeP, by bouncer.StoreErrorPolicy
+	}{
+		{"limit-allow", A, D, A},
+		{"limit-deny", N, D, N},
+		{"limit-local", L, D, L},
+		{"store-allow", D, A, A},
+		{"store-deny", D, N, N},
+		{"store-local", D, L, L},
+		{"default", D, D, A},
+		{"limit-local-over-store-deny", L, N, L},
+		{"limit-allow-over-store-local", A, L, A},
+	}
+	var stores []*failurePolicyStore
+	for _, c := range cases {
+		s := newStore(t, newClient(t, addr), redisstore.Options{
+			Timeout:      failureTimeout,
+			OnStoreError: c.storeP,
+			Breaker:      failureBreaker,
+		})
+		stores = append(stores, &failurePolicyStore{name: c.name, limitP: c.limitP, want: c.by, s: s})
+	}
+	t.Cleanup(func() { pr.resumeAll(t) }) // a frozen server first, then the clients close
+	// each runs f for every store at once, as parallel subtests of a
+	// subtest named phase, and stops the test if one failed.
+	each := func(phase string, f func(t *testing.T, ps *failurePolicyStore)) {
+		t.Helper()
+		ok := t.Run(phase, func(t *testing.T) {
+			for _, ps := range stores {
+				t.Run(ps.name, func(t *testing.T) {
+					t.Parallel()
+					f(t, ps)
+				})
+			}
+		})
+		if !ok {
+			t.FailNow()
+		}
+	}
+
+	// Redis up: Redis decides, exactly.
+	each("up", func(t *testing.T, ps *failurePolicyStore) {
+		failureWaitRedis(t, ps.s, "warm", ps.limit("always", bouncer.MaxRate)) // connected, script loaded
+		l := ps.limit("three", 3)
+		for i := range 4 {
+			d := failureCheck(t, ps.s, failureRequest("up", l))
+			if d.Degraded || d.Allowed != (i < 3) {
+				t.Errorf("%s: check %d with Redis up: %+v, want Allowed %v and not Degraded", ps.name, i+1, d, i < 3)
+			}
+		}
+	})
+	always := func(ps *failurePolicyStore) bouncer.Limit { return ps.limit("always", bouncer.MaxRate) }
+
+	// Checks keep running in the background throughout.
+	stop := make(chan struct{})
+	var bgs []*failureBackground
+	var wg sync.WaitGroup
+	for _, ps := range stores {
+		bg := &failureBackground{name: ps.name, policy: ps.want}
+		bgs = append(bgs, bg)
+		wg.Go(func() { bg.run(ps.s, []string{"bg1", "bg2"}, always(ps), stop, 2*time.Millisecond) })
+	}
+	stopped := false
+	stopBackground := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wg.Wait()
+		}
+	}
+	t.Cleanup(stopBackground) // before the stores close
+	baseline := failureRedisRate(t, stores[0].s, always(stores[0]), 100*time.Millisecond)
+
+	// breakerOpened waits for every store's breaker to open (again).
+	breakerOpened := func(phase string) {
+		t.Helper()
+		each(phase+"-breaker-opens", func(t *testing.T, ps *failurePolicyStore) {
+			st := failureWaitBreaker(t, ps.name, ps.s, redisstore.BreakerOpen, returnBound)
+			if st.BreakerOpens <= ps.opens {
+				t.Errorf("BreakerOpens %d, want more than %d", st.BreakerOpens, ps.opens)
+			}
+			if st.LastError == nil {
+				t.Error("no LastError")
+			}
+			ps.opens = st.BreakerOpens
+		})
+	}
+	// recovered waits for Redis to decide every store's checks again.
+	recovered := func(phase string, since time.Time) {
+		t.Helper()
+		var mu sync.Mutex
+		var slowest time.Duration
+		each(phase+"-recovers", func(t *testing.T, ps *failurePolicyStore) {
+			failureWaitRedis(t, ps.s, "back-"+phase, always(ps))
+			took := time.Since(since)
+			mu.Lock()
+			slowest = max(slowest, took)
+			mu.Unlock()
+			failureWaitBreaker(t, ps.name, ps.s, redisstore.BreakerClosed, returnBound)
+			// Redis decides again, exactly: fresh state, 3 then deny.
+			l := ps.limit("three", 3)
+			for i := range 4 {
+				d := failureCheck(t, ps.s, failureRequest("after-"+phase, l))
+				if d.Degraded || d.Allowed != (i < 3) {
+					t.Errorf("%s: check %d after %s: %+v, want Allowed %v and not Degraded", ps.name, i+1, phase, d, i < 3)
+				}
+			}
+		})
+		t.Logf("after %s: Redis decides every store's checks again %v after it came back", phase, slowest.Round(time.Millisecond))
+	}
+
+	// Redis frozen (SIGSTOP): calls hang until their deadline.
+	pr.freeze(t, pr.port)
+	each("frozen", func(t *testing.T, ps *failurePolicyStore) { failureWantPolicy(t, ps, "frozen", 6, 0) })
+	breakerOpened("frozen")
+	time.Sleep(2 * failureBreaker.OpenFor) // probes go out, and fail
+	each("frozen-probed", func(t *testing.T, ps *failurePolicyStore) { failureWantPolicy(t, ps, "frozen", 2, 6) })
+	pr.resumeAll(t)
+	recovered("frozen", time.Now())
+
+	// Redis stopped (SHUTDOWN): calls fail at once.
+	pr.node(t, "stop", pr.port)
+	each("stopped", func(t *testing.T, ps *failurePolicyStore) { failureWantPolicy(t, ps, "down", 6, 0) })
+	breakerOpened("stopped")
+	time.Sleep(2 * failureBreaker.OpenFor)
+	each("stopped-probed", func(t *testing.T, ps *failurePolicyStore) { failureWantPolicy(t, ps, "down", 2, 6) })
+
+	// Redis back, empty.
+	pr.node(t, "start", pr.port)
+	back := time.Now()
+	recovered("restart", back)
+
+	// Throughput: checks Redis decides per 100ms, against the baseline
+	// before the failures. Logged, not asserted: it depends on the machine.
+	full := time.Duration(-1)
+	var rates []int
+	for time.Since(back) < 5*time.Second {
+		n := failureRedisRate(t, stores[0].s, always(stores[0]), 100*time.Millisecond)
+		rates = append(rates, n)
+		if n*10 >= baseline*8 { // 80% of the baseline rate
+			full = time.Since(back)
+			break
+		}
+	}
+	t.Logf("throughput: %d checks per 100ms before the failures; per 100ms after the restart: %v; back to 80%% %v after the restart (-1: not within 5s)",
+		baseline, rates, full.Round(time.Millisecond))
+
+	stopBackground()
+	for _, bg := range bgs {
+		bg.report(t)
+	}
+	for _, ps := range stores {
+		st := ps.s.Stats()
+		t.Logf("%s: %+v", ps.name, st)
+		if st.Degraded == 0 || st.Failures == 0 || st.Breaker != redisstore.BreakerClosed {
+			t.Errorf("%s: stats %+v: want Degraded and Failures > 0, breaker closed", ps.name, st)
+		}
+	}
+}
+
+// failureClusterStore makes a store on the private Cluster's client c.
+func failureClusterStore(t *testing.T, c rueidis.Client, timeout time.Duration, p bouncer.StoreErrorPolicy) (*redisstore.Store, string) {
+	t.Helper()
+	prefix := freshPrefix()
+	return newStore(t, c, redisstore.Options{Prefix: prefix, Timeout: timeout, OnStoreError: p, Breaker: failureBreaker}), prefix
+}
+
+// testFailureFrozenReconnect sends every check to a frozen standalone
+// server (its breaker never opens), so that each one times out and the
+// next must connect anew: the server's kernel accepts the connection, but
+// the handshake gets no answer. Each check must still return close to its
+// deadline. The bound is the deadline plus 500ms: loose enough for a
+// loaded machine, tight enough to catch a client that waits out a
+// timer of its own (rueidis v1.0.79 closes a connection whose handshake
+// failed with a PING it waits up to one second for).
+func testFailureFrozenReconnect(t *testing.T, pr *privateRedis) {
+	addr := []string{fmt.Sprintf("127.0.0.1:%d", pr.port)}
+	t.Cleanup(func() { pr.resumeAll(t) })
+	for _, tc := range []struct {
+		timeout  time.Duration
+		parallel int
+	}{{failureTimeout, 1}, {failureTimeout, 4}, {redisstore.DefaultTimeout, 1}, {redisstore.DefaultTimeout, 4}} {
+		timeout, parallel := tc.timeout, tc.parallel
+		t.Run(fmt.Sprintf("deadline=%v/callers=%d", timeout, parallel), func(t *testing.T) {
+			s := newStore(t, newClient(t, addr), redisstore.Options{
+				Timeout: timeout,
+				Breaker: redisstore.BreakerOptions{Failures: 1 << 20},
+			})
+			l := failurePerHour("always", bouncer.MaxRate, bouncer.StoreErrorAllow)
+			// Connected, with the script loaded: a check Redis decides.
+			for start := time.Now(); failureCheck(t, s, failureRequest("warm", l)).Degraded; {
+				if time.Since(start) > recoverBound {
+					t.Fatalf("no check decided by Redis within %v: %+v", recoverBound, s.Stats())
+				}
+			}
+			pr.freeze(t, pr.port)
+			defer pr.resumeAll(t)
+			bound := timeout + 500*time.Millisecond
+			var mu sync.Mutex
+			var slowest time.Duration
+			var wg sync.WaitGroup
+			for range parallel {
+				wg.Go(func() {
+					for range 20 {
+						start := time.Now()
+						d, err := s.Check(context.Background(), failureRequest("frozen", l))
+						took := time.Since(start)
+						mu.Lock()
+						slowest = max(slowest, took)
+						mu.Unlock()
+						if err != nil || !d.Degraded || !d.Allowed {
+							t.Errorf("check with Redis frozen: %+v, %v; want degraded and allowed", d, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("slowest of %d checks with Redis frozen: %v (deadline %v); stats %+v", 20*parallel, slowest.Round(time.Millisecond), timeout, s.Stats())
+			if slowest > bound {
+				t.Errorf("a check with Redis frozen took %v, more than %v with a deadline of %v: the deadline is not kept (see redisstore/deadline.go)", slowest.Round(time.Millisecond), bound, timeout)
+			}
+		})
+	}
+}
