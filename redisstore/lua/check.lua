@@ -22,7 +22,6 @@
 --   cost 0), remaining, reset-after, retry-after (-1: never), delay; in
 --   nanoseconds. For a refund, the integer 0.
 
-
 -- Every function is a field of F rather than a local: a closure costs
 -- Redis far more per call for each local it captures than for one table.
 local F = {}
@@ -89,10 +88,6 @@ function F.fdiv(a, b)
 	return q
 end
 
-
-
-
-
 -- Time, cost and mode.
 F.pinned = ARGV[1] ~= ''
 if F.pinned then
@@ -104,6 +99,150 @@ end
 local cost = tonumber(ARGV[2])
 local refund = ARGV[3] == 'r'
 local L = tonumber(ARGV[4])
+
+-- The bucket algorithms — token bucket, GCRA, leaky bucket — on d, the
+-- stored instant minus now (-2^53 when fresh). Each returns the new d (nil
+-- when unchanged), then allowed, remaining, reset-after, retry-after (-1:
+-- never) and delay.
+
+function F.tokenBucket(d, c, burst, interval)
+	local full = burst * interval
+	local credit = full - math.max(0, d)
+	if c > burst then
+		return nil, false, math.max(F.fdiv(credit, interval), 0), math.max(full - credit, 0), -1, 0
+	end
+	local need = c * interval
+	if need > credit then
+		return nil, false, math.max(F.fdiv(credit, interval), 0), full - credit, need - credit, 0
+	end
+	credit = credit - need
+	local nd
+	if c > 0 then
+		nd = full - credit
+	end
+	return nd, true, F.fdiv(credit, interval), full - credit, 0, 0
+end
+
+function F.gcra(d, c, burst, interval)
+	local capacity = burst * interval
+	local tat = math.max(d, 0)
+	if c > burst then
+		return nil, false, math.max(F.fdiv(capacity - tat, interval), 0), tat, -1, 0
+	end
+	local nxt = tat + c * interval
+	local over = nxt - capacity
+	if over > 0 then
+		return nil, false, math.max(F.fdiv(capacity - tat, interval), 0), tat, over, 0
+	end
+	local nd
+	if c > 0 then
+		nd = nxt
+	end
+	return nd, true, math.max(F.fdiv(capacity - nxt, interval), 0), nxt, 0, 0
+end
+
+function F.leakyBucket(d, c, burst, interval, shape)
+	local depth = burst * interval
+	local level = math.max(0, d)
+	if c > burst then
+		return nil, false, math.max(F.fdiv(depth - level, interval), 0), level, -1, 0
+	end
+	local over = level + c * interval - depth
+	if over > 0 then
+		return nil, false, math.max(F.fdiv(depth - level, interval), 0), level, over, 0
+	end
+	local delay = 0
+	if shape and c > 0 then
+		delay = level
+	end
+	level = level + c * interval
+	local nd
+	if c > 0 then
+		nd = level
+	end
+	return nd, true, F.fdiv(depth - level, interval), level, 0, delay
+end
+
+local buckets = { F.tokenBucket, F.gcra, F.leakyBucket }
+
+-- granule is the instant, in Unix milliseconds, to which a hash's TTL is
+-- extended for a state expiring e ns from now: rounded up to a whole
+-- second, so that most writes find the TTL already far enough.
+function F.granule(e)
+	local ms = F.ns * 1000 + math.floor(F.nn / 1000000) + math.floor(e / 1000000) + 1
+	return ms - ms % 1000 + 1000
+end
+
+-- extend keeps key's TTL at least until e ns from now, for a field that
+-- existed before (expiring oe ns from now) or not.
+function F.extend(key, e, existed, oe)
+	if F.pinned then
+		-- Redis expires keys on its own clock, which a pinned time does
+		-- not drive: keep them for the test instead.
+		local ttl = math.max(math.floor(e / 1000000) + 1, 600000)
+		if redis.call('PEXPIRE', key, ttl, 'GT') == 0 then
+			redis.call('PEXPIRE', key, ttl, 'NX')
+		end
+		return
+	end
+	-- Every write keeps the hash's expiry at or after the granule of each
+	-- of its fields' expiries, so a write whose field was already in the
+	-- same granule need not touch it.
+	local g = F.granule(e)
+	if existed and oe > 0 and F.granule(oe) >= g then
+		return
+	end
+	-- GT leaves a key without a TTL alone: only a new field may have made
+	-- the hash (any hash that held a field before got its TTL then).
+	if redis.call('PEXPIREAT', key, g, 'GT') == 0 and not existed then
+		redis.call('PEXPIREAT', key, g, 'NX')
+	end
+end
+
+-- sweep forgets up to two fields of key, other than field, whose states
+-- are fresh by expiry (a function of the stored value); a check calls it
+-- when it adds a field, so that a busy hash does not keep idle keys.
+function F.sweep(key, field, expiry)
+	local sample = redis.call('HRANDFIELD', key, 2, 'WITHVALUES')
+	for i = 1, #sample, 2 do
+		if sample[i] ~= field and expiry(sample[i + 1]) <= 0 then
+			redis.call('HDEL', key, sample[i])
+		end
+	end
+end
+
+-- bucketExpiry is a bucket value's expiry relative to now: its instant.
+function F.bucketExpiry(v)
+	local s, n = F.parse(v)
+	return F.diff(s, n, F.ns, F.nn)
+end
+
+-- The common check — one bucket limit of one key — runs before the rest
+-- of the script is even defined.
+if L == 1 and not refund then
+	local a = tonumber(ARGV[7])
+	if a <= 3 then
+		local key, field = KEYS[1], ARGV[6]
+		local v = redis.call('HGET', key, field)
+		local d = -9007199254740992
+		if v then
+			local s, n = F.parse(v)
+			d = F.diff(s, n, F.ns, F.nn)
+		end
+		local nd, ok, rem, reset, retry, delay = buckets[a](d, cost, tonumber(ARGV[9]), tonumber(ARGV[11]), ARGV[14] == '1')
+		if not ok then
+			return { 0, 0, rem, reset, retry, delay }
+		end
+		if nd then
+			local s, n = F.add(F.ns, F.nn, nd)
+			if redis.call('HSET', key, field, F.fmt(s, n)) == 1 then
+				F.sweep(key, field, F.bucketExpiry)
+			end
+			F.extend(key, nd, v ~= false, d)
+		end
+		return { 1, 1, rem, reset, retry, delay }
+	end
+end
 
 -- A limit: its parameters and, while deciding, its state relative to now.
 function F.limitAt(i)
@@ -177,61 +316,13 @@ function F.at(d)
 	return { s = s, n = n }
 end
 
--- The bucket algorithms: the state is an instant t; d = t - now.
-
-function F.tokenBucket(l, st, c)
-	local interval, full = l.interval, l.burst * l.interval
-	local credit = full - math.max(0, F.rel(st))
-	if c > l.burst then
-		return st, F.never(F.fdiv(credit, interval), full - credit)
+-- The bucket algorithms on the general path: F.buckets on a state table.
+function F.bucket(l, st, c)
+	local nd, ok, rem, reset, retry, delay = buckets[l.algo](F.rel(st), c, l.burst, l.interval, l.shape)
+	if nd then
+		st = F.at(nd)
 	end
-	local need = c * interval
-	if need > credit then
-		return st, { false, math.max(F.fdiv(credit, interval), 0), full - credit, need - credit, 0 }
-	end
-	credit = credit - need
-	if c > 0 then
-		st = F.at(full - credit)
-	end
-	return st, { true, F.fdiv(credit, interval), full - credit, 0, 0 }
-end
-
-function F.gcra(l, st, c)
-	local interval, capacity = l.interval, l.burst * l.interval
-	local tat = math.max(F.rel(st), 0)
-	if c > l.burst then
-		return st, F.never(F.fdiv(capacity - tat, interval), tat)
-	end
-	local nxt = tat + c * interval
-	local over = nxt - capacity
-	if over > 0 then
-		return st, { false, math.max(F.fdiv(capacity - tat, interval), 0), tat, over, 0 }
-	end
-	if c > 0 then
-		st = F.at(nxt)
-	end
-	return st, { true, math.max(F.fdiv(capacity - nxt, interval), 0), nxt, 0, 0 }
-end
-
-function F.leakyBucket(l, st, c)
-	local interval, depth = l.interval, l.burst * l.interval
-	local level = math.max(0, F.rel(st))
-	if c > l.burst then
-		return st, F.never(F.fdiv(depth - level, interval), level)
-	end
-	local over = level + c * interval - depth
-	if over > 0 then
-		return st, { false, math.max(F.fdiv(depth - level, interval), 0), level, over, 0 }
-	end
-	local delay = 0
-	if l.shape and c > 0 then
-		delay = level
-	end
-	level = level + c * interval
-	if c > 0 then
-		st = F.at(level)
-	end
-	return st, { true, F.fdiv(depth - level, interval), level, 0, delay }
+	return st, { ok, rem, reset, retry, delay }
 end
 
 function F.refundTime(l, st, c)
@@ -241,29 +332,6 @@ function F.refundTime(l, st, c)
 	end
 	return F.at(math.max(d - c * l.interval, 0))
 end
-
--- The window algorithms. Times are relative to now: a window's start is
--- -e, e being the time since it started. A stored state's window start is
--- found from its own instant.
-
-
-
-
-
-
-
-
-
-
--- The log algorithms: entries {s, n, count} in order of their instants.
-
-
-
-
-
-
-
-
 
 -- The window and log algorithms are defined on first use: a closure costs
 -- every script call, and most calls need only the buckets.
@@ -679,7 +747,7 @@ function F.expiry(l, st)
 	return -9007199254740992
 end
 
-local checks = { F.tokenBucket, F.gcra, F.leakyBucket }
+local checks = { F.bucket, F.bucket, F.bucket }
 
 -- need makes sure algorithm a's functions are defined.
 function F.need(a)
@@ -701,14 +769,6 @@ function F.refundOf(l, st, c)
 	return F.refundLog(l, st, c)
 end
 
--- granule is the instant, in Unix milliseconds, to which a hash's TTL is
--- extended for a state expiring e ns from now: rounded up to a whole
--- second, so that most writes find the TTL already far enough.
-function F.granule(e)
-	local ms = F.ns * 1000 + math.floor(F.nn / 1000000) + math.floor(e / 1000000) + 1
-	return ms - ms % 1000 + 1000
-end
-
 -- save stores st for l (whose state was old), or deletes it once it is
 -- fresh, and keeps the key's TTL at least until st expires.
 function F.save(l, st, old)
@@ -721,13 +781,11 @@ function F.save(l, st, old)
 		end
 		return
 	end
-	local ttl = math.floor(e / 1000000) + 1
-	if F.pinned then
-		-- Redis expires keys on its own clock, which a F.pinned time does
-		-- not drive: keep them for the test instead.
-		ttl = math.max(ttl, 600000)
-	end
 	if F.isLog(l) then
+		local ttl = math.floor(e / 1000000) + 1
+		if F.pinned then
+			ttl = math.max(ttl, 600000) -- see F.extend
+		end
 		local parts = {}
 		for i, x in ipairs(st.log) do
 			parts[i] = F.fmt(x[1], x[2]) .. ':' .. string.format('%d', x[3])
@@ -740,65 +798,15 @@ function F.save(l, st, old)
 		v = v .. ':' .. string.format('%d', st.c2)
 	end
 	if redis.call('HSET', l.key, l.field, v) == 1 then
-		-- A new field: forget up to two fresh ones of the same limit.
-		local sample = redis.call('HRANDFIELD', l.key, 2, 'WITHVALUES')
-		for i = 1, #sample, 2 do
-			if sample[i] ~= l.field and F.expiry(l, F.word(sample[i + 1])) <= 0 then
-				redis.call('HDEL', l.key, sample[i])
-			end
-		end
+		F.sweep(l.key, l.field, function(w)
+			return F.expiry(l, F.word(w))
+		end)
 	end
-	if F.pinned then
-		if redis.call('PEXPIRE', l.key, ttl, 'GT') == 0 then
-			redis.call('PEXPIRE', l.key, ttl, 'NX')
-		end
-		return
-	end
-	-- Every write keeps the hash's expiry at or after the granule of each
-	-- of its fields' expiries, so a write whose field was already in the
-	-- same granule need not touch it.
-	local g = F.granule(e)
+	local oe = 0
 	if old.s then
-		local oe = F.expiry(l, old)
-		if oe > 0 and F.granule(oe) >= g then
-			return
-		end
+		oe = F.expiry(l, old)
 	end
-	-- GT leaves a key without a TTL alone: only a new field may have made
-	-- the hash (any hash that held a field before got its TTL then).
-	if redis.call('PEXPIREAT', l.key, g, 'GT') == 0 and not old.s then
-		redis.call('PEXPIREAT', l.key, g, 'NX')
-	end
-end
-
--- The common check — one bucket limit of one key — skips the bookkeeping
--- of several limits.
-if L == 1 and not refund then
-	local a = tonumber(ARGV[7])
-	if a <= 3 then
-		local l = {
-			key = KEYS[1],
-			field = ARGV[6],
-			algo = a,
-			burst = tonumber(ARGV[9]),
-			interval = tonumber(ARGV[11]),
-			shape = ARGV[14] == '1',
-		}
-		local v = redis.call('HGET', l.key, l.field)
-		local old = {}
-		if v then
-			old.s, old.n = F.parse(v)
-		end
-		local st, res = checks[a](l, old, cost)
-		local ok = 0
-		if res[1] then
-			ok = 1
-			if cost > 0 then
-				F.save(l, st, old)
-			end
-		end
-		return { ok, ok, res[2], res[3], res[4], res[5] }
-	end
+	F.extend(l.key, e, old.s ~= nil, oe)
 end
 
 -- Decide every limit; the same key and limit twice is charged twice.
