@@ -75,7 +75,9 @@ func dialRedis(tb testing.TB, addrs []string, cluster bool) *redisConn {
 	} else {
 		c.goredis = redis.NewClient(&redis.Options{Addr: addrs[0]})
 	}
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	// The rueidis client as redisstore makes and recommends it
+	// (redisstore.ClientOption); the peers use their libraries' defaults.
+	rc, err := rueidis.NewClient(redisstore.ClientOption(addrs))
 	if err != nil {
 		c.goredis.Close()
 		tb.Fatalf("connecting to %v: %v", addrs, err)

@@ -120,7 +120,14 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 		}
 		c := &calls[ci]
 		if c.args == nil {
-			c.args = []string{pinned, cost, mode, ""}
+			n := len(k.Limits)
+			if !s.cluster {
+				n = limitsOf(r.Keys)
+			}
+			c.args = make([]string, 4, 4+10*n)
+			c.args[0], c.args[1], c.args[2] = pinned, cost, mode
+			c.keys = make([]string, 0, n)
+			c.limits = make([]limitRef, 0, n)
 		}
 		for j := range k.Limits {
 			l := &k.Limits[j]
@@ -149,6 +156,15 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 		calls[i].args[3] = strconv.Itoa(len(calls[i].limits))
 	}
 	return calls, nil
+}
+
+// limitsOf counts the limits of keys.
+func limitsOf(keys []bouncer.KeyLimits) int {
+	n := 0
+	for _, k := range keys {
+		n += len(k.Limits)
+	}
+	return n
 }
 
 func indexOf(list []string, s string) int {

@@ -143,7 +143,7 @@ func New(o Options) (*Store, error) {
 		if len(o.Addrs) == 0 {
 			return nil, errors.New("redisstore: neither Client nor Addrs is set")
 		}
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: o.Addrs, DisableCache: true})
+		c, err := rueidis.NewClient(ClientOption(o.Addrs))
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: connecting to %v: %w", o.Addrs, err)
 		}
@@ -165,6 +165,15 @@ func containsAny(s, chars string) bool {
 		}
 	}
 	return false
+}
+
+// ClientOption returns the rueidis options the store connects to addrs
+// with when Options.Client is nil, and recommends for a client of one's
+// own: no client-side cache (the store does not use it), and a flush delay
+// of 20µs, which lets concurrent checks share a write to Redis (fewer
+// system calls on both sides, for up to 20µs more latency).
+func ClientOption(addrs []string) rueidis.ClientOption {
+	return rueidis.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: 20 * time.Microsecond}
 }
 
 // Close closes the client and the local store if the store made them.

@@ -165,12 +165,19 @@ end
 
 local buckets = { F.tokenBucket, F.gcra, F.leakyBucket }
 
--- granule is the instant, in Unix milliseconds, to which a hash's TTL is
--- extended for a state expiring e ns from now: rounded up to a whole
--- second, so that most writes find the TTL already far enough.
+-- granule returns, in Unix milliseconds, the instant e ns from now
+-- (rounded up to a millisecond) and the instant to which a hash's TTL is
+-- extended for it: rounded up to a multiple of a step of 2^k seconds, at
+-- most about an eighth of e, so that a state whose expiry moves later on
+-- every check (a bucket charged again and again) extends its hash's TTL
+-- once in many checks, not on each.
 function F.granule(e)
 	local ms = F.ns * 1000 + math.floor(F.nn / 1000000) + math.floor(e / 1000000) + 1
-	return ms - ms % 1000 + 1000
+	local step = 1000
+	while step * 16 <= e / 1000000 do
+		step = step * 2
+	end
+	return ms, ms - ms % step + step
 end
 
 -- extend keeps key's TTL at least until e ns from now, for a field that
@@ -186,11 +193,16 @@ function F.extend(key, e, existed, oe)
 		return
 	end
 	-- Every write keeps the hash's expiry at or after the granule of each
-	-- of its fields' expiries, so a write whose field was already in the
-	-- same granule need not touch it.
-	local g = F.granule(e)
-	if existed and oe > 0 and F.granule(oe) >= g then
-		return
+	-- of its fields' expiries. Steps are powers of two and never shrink as
+	-- an expiry comes nearer, so the granule of the old expiry, computed
+	-- now, is at most what its writer set: if it covers the new expiry,
+	-- the TTL does too.
+	local at, g = F.granule(e)
+	if existed and oe > 0 then
+		local _, og = F.granule(oe)
+		if og >= at then
+			return
+		end
 	end
 	-- GT leaves a key without a TTL alone: only a new field may have made
 	-- the hash (any hash that held a field before got its TTL then).
