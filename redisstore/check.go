@@ -189,6 +189,13 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	s.calls.Add(1)
 	resp := s.exec(cctx, c)
+	for try := 0; tryAgain(resp) && try < 3 && cctx.Err() == nil; try++ {
+		// A Cluster slot is migrating and some of the call's keys have
+		// moved while others have not: the script did not run. Try again
+		// shortly, within the deadline.
+		time.Sleep(time.Duration(try+1) * 200 * time.Microsecond)
+		resp = s.exec(cctx, c)
+	}
 	cancel()
 	res, allowed, err := parseReply(resp, c)
 	switch {
@@ -198,6 +205,12 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 		// A caller that gave up says nothing about Redis: its call is
 		// neither a failure nor a success.
 		s.breaker.abandon(probe)
+	case tryAgain(resp):
+		// A slot still migrating says nothing about Redis's health
+		// either; the check falls back by policy.
+		s.breaker.abandon(probe)
+		s.failures.Add(1)
+		s.lastErr.Store(&err)
 	default:
 		s.breaker.done(probe, true)
 		s.failures.Add(1)
@@ -207,6 +220,11 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 		return nil, false, err
 	}
 	return res, allowed, nil
+}
+
+func tryAgain(resp rueidis.RedisResult) bool {
+	e, ok := rueidis.IsRedisErr(resp.Error())
+	return ok && e.IsTryAgain()
 }
 
 func parseReply(resp rueidis.RedisResult, c *call) ([]result, bool, error) {

@@ -56,8 +56,12 @@ type Options struct {
 	// key's state.
 	Buckets int
 
-	// Timeout is the deadline of every call to Redis (a check is one
-	// call); 0 means DefaultTimeout. A caller's earlier deadline wins.
+	// Timeout is the deadline of every call to Redis; 0 means
+	// DefaultTimeout. A caller's earlier deadline wins. A check is one
+	// call, except on a Cluster when its keys fall in several buckets: one
+	// call per bucket, each with this deadline. A call that has to
+	// reconnect does so within its deadline, so Timeout must allow for
+	// connecting (and TLS) to Redis, not only for a round trip.
 	Timeout time.Duration
 
 	// OnStoreError is the policy of limits whose OnStoreError is the
