@@ -24,7 +24,7 @@ var allowedImports = map[string][]string{
 	"redisstore":   {"", "algo", "memstore", "github.com/redis/rueidis"},
 	"cmd/bouncer":  {"", "algo", "memstore"},
 	"internal/...": {""},
-	"examples/...": {"", "memstore"},
+	"examples/...": {"", "memstore", "redisstore"},
 }
 
 type listedPackage struct {

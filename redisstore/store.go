@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -154,6 +155,7 @@ func New(o Options) (*Store, error) {
 		s.client, s.ownClient = c, true
 	}
 	s.cluster = s.client.Mode() == rueidis.ClientModeCluster
+	s.preload()
 	if s.local == nil {
 		s.local, s.ownLocal = memstore.New(memstore.Options{}), true
 	}
@@ -169,6 +171,21 @@ func containsAny(s, chars string) bool {
 		}
 	}
 	return false
+}
+
+// preloadTimeout bounds how long New spends loading the script.
+const preloadTimeout = 2 * time.Second
+
+// preload loads the script on every node the client knows, so that the
+// first checks do not spend their deadline sending and compiling it. It is
+// best effort: a node that is down now gets the script with its first
+// check (EVALSHA, then EVAL on NOSCRIPT).
+func (s *Store) preload() {
+	ctx, cancel := context.WithTimeout(context.Background(), preloadTimeout)
+	defer cancel()
+	for _, n := range s.client.Nodes() {
+		n.Do(ctx, n.B().ScriptLoad().Script(checkLua).Build())
+	}
 }
 
 // ClientOption returns the rueidis options the store connects to addrs
