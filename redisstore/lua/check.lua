@@ -455,14 +455,20 @@ function F.loadWindows()
 		return shift - F.wmod(s, n, l.period) -- the window start relative to now
 	end
 
-	function F.fixedWindow(l, st, c)
-		local rate, period = l.rate, l.period
+	-- windowAt returns st's window start and offset (see window), and the
+	-- shift and the start of the window that a check at now works in.
+	function F.windowAt(l, st)
 		local ws, m = F.window(l, st)
 		local shift = 0
 		if ws and ws > 0 then
 			shift = ws
 		end
-		local start = F.startOf(l, shift)
+		return ws, m, shift, F.startOf(l, shift)
+	end
+
+	function F.fixedWindow(l, st, c)
+		local rate, period = l.rate, l.period
+		local ws, m, shift, start = F.windowAt(l, st)
 		local count = 0
 		if ws == start then
 			count = F.fdiv(m, l.unit)
@@ -488,11 +494,10 @@ function F.loadWindows()
 	end
 
 	function F.refundFixedWindow(l, st, c)
-		local ws, m = F.window(l, st)
+		local ws, m, _, start = F.windowAt(l, st)
 		if not ws then
 			return st
 		end
-		local start = F.startOf(l, math.max(ws, 0))
 		if ws ~= start then
 			return st
 		end
@@ -544,12 +549,7 @@ function F.loadWindows()
 
 	function F.slidingWindowCounter(l, st, c)
 		local rate, period = l.rate, l.period
-		local ws, m = F.window(l, st)
-		local shift = 0
-		if ws and ws > 0 then
-			shift = ws
-		end
-		local start = F.startOf(l, shift)
+		local ws, m, shift, start = F.windowAt(l, st)
 		local curr, prev = F.counts(l, st, ws, m, start)
 		local elapsed = shift - start
 		local weighted = F.muldiv(prev, period - elapsed, period, rate, true)
@@ -585,11 +585,10 @@ function F.loadWindows()
 	end
 
 	function F.refundSlidingWindowCounter(l, st, c)
-		local ws, m = F.window(l, st)
+		local ws, m, _, start = F.windowAt(l, st)
 		if not ws then
 			return st
 		end
-		local start = F.startOf(l, math.max(ws, 0))
 		local curr, prev = F.counts(l, st, ws, m, start)
 		if curr == 0 and prev == 0 then
 			return st
