@@ -408,15 +408,7 @@ func redisCheckTables(w io.Writer, rs []result) {
 			for _, unit := range []string{unitDecisions, unitP99} {
 				higher := unit == unitDecisions
 				fmt.Fprintf(w, "| %s | %s | %s |", c, b, strings.TrimSuffix(unit, "-µs"))
-				for _, p := range peers {
-					if pr, ok := find(rs, p, c); ok {
-						fmt.Fprintf(w, " %s |", better(br.metrics[unit], pr.metrics[unit], higher))
-					} else {
-						fmt.Fprintf(w, " – |")
-					}
-				}
-				best, bv := bestPeer(rs, peers, c, unit, higher)
-				fmt.Fprintf(w, " %s (%s) |\n", better(br.metrics[unit], bv, higher), best)
+				ratioCells(w, rs, peers, c, br, unit, higher)
 			}
 		}
 	}
@@ -446,18 +438,25 @@ func redisBytesTables(w io.Writer, rs []result) {
 				continue
 			}
 			fmt.Fprintf(w, "| %s | %s |", c, b)
-			for _, p := range peers {
-				if pr, ok := find(rs, p, c); ok {
-					fmt.Fprintf(w, " %s |", ratio(pr.metrics["B/key"], br.metrics["B/key"]))
-				} else {
-					fmt.Fprintf(w, " – |")
-				}
-			}
-			best, bv := bestPeer(rs, peers, c, "B/key", false)
-			fmt.Fprintf(w, " %s (%s) |\n", ratio(bv, br.metrics["B/key"]), best)
+			ratioCells(w, rs, peers, c, br, "B/key", false)
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// ratioCells writes the rest of a ratio row for case c: how many times
+// better bouncer's result br is in unit than each peer's, then than the
+// best peer's.
+func ratioCells(w io.Writer, rs []result, peers []string, c string, br result, unit string, higher bool) {
+	for _, p := range peers {
+		if pr, ok := find(rs, p, c); ok {
+			fmt.Fprintf(w, " %s |", better(br.metrics[unit], pr.metrics[unit], higher))
+		} else {
+			fmt.Fprintf(w, " – |")
+		}
+	}
+	best, bv := bestPeer(rs, peers, c, unit, higher)
+	fmt.Fprintf(w, " %s (%s) |\n", better(br.metrics[unit], bv, higher), best)
 }
 
 // better returns how many times better ours is than peer's: ours ÷ peer's
