@@ -36,9 +36,12 @@ bench-check:
 	cd bench && $(GO) test -count=1 -run . -bench . -benchtime 1x ./...
 
 # The full side-by-side run recorded in docs/benchmarks.md, and its tables.
+# The Redis half runs against the servers scripts/with-redis.sh provides.
 bench:
-	cd bench && $(GO) test -run '^$$' -bench . -benchtime 1s -count 3 ./... | tee out.txt
+	cd bench && $(GO) test -run '^$$' -bench '^(BenchmarkCheck|BenchmarkBytesPerKey)$$' -benchtime 1s -count 3 ./... | tee out.txt
 	cd bench && $(GO) run ratios.go < out.txt
+	cd bench && bash ../scripts/with-redis.sh $(GO) test -run '^$$' -bench Redis -benchtime 2s -count 3 ./... | tee redis-out.txt
+	cd bench && $(GO) run ratios.go < redis-out.txt
 
 # Bouncer's main job on the in-memory default; see README.md.
 run:
