@@ -6,7 +6,7 @@
 --   bucket, GCRA, leaky bucket, fixed window, sliding window counter) keeps
 --   its state in a field of a hash shared by the keys of one bucket; a log
 --   limit (sliding window log, concurrency) keeps its own string key.
--- ARGV[1]: "" to read the time with TIME, or a F.pinned time in Unix
+-- ARGV[1]: "" to read the time with TIME, or a pinned time in Unix
 --   nanoseconds (tests only).
 -- ARGV[2]: cost (a non-negative integer).
 -- ARGV[3]: "c" to check, "r" to refund cost.
