@@ -51,6 +51,9 @@ func newBreaker(o BreakerOptions, now func() time.Time) *breaker {
 	return b
 }
 
+// closed reports whether the breaker is closed: calls go to Redis.
+func (b *breaker) closed() bool { return !b.open.Load() }
+
 // allow reports whether a call may go to Redis, and whether it is the
 // probe of an open breaker (which must report back with done).
 func (b *breaker) allow() (ok, probe bool) {

@@ -46,7 +46,14 @@ func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 	}
 	var results []result
 	for i := range calls {
-		res, allowed, err := s.run(ctx, &calls[i])
+		var res []result
+		var allowed bool
+		var err error
+		if s.batch != nil && len(calls) == 1 && s.breaker.closed() {
+			res, allowed, err = s.batch.do(ctx, &calls[0])
+		} else {
+			res, allowed, err = s.run(ctx, &calls[i])
+		}
 		if err != nil {
 			// Give back what earlier calls charged; then decide by policy.
 			s.undo(ctx, r.Cost, calls[:i])
@@ -238,6 +245,11 @@ func parseReply(resp rueidis.RedisResult, c *call) ([]result, bool, error) {
 	if err != nil {
 		return nil, false, wrap(err)
 	}
+	return parseVals(c, vals)
+}
+
+// parseVals parses a check's part of a script's reply.
+func parseVals(c *call, vals []int64) ([]result, bool, error) {
 	if len(vals) != 1+5*len(c.limits) {
 		return nil, false, errors.New("redisstore: malformed script reply")
 	}

@@ -77,6 +77,11 @@ type Options struct {
 	// Breaker configures the circuit breaker.
 	Breaker BreakerOptions
 
+	// NoBatch turns off batching: on a standalone server or Sentinel, the
+	// store merges checks that arrive while others are in flight into one
+	// script call, which decides them one after another (see batch.go).
+	NoBatch bool
+
 	// now, when set (by tests only), pins the time the scripts use
 	// instead of Redis's TIME.
 	now func() time.Time
@@ -95,6 +100,7 @@ type Store struct {
 	local     *memstore.Store
 	ownLocal  bool
 	breaker   *breaker
+	batch     *batcher // nil on a Cluster or with Options.NoBatch
 	now       func() time.Time
 
 	limits sync.Map // bouncer.Limit → *limitInfo
@@ -155,6 +161,9 @@ func New(o Options) (*Store, error) {
 		s.client, s.ownClient = c, true
 	}
 	s.cluster = s.client.Mode() == rueidis.ClientModeCluster
+	if !s.cluster && !o.NoBatch {
+		s.batch = newBatcher(s)
+	}
 	s.preload()
 	if s.local == nil {
 		s.local, s.ownLocal = memstore.New(memstore.Options{}), true
@@ -197,8 +206,13 @@ func ClientOption(addrs []string) rueidis.ClientOption {
 	return rueidis.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: 20 * time.Microsecond}
 }
 
-// Close closes the client and the local store if the store made them.
+// Close stops the store's batching goroutines and closes the client and
+// the local store if the store made them. (A store dropped without Close
+// leaves no goroutine running for longer than 100ms of idleness.)
 func (s *Store) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
 	if s.ownClient {
 		s.client.Close()
 	}
@@ -210,7 +224,7 @@ func (s *Store) Close() error {
 
 // Stats are a store's counters.
 type Stats struct {
-	Calls        uint64 // script calls to Redis
+	Calls        uint64 // checks and refunds sent to Redis (a batched call of n checks counts n)
 	Failures     uint64 // calls that failed (error or deadline)
 	Degraded     uint64 // checks decided by policy without Redis
 	Breaker      string // BreakerClosed, BreakerOpen or BreakerHalfOpen

@@ -96,9 +96,6 @@ else
 	local t = redis.call('TIME')
 	F.ns, F.nn = tonumber(t[1]), tonumber(t[2]) * 1000
 end
-local cost = tonumber(ARGV[2])
-local refund = ARGV[3] == 'r'
-local L = tonumber(ARGV[4])
 
 -- The bucket algorithms — token bucket, GCRA, leaky bucket — on d, the
 -- stored instant minus now (-2^53 when fresh). Each returns the new d (nil
@@ -231,34 +228,48 @@ end
 
 -- The common check — one bucket limit of one key — runs before the rest
 -- of the script is even defined.
-if L == 1 and not refund then
-	local a = tonumber(ARGV[7])
-	if a <= 3 then
-		local key, field = KEYS[1], ARGV[6]
-		local v = redis.call('HGET', key, field)
-		local d = -9007199254740992
-		if v then
-			local s, n = F.parse(v)
-			d = F.diff(s, n, F.ns, F.nn)
+-- fast decides a check of cost whose one limit, described by the
+-- arguments from ARGV[base] on, is a bucket, and returns its reply; nil
+-- for any other limit.
+function F.fast(base, cost)
+	local a = tonumber(ARGV[base + 2])
+	if a > 3 then
+		return nil
+	end
+	local key, field = KEYS[tonumber(ARGV[base])], ARGV[base + 1]
+	local v = redis.call('HGET', key, field)
+	local d = -9007199254740992
+	if v then
+		local s, n = F.parse(v)
+		d = F.diff(s, n, F.ns, F.nn)
+	end
+	local nd, ok, rem, reset, retry, delay = buckets[a](d, cost, tonumber(ARGV[base + 4]), tonumber(ARGV[base + 6]), ARGV[base + 9] == '1')
+	if not ok then
+		return { 0, 0, rem, reset, retry, delay }
+	end
+	if nd then
+		local s, n = F.add(F.ns, F.nn, nd)
+		if redis.call('HSET', key, field, F.fmt(s, n)) == 1 then
+			F.sweep(key, field, F.bucketExpiry)
 		end
-		local nd, ok, rem, reset, retry, delay = buckets[a](d, cost, tonumber(ARGV[9]), tonumber(ARGV[11]), ARGV[14] == '1')
-		if not ok then
-			return { 0, 0, rem, reset, retry, delay }
-		end
-		if nd then
-			local s, n = F.add(F.ns, F.nn, nd)
-			if redis.call('HSET', key, field, F.fmt(s, n)) == 1 then
-				F.sweep(key, field, F.bucketExpiry)
-			end
-			F.extend(key, nd, v ~= false, d)
-		end
-		return { 1, 1, rem, reset, retry, delay }
+		F.extend(key, nd, v ~= false, d)
+	end
+	return { 1, 1, rem, reset, retry, delay }
+end
+
+-- The common call — one check of one bucket limit — is decided before the
+-- rest of the script is even defined.
+if ARGV[3] == 'c' and ARGV[4] == '1' then
+	local r = F.fast(5, tonumber(ARGV[2]))
+	if r then
+		return r
 	end
 end
 
--- A limit: its parameters and, while deciding, its state relative to now.
-function F.limitAt(i)
-	local b = 4 + (i - 1) * 10
+-- A limit: the i-th of a check whose limits are described from ARGV[base]
+-- on, and while deciding, its state relative to now.
+function F.limitAt(base, i)
+	local b = base - 1 + (i - 1) * 10
 	return {
 		key = KEYS[tonumber(ARGV[b + 1])],
 		field = ARGV[b + 2],
@@ -820,81 +831,110 @@ function F.save(l, st, old)
 	F.extend(l.key, e, old.s ~= nil, oe)
 end
 
--- Decide every limit; the same key and limit twice is charged twice.
-local limits, ids, states, orig, results = {}, {}, {}, {}, {}
-local allowed = true
-for i = 1, L do
-	local l = F.limitAt(i)
-	F.need(l.algo)
-	local id = 1
-	if L > 1 then
-		id = l.key .. '\0' .. l.field
-	end
-	ids[i] = id
-	local st = states[id]
-	if not st then
-		st = F.load(l)
-		orig[id] = st
-	end
-	limits[i] = l
-	if refund then
-		-- No state holds more than two capacities' worth of units.
-		local capacity = l.rate
-		if l.algo <= 3 then
-			capacity = l.burst
-		end
-		states[id] = F.refundOf(l, st, math.min(cost, 2 * capacity))
-	else
-		local nst, res = checks[l.algo](l, st, cost)
-		states[id] = nst
-		results[i] = { id, res }
-		allowed = allowed and res[1]
-	end
-end
-
-if refund then
-	local done = {}
+-- check decides a check (or a refund) of cost under its L limits,
+-- described from ARGV[base] on, and returns its reply; the same key and
+-- limit twice is charged twice.
+function F.check(base, cost, L, refund)
+	local limits, ids, states, orig, results = {}, {}, {}, {}, {}
+	local allowed = true
 	for i = 1, L do
-		local id = ids[i]
-		if not done[id] then
-			done[id] = true
-			F.save(limits[i], states[id], orig[id])
+		local l = F.limitAt(base, i)
+		F.need(l.algo)
+		local id = 1
+		if L > 1 then
+			id = l.key .. '\0' .. l.field
+		end
+		ids[i] = id
+		local st = states[id]
+		if not st then
+			st = F.load(l)
+			orig[id] = st
+		end
+		limits[i] = l
+		if refund then
+			-- No state holds more than two capacities' worth of units.
+			local capacity = l.rate
+			if l.algo <= 3 then
+				capacity = l.burst
+			end
+			states[id] = F.refundOf(l, st, math.min(cost, 2 * capacity))
+		else
+			local nst, res = checks[l.algo](l, st, cost)
+			states[id] = nst
+			results[i] = { id, res }
+			allowed = allowed and res[1]
 		end
 	end
-	return 0
-end
 
-if allowed and cost > 0 then
-	local done = {}
-	for i = L, 1, -1 do
-		local id = ids[i]
-		if not done[id] then
-			done[id] = true
-			F.save(limits[i], states[id], orig[id])
+	if refund then
+		local done = {}
+		for i = 1, L do
+			local id = ids[i]
+			if not done[id] then
+				done[id] = true
+				F.save(limits[i], states[id], orig[id])
+			end
+		end
+		return 0
+	end
+
+	if allowed and cost > 0 then
+		local done = {}
+		for i = L, 1, -1 do
+			local id = ids[i]
+			if not done[id] then
+				done[id] = true
+				F.save(limits[i], states[id], orig[id])
+			end
 		end
 	end
+
+	local reply = { 0 }
+	if allowed then
+		reply[1] = 1
+	end
+	for i = 1, L do
+		local res = results[i][2]
+		if not allowed and res[1] then
+			-- Nothing is charged: a limit that would have allowed reports
+			-- itself as it stands, peeked at with cost 0.
+			local _, peek = checks[limits[i].algo](limits[i], orig[results[i][1]], 0)
+			res = peek
+		end
+		local ok = 0
+		if res[1] then
+			ok = 1
+		end
+		reply[#reply + 1] = ok
+		reply[#reply + 1] = res[2]
+		reply[#reply + 1] = res[3]
+		reply[#reply + 1] = res[4]
+		reply[#reply + 1] = res[5]
+	end
+	return reply
 end
 
-local reply = { 0 }
-if allowed then
-	reply[1] = 1
-end
-for i = 1, L do
-	local res = results[i][2]
-	if not allowed and res[1] then
-		-- Nothing is charged: a limit that would have allowed reports
-		-- itself as it stands, peeked at with cost 0.
-		local _, peek = checks[limits[i].algo](limits[i], orig[results[i][1]], 0)
-		res = peek
+-- A batch: ARGV[2] checks, each described from its own ARGV index on by
+-- its cost, its number of limits L and L × 10 limit arguments; the reply
+-- is theirs, one after another. Each check is decided as if it were a
+-- call of its own, after the ones before it.
+if ARGV[3] == 'b' then
+	local out, b = {}, 4
+	for _ = 1, tonumber(ARGV[2]) do
+		local cost, L = tonumber(ARGV[b]), tonumber(ARGV[b + 1])
+		local r
+		if L == 1 then
+			r = F.fast(b + 2, cost)
+		end
+		if not r then
+			r = F.check(b + 2, cost, L, false)
+		end
+		for _, x in ipairs(r) do
+			out[#out + 1] = x
+		end
+		b = b + 2 + 10 * L
 	end
-	local ok = 0
-	if res[1] then
-		ok = 1
-	end
-	reply[#reply + 1] = ok
-	reply[#reply + 1] = res[2]
-	reply[#reply + 1] = res[3]
-	reply[#reply + 1] = res[4]
-	reply[#reply + 1] = res[5]
+	return out
 end
-return reply
+
+return F.check(5, tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[3] == 'r')

@@ -1,0 +1,214 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Batching. Every script call costs Redis a fixed price — parsing the
+// command, converting its arguments, running the script's preamble —
+// besides the work of each check. On a standalone server (or Sentinel),
+// where every key lives on one node, checks that arrive while others are
+// in flight are merged into one script call: the script decides them one
+// after another, each as if it were a call of its own, so nothing about a
+// check's meaning changes. Up to batchWorkers calls are in flight at once;
+// a worker that finds nothing to do for batchIdle stops, and the next check
+// starts one again, so an idle store runs no goroutine.
+const (
+	batchWorkers = 4
+	batchMax     = 64
+	batchIdle    = 100 * time.Millisecond
+)
+
+type batcher struct {
+	s       *Store
+	in      chan *waiter
+	mu      sync.Mutex // guards workers
+	workers int
+	closed  atomic.Bool
+	wg      sync.WaitGroup
+}
+
+// waiter is one check waiting for its batch.
+type waiter struct {
+	c        *call
+	deadline time.Time
+	done     chan batchReply // buffered: a worker never blocks on it
+}
+
+type batchReply struct {
+	res     []result
+	allowed bool
+	err     error
+}
+
+func newBatcher(s *Store) *batcher {
+	return &batcher{s: s, in: make(chan *waiter, 4*batchMax)}
+}
+
+// do runs c, a check's one call, in a batch, and returns by ctx's deadline
+// or the store's Timeout, whichever comes first. It keeps the store's
+// accounts per check, as run does: a check that times out in the queue
+// timed out on Redis.
+func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
+	if b.closed.Load() {
+		return b.s.run(ctx, c)
+	}
+	s := b.s
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	dl, _ := cctx.Deadline()
+	w := &waiter{c: c, deadline: dl, done: make(chan batchReply, 1)}
+	s.calls.Add(1)
+	var r batchReply
+	select {
+	case b.in <- w:
+		b.ensureWorker()
+		select {
+		case r = <-w.done:
+		case <-cctx.Done():
+			r.err = wrap(cctx.Err())
+		}
+	case <-cctx.Done():
+		r.err = wrap(cctx.Err())
+	}
+	switch {
+	case r.err == nil:
+		s.breaker.done(false, false)
+	case errors.Is(r.err, errBreakerOpen), ctx.Err() != nil:
+		// Refused by the breaker, or a caller that gave up: neither says
+		// anything new about Redis.
+	default:
+		s.breaker.done(false, true)
+		s.failures.Add(1)
+		s.lastErr.Store(&r.err)
+	}
+	return r.res, r.allowed, r.err
+}
+
+// ensureWorker starts a worker unless enough run. A worker that stops
+// for idleness checks under the same lock that the queue is empty, so a
+// check queued meanwhile always finds one.
+func (b *batcher) ensureWorker() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() || b.workers >= batchWorkers || (b.workers > 0 && len(b.in) == 0) {
+		return
+	}
+	b.workers++
+	b.wg.Add(1)
+	go b.work()
+}
+
+func (b *batcher) work() {
+	defer b.wg.Done()
+	idle := time.NewTimer(batchIdle)
+	defer idle.Stop()
+	batch := make([]*waiter, 0, batchMax)
+	for {
+		select {
+		case w := <-b.in:
+			batch = append(batch[:0], w)
+		collect:
+			for len(batch) < batchMax {
+				select {
+				case w := <-b.in:
+					batch = append(batch, w)
+				default:
+					break collect
+				}
+			}
+			b.s.runBatch(batch)
+			clear(batch)
+			idle.Reset(batchIdle)
+		case <-idle.C:
+			b.mu.Lock()
+			if len(b.in) == 0 || b.closed.Load() {
+				b.workers--
+				b.mu.Unlock()
+				return
+			}
+			b.mu.Unlock()
+			idle.Reset(batchIdle)
+		}
+	}
+}
+
+// close stops the workers once they are idle and waits for them.
+func (b *batcher) close() {
+	b.closed.Store(true)
+	b.wg.Wait()
+}
+
+// runBatch makes one script call for each run of checks of ws that share
+// a pinned time (tests pin time; otherwise it is always ""), and hands
+// each check its part of the reply.
+func (s *Store) runBatch(ws []*waiter) {
+	for len(ws) > 0 {
+		n := 1
+		for n < len(ws) && ws[n].c.args[0] == ws[0].c.args[0] {
+			n++
+		}
+		s.runOneBatch(ws[:n])
+		ws = ws[n:]
+	}
+}
+
+// runOneBatch makes one script call for the checks of ws. The call's
+// deadline is the earliest of theirs.
+func (s *Store) runOneBatch(ws []*waiter) {
+	var keys, args []string
+	deadline := ws[0].deadline
+	args = append(args, ws[0].c.args[0], strconv.Itoa(len(ws)), "b")
+	for _, w := range ws {
+		if w.deadline.Before(deadline) {
+			deadline = w.deadline
+		}
+		a := w.c.args // pinned, cost, mode, L, then 10 per limit
+		args = append(args, a[1], a[3])
+		for i := 4; i < len(a); i += 10 {
+			ki, _ := strconv.Atoi(a[i])
+			args = append(args, strconv.Itoa(ki+len(keys)))
+			args = append(args, a[i+1:i+10]...)
+		}
+		keys = append(keys, w.c.keys...)
+	}
+	reply := func(r batchReply) {
+		for _, w := range ws {
+			w.done <- r
+		}
+	}
+	if !s.breaker.closed() {
+		reply(batchReply{err: errBreakerOpen})
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	resp := s.exec(ctx, &call{keys: keys, args: args})
+	vals, err := resp.AsIntSlice()
+	if err == nil && len(vals) != replyLen(ws) {
+		err = errors.New("malformed script reply")
+	}
+	if err != nil {
+		reply(batchReply{err: wrap(err)})
+		return
+	}
+	for _, w := range ws {
+		n := 1 + 5*len(w.c.limits)
+		res, allowed, perr := parseVals(w.c, vals[:n])
+		w.done <- batchReply{res: res, allowed: allowed, err: perr}
+		vals = vals[n:]
+	}
+}
+
+func replyLen(ws []*waiter) int {
+	n := 0
+	for _, w := range ws {
+		n += 1 + 5*len(w.c.limits)
+	}
+	return n
+}
