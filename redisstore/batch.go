@@ -35,6 +35,7 @@ type batcher struct {
 
 // waiter is one check waiting for its batch.
 type waiter struct {
+	ctx      context.Context // the check's, with the store's Timeout
 	c        *call
 	deadline time.Time
 	done     chan batchReply // buffered: a worker never blocks on it
@@ -62,19 +63,23 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	dl, _ := cctx.Deadline()
-	w := &waiter{c: c, deadline: dl, done: make(chan batchReply, 1)}
+	w := &waiter{ctx: cctx, c: c, deadline: dl, done: make(chan batchReply, 1)}
 	s.calls.Add(1)
 	var r batchReply
-	select {
-	case b.in <- w:
-		b.ensureWorker()
+	if err := cctx.Err(); err != nil {
+		r.err = wrap(err)
+	} else {
 		select {
-		case r = <-w.done:
+		case b.in <- w:
+			b.ensureWorker()
+			select {
+			case r = <-w.done:
+			case <-cctx.Done():
+				r.err = wrap(cctx.Err())
+			}
 		case <-cctx.Done():
 			r.err = wrap(cctx.Err())
 		}
-	case <-cctx.Done():
-		r.err = wrap(cctx.Err())
 	}
 	switch {
 	case r.err == nil:
@@ -148,6 +153,15 @@ func (b *batcher) close() {
 // a pinned time (tests pin time; otherwise it is always ""), and hands
 // each check its part of the reply.
 func (s *Store) runBatch(ws []*waiter) {
+	// A check whose caller gave up, or whose deadline passed, while it
+	// waited has returned already: it must not be charged.
+	live := ws[:0]
+	for _, w := range ws {
+		if w.ctx.Err() == nil {
+			live = append(live, w)
+		}
+	}
+	ws = live
 	for len(ws) > 0 {
 		n := 1
 		for n < len(ws) && ws[n].c.args[0] == ws[0].c.args[0] {
