@@ -394,11 +394,8 @@ func redisCheckTables(w io.Writer, rs []result) {
 		}
 	}
 
-	fmt.Fprintf(w, "\n### Redis check: ratios (decisions/s: bouncer's ÷ peer's; p99: peer's ÷ bouncer's; above 1 means bouncer is better)\n\n| case | bouncer | metric |")
-	for _, p := range peers {
-		fmt.Fprintf(w, " %s |", p)
-	}
-	fmt.Fprintf(w, " best peer |\n|---|---|---|%s---:|\n", strings.Repeat("---:|", len(peers)))
+	ratioHeader(w, "\n### Redis check: ratios (decisions/s: bouncer's ÷ peer's; p99: peer's ÷ bouncer's; above 1 means bouncer is better)",
+		[]string{"case", "bouncer", "metric"}, peers, "best peer")
 	for _, c := range cases(rs) {
 		for _, b := range bouncers {
 			br, ok := find(rs, b, c)
@@ -426,11 +423,8 @@ func redisBytesTables(w io.Writer, rs []result) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\n### Redis bytes per key: ratios (peer B/key ÷ bouncer B/key; above 1 means bouncer is leaner)\n\n| case | bouncer |")
-	for _, p := range peers {
-		fmt.Fprintf(w, " %s |", p)
-	}
-	fmt.Fprintf(w, " leanest peer |\n|---|---|%s---:|\n", strings.Repeat("---:|", len(peers)))
+	ratioHeader(w, "\n### Redis bytes per key: ratios (peer B/key ÷ bouncer B/key; above 1 means bouncer is leaner)",
+		[]string{"case", "bouncer"}, peers, "leanest peer")
 	for _, c := range cases(rs) {
 		for _, b := range bouncers {
 			br, ok := find(rs, b, c)
@@ -442,6 +436,19 @@ func redisBytesTables(w io.Writer, rs []result) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// ratioHeader writes a ratio table's title and header: the leading
+// columns, one column per peer, and last.
+func ratioHeader(w io.Writer, title string, lead, peers []string, last string) {
+	fmt.Fprintf(w, "%s\n\n|", title)
+	for _, c := range lead {
+		fmt.Fprintf(w, " %s |", c)
+	}
+	for _, p := range peers {
+		fmt.Fprintf(w, " %s |", p)
+	}
+	fmt.Fprintf(w, " %s |\n|%s%s---:|\n", last, strings.Repeat("---|", len(lead)), strings.Repeat("---:|", len(peers)))
 }
 
 // ratioCells writes the rest of a ratio row for case c: how many times
