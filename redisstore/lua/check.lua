@@ -506,10 +506,7 @@ function F.loadWindows()
 
 	function F.refundFixedWindow(l, st, c)
 		local ws, m, _, start = F.windowAt(l, st)
-		if not ws then
-			return st
-		end
-		if ws ~= start then
+		if not ws or ws ~= start then
 			return st
 		end
 		local count = F.fdiv(m, l.unit)
