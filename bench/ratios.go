@@ -383,16 +383,9 @@ func redisCaseOf(r result) string {
 func redisCheckTables(w io.Writer, rs []result) {
 	bouncers, peers := impls(rs)
 	all := append(slices.Clone(bouncers), peers...)
-	fmt.Fprintf(w, "### Redis check: decisions/s and latency (µs)\n\n| case | impl | decisions/s | p50 | p99 | p99.9 | allocs/op |\n|---|---|---:|---:|---:|---:|---:|\n")
-	for _, c := range cases(rs) {
-		for _, im := range all {
-			if r, ok := find(rs, im, c); ok {
-				m := r.metrics
-				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", c, im,
-					num(m[unitDecisions]), num(m[unitP50]), num(m[unitP99]), num(m[unitP999]), num(m["allocs/op"]))
-			}
-		}
-	}
+	metricTable(w, rs, all, "### Redis check: decisions/s and latency (µs)",
+		[]string{"decisions/s", "p50", "p99", "p99.9", "allocs/op"},
+		[]string{unitDecisions, unitP50, unitP99, unitP999, "allocs/op"})
 
 	ratioHeader(w, "\n### Redis check: ratios (decisions/s: bouncer's ÷ peer's; p99: peer's ÷ bouncer's; above 1 means bouncer is better)",
 		[]string{"case", "bouncer", "metric"}, peers, "best peer")
@@ -415,14 +408,9 @@ func redisCheckTables(w io.Writer, rs []result) {
 func redisBytesTables(w io.Writer, rs []result) {
 	bouncers, peers := impls(rs)
 	all := append(slices.Clone(bouncers), peers...)
-	fmt.Fprintf(w, "### Redis bytes per key\n\n| case | impl | B/key | Redis keys | ns/key (insert) |\n|---|---|---:|---:|---:|\n")
-	for _, c := range cases(rs) {
-		for _, im := range all {
-			if r, ok := find(rs, im, c); ok {
-				fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", c, im, num(r.metrics["B/key"]), num(r.metrics["redis-keys"]), num(r.metrics["ns/key"]))
-			}
-		}
-	}
+	metricTable(w, rs, all, "### Redis bytes per key",
+		[]string{"B/key", "Redis keys", "ns/key (insert)"},
+		[]string{"B/key", "redis-keys", "ns/key"})
 	ratioHeader(w, "\n### Redis bytes per key: ratios (peer B/key ÷ bouncer B/key; above 1 means bouncer is leaner)",
 		[]string{"case", "bouncer"}, peers, "leanest peer")
 	for _, c := range cases(rs) {
@@ -436,6 +424,27 @@ func redisBytesTables(w io.Writer, rs []result) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// metricTable writes, under title, one row per case and implementation
+// of ims with the given metrics, headed by heads.
+func metricTable(w io.Writer, rs []result, ims []string, title string, heads, metrics []string) {
+	fmt.Fprintf(w, "%s\n\n| case | impl |", title)
+	for _, h := range heads {
+		fmt.Fprintf(w, " %s |", h)
+	}
+	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---:|", len(heads)))
+	for _, c := range cases(rs) {
+		for _, im := range ims {
+			if r, ok := find(rs, im, c); ok {
+				fmt.Fprintf(w, "| %s | %s |", c, im)
+				for _, m := range metrics {
+					fmt.Fprintf(w, " %s |", num(r.metrics[m]))
+				}
+				fmt.Fprintln(w)
+			}
+		}
+	}
 }
 
 // ratioHeader writes a ratio table's title and header: the leading

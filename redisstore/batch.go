@@ -89,8 +89,7 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 		// anything new about Redis.
 	default:
 		s.breaker.done(false, true)
-		s.failures.Add(1)
-		s.lastErr.Store(&r.err)
+		s.noteFailure(r.err)
 	}
 	return r.res, r.allowed, r.err
 }

@@ -216,17 +216,21 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 		// A slot still migrating says nothing about Redis's health
 		// either; the check falls back by policy.
 		s.breaker.abandon(probe)
-		s.failures.Add(1)
-		s.lastErr.Store(&err)
+		s.noteFailure(err)
 	default:
 		s.breaker.done(probe, true)
-		s.failures.Add(1)
-		s.lastErr.Store(&err)
+		s.noteFailure(err)
 	}
 	if err != nil {
 		return nil, false, err
 	}
 	return res, allowed, nil
+}
+
+// noteFailure counts a failed call in the store's Stats.
+func (s *Store) noteFailure(err error) {
+	s.failures.Add(1)
+	s.lastErr.Store(&err)
 }
 
 func tryAgain(resp rueidis.RedisResult) bool {

@@ -367,15 +367,22 @@ function F.loadWindows()
 		return a - F.fdiv(a, b) * b
 	end
 
+	-- bits returns the binary digits of an integer 0 <= x < 2^53, least
+	-- significant first.
+	function F.bits(x)
+		local bits = {}
+		while x > 0 do
+			local bit = x % 2
+			bits[#bits + 1] = bit
+			x = (x - bit) / 2
+		end
+		return bits
+	end
+
 	-- mulmod is (a * b) mod m for 0 <= a, b < m < 2^52, by doubling.
 	function F.mulmod(a, b, m)
 		local r = 0
-		local bits = {}
-		while b > 0 do
-			local bit = b % 2
-			bits[#bits + 1] = bit
-			b = (b - bit) / 2
-		end
+		local bits = F.bits(b)
 		for i = #bits, 1, -1 do
 			r = r * 2
 			if r >= m then
@@ -403,12 +410,7 @@ function F.loadWindows()
 			q = a * bq
 			b = b - bq * c
 		end
-		local bits = {}
-		while a > 0 do
-			local bit = a % 2
-			bits[#bits + 1] = bit
-			a = (a - bit) / 2
-		end
+		local bits = F.bits(a)
 		local p, r = 0, 0 -- prefix(a) * b = p * c + r, r < c
 		for i = #bits, 1, -1 do
 			p = p * 2
