@@ -4,8 +4,9 @@
 //
 // A check asks whether Cost units may pass for one or more keys, each under
 // its own limits. It is all or nothing: the check is allowed only if every
-// limit of every key allows, and a denied check charges nothing. Being
-// denied is not an error; an error means the store failed.
+// limit of every key allows, and a denied check charges nothing (except
+// the limits that opt into Limit.ChargeDenied, which count denied requests
+// too). Being denied is not an error; an error means the store failed.
 //
 // The algorithms live in package algo, the in-process store in memstore, and
 // the conformance suite every store passes in storetest. This package

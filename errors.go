@@ -18,7 +18,7 @@ var (
 // LimitError says which field of which limit is invalid and why.
 type LimitError struct {
 	Name   string // the limit's Name, possibly empty
-	Field  string // "algorithm", "rate", "period", "burst" or "shape"
+	Field  string // "algorithm", "rate", "period", "burst", "shape", "on_store_error" or "charge_denied"
 	Reason string
 }
 

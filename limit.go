@@ -49,6 +49,25 @@ type Limit struct {
 	// Rate (nginx's limit_req without nodelay).
 	Shape bool
 
+	// ChargeDenied charges the limit its cost also when a check is
+	// denied, by this limit or by another limit of the check, as
+	// envoyproxy/ratelimit and many API gateways count: a client that
+	// keeps hammering stays limited. (Without it, a denied check charges
+	// nothing.) Only FixedWindow and SlidingWindowCounter take it.
+	//
+	// The current window's count then saturates at Rate+1, "over": every
+	// check, allowed or denied, sets count' = min(count + cost, Rate+1),
+	// and is allowed only if count + cost ≤ Rate (for the sliding window
+	// counter, plus the previous window's weight). A window that is over
+	// denies every check until it resets, peeks (cost 0) included; a
+	// denied check reports Remaining 0; a cost above Rate is denied with
+	// RetryAfter Never, and charged. Refunds give units back from the
+	// saturated count. Packing a count of Rate+1 needs a Period of at
+	// least Rate+2 nanoseconds. A limit with ChargeDenied keeps its state
+	// apart from the same limit without it: changing ChargeDenied starts
+	// the limit afresh.
+	ChargeDenied bool
+
 	// OnStoreError decides the limit when a shared store cannot answer;
 	// the zero value leaves it to the store. The in-memory store always
 	// answers and ignores it.
@@ -85,6 +104,12 @@ func (l Limit) Validate() error {
 		return l.invalid("rate", fmt.Sprintf("%s needs fewer than one unit per nanosecond, got %d per %v", l.Algorithm, l.Rate, l.Period))
 	case l.Shape && l.Algorithm != LeakyBucket:
 		return l.invalid("shape", "only leaky_bucket shapes")
+	case l.ChargeDenied && l.Algorithm != FixedWindow && l.Algorithm != SlidingWindowCounter:
+		return l.invalid("charge_denied", fmt.Sprintf("only fixed_window and sliding_window_counter charge denied checks, not %s", l.Algorithm))
+	case l.ChargeDenied && l.Rate+2 > int64(l.Period):
+		// A count of up to Rate+1 packs into an instant within the
+		// window only when Period ≥ Rate+2.
+		return l.invalid("charge_denied", fmt.Sprintf("%s charging denied checks needs a period of at least rate+2 ns, got %d per %v", l.Algorithm, l.Rate, l.Period))
 	case !l.OnStoreError.Valid():
 		return l.invalid("on_store_error", fmt.Sprintf("unknown policy %d", uint8(l.OnStoreError)))
 	}
@@ -136,6 +161,9 @@ func (l Limit) String() string {
 	}
 	if l.Shape {
 		s += " shape"
+	}
+	if l.ChargeDenied {
+		s += " charge_denied"
 	}
 	if l.OnStoreError != StoreErrorDefault {
 		s += " on_store_error " + l.OnStoreError.String()

@@ -42,6 +42,20 @@ func TestLimitValidate(t *testing.T) {
 		{"burst_on_concurrency", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Burst = bouncer.Concurrency, 1 }), "burst"},
 		{"shape_on_token_bucket", with(tb, func(l *bouncer.Limit) { l.Shape = true }), "shape"},
 		{"shape_on_sliding_window_log", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Shape = bouncer.SlidingWindowLog, true }), "shape"},
+		{"charge_denied_fixed_window", with(fw, func(l *bouncer.Limit) { l.ChargeDenied = true }), ""},
+		{"charge_denied_sliding_window_counter", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.ChargeDenied = bouncer.SlidingWindowCounter, true }), ""},
+		// Counts of up to Rate+1 need Period ≥ Rate+2 ns to pack.
+		{"charge_denied_rate_plus_two", with(fw, func(l *bouncer.Limit) { l.Period, l.ChargeDenied = 12, true }), ""},
+		{"charge_denied_rate_plus_one", with(fw, func(l *bouncer.Limit) { l.Period, l.ChargeDenied = 11, true }), "charge_denied"},
+		{"charge_denied_counter_rate_plus_one", with(fw, func(l *bouncer.Limit) {
+			l.Algorithm, l.Period, l.ChargeDenied = bouncer.SlidingWindowCounter, 11, true
+		}), "charge_denied"},
+		{"charge_denied_largest", with(fw, func(l *bouncer.Limit) { l.Rate, l.Period, l.ChargeDenied = bouncer.MaxRate, bouncer.MaxPeriod, true }), ""},
+		{"charge_denied_on_token_bucket", with(tb, func(l *bouncer.Limit) { l.ChargeDenied = true }), "charge_denied"},
+		{"charge_denied_on_gcra", with(tb, func(l *bouncer.Limit) { l.Algorithm, l.ChargeDenied = bouncer.GCRA, true }), "charge_denied"},
+		{"charge_denied_on_leaky_bucket", with(tb, func(l *bouncer.Limit) { l.Algorithm, l.ChargeDenied = bouncer.LeakyBucket, true }), "charge_denied"},
+		{"charge_denied_on_sliding_window_log", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.ChargeDenied = bouncer.SlidingWindowLog, true }), "charge_denied"},
+		{"charge_denied_on_concurrency", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.ChargeDenied = bouncer.Concurrency, true }), "charge_denied"},
 		// 1 per hour with a burst of 10⁶ takes over a century to refill.
 		{"refill_overflow", with(tb, func(l *bouncer.Limit) { l.Rate, l.Period, l.Burst = 1, time.Hour, 1_000_000 }), "burst"},
 		{"refill_overflow_64_bits", with(tb, func(l *bouncer.Limit) { l.Rate, l.Period, l.Burst = 1, bouncer.MaxPeriod, bouncer.MaxRate }), "burst"},
@@ -80,10 +94,12 @@ func TestLimitValidateNeverPanics(t *testing.T) {
 		for _, rate := range ints {
 			for _, period := range ints {
 				for _, burst := range ints {
-					l := bouncer.Limit{Algorithm: a, Rate: rate, Period: time.Duration(period), Burst: burst}
-					_ = l.Validate()
-					_ = l.Interval()
-					_ = l.String()
+					for _, charge := range []bool{false, true} {
+						l := bouncer.Limit{Algorithm: a, Rate: rate, Period: time.Duration(period), Burst: burst, ChargeDenied: charge}
+						_ = l.Validate()
+						_ = l.Interval()
+						_ = l.String()
+					}
 				}
 			}
 		}
@@ -152,6 +168,22 @@ func TestAlgorithmRoundTrip(t *testing.T) {
 		}
 		if got, want := a.String(), "algorithm("; len(got) < len(want) || got[:len(want)] != want {
 			t.Errorf("%d.String(): got %q, want %q…", uint8(a), got, want)
+		}
+	}
+}
+
+func TestLimitString(t *testing.T) {
+	cases := []struct {
+		limit bouncer.Limit
+		want  string
+	}{
+		{bouncer.Limit{Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}, "token_bucket 10/1s burst 20"},
+		{bouncer.Limit{Name: "day", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: 24 * time.Hour}, "day: fixed_window 1000/24h0m0s"},
+		{bouncer.Limit{Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute, ChargeDenied: true}, "fixed_window 10/1m0s charge_denied"},
+	}
+	for _, c := range cases {
+		if got := c.limit.String(); got != c.want {
+			t.Errorf("String of %#v: got %q, want %q", c.limit, got, c.want)
 		}
 	}
 }

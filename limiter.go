@@ -10,7 +10,8 @@ import (
 // safe for concurrent use.
 type Limiter interface {
 	// Check charges r.Cost to every limit of every key in r if all of them
-	// allow it, and charges nothing otherwise. A denied check returns a
+	// allow it, and otherwise charges only the limits with ChargeDenied
+	// (nothing, for limits without it). A denied check returns a
 	// Decision with Allowed false and a nil error; err != nil means the
 	// store failed, and then nothing is known to be charged.
 	Check(ctx context.Context, r Request) (Decision, error)
@@ -25,8 +26,9 @@ type Limiter interface {
 type Request struct {
 	Keys []KeyLimits
 	// Cost is how many units the check takes, at least 0. Cost 0 peeks: it
-	// is always allowed and charges nothing, and the Decision reports the
-	// state.
+	// charges nothing and the Decision reports the state; it is allowed
+	// unless a ChargeDenied limit is already over (counted past its
+	// capacity by denied checks).
 	Cost int64
 }
 

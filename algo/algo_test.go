@@ -110,6 +110,8 @@ func TestCheckWordInto(t *testing.T) {
 		}
 		if l.Algorithm.UsesBurst() {
 			l.Burst = 1 + rng.Int64N(10)
+		} else {
+			l.ChargeDenied = rng.IntN(2) == 0
 		}
 		p := algo.Prepare(l)
 		before := rng.Int64N(int64(2 * time.Second))

@@ -66,7 +66,11 @@ func OneWord(a bouncer.Algorithm) bool {
 // Check decides a check of cost units at now under l, and returns the state
 // to store if the check is allowed. A denied check charges nothing: the
 // state it returns decides exactly as s (the log algorithms may have
-// dropped entries that have aged out). It is shorthand for
+// dropped entries that have aged out) — unless l.ChargeDenied, when a
+// denied check returns the state charged with its cost (see FixedWindow
+// and SlidingWindowCounter), which a store keeps whether this limit or
+// another limit of the same check denied. A check of cost 0 charges
+// nothing under any limit. It is shorthand for
 // Prepare(l).Check(s, now, cost).
 func Check(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)

@@ -14,8 +14,19 @@ import (
 //	remaining = Rate − count', reset-after = start + P − now (0 when count' is 0)
 //	retry-after (denied) = start + P − now
 //
+// A limit with ChargeDenied charges denied checks too, as
+// envoyproxy/ratelimit counts, saturating at Rate+1 ("over"):
+//
+//	count' = min(count + cost, Rate+1), allowed or denied
+//	allowed ⇔ count + cost ≤ Rate (so every check, cost 0 included, is denied while the window is over)
+//	remaining = max(Rate − count', 0): 0 when denied
+//
+// A cost above Rate is denied with retry-after Never and charged too.
+//
 // State.T packs the window and its count into one int64: start + count×u,
-// with u = ⌊P/(Rate+1)⌋ ≥ 1, so that count×u < P and both decode exactly.
+// with u = ⌊P/(top+1)⌋ ≥ 1 where top, the most the count holds, is Rate
+// (Rate+1 with ChargeDenied), so that count×u < P and both decode
+// exactly.
 //
 // Trade-off: one int64 per key and the cheapest check, but up to 2×Rate
 // can pass within one Period around a window boundary (Rate at the end of
@@ -38,6 +49,9 @@ func (p *Params) fixedWindow(t, now, cost int64, r *Result) int64 {
 	}
 	reset := start + p.period - now
 	if cost > rate {
+		if p.Limit.ChargeDenied && count < p.top {
+			t, count = start+p.top*p.unit, p.top
+		}
 		if count == 0 {
 			reset = 0 // nothing counted: nothing to reset, as for every other cost
 		}
@@ -45,6 +59,10 @@ func (p *Params) fixedWindow(t, now, cost int64, r *Result) int64 {
 		return t
 	}
 	if count+cost > rate {
+		if p.Limit.ChargeDenied && cost > 0 && count < p.top {
+			// count + cost > Rate saturates at top, Rate+1.
+			t, count = start+p.top*p.unit, p.top
+		}
 		*r = Result{Remaining: max(rate-count, 0), ResetAfter: time.Duration(reset), RetryAfter: time.Duration(reset)}
 		return t
 	}

@@ -38,15 +38,15 @@ const (
 )
 
 // encode writes a scenario in the format decode reads: uvarints for rate,
-// period, burst and flags (1 = shape), then for each step the advance
-// since the last one, the cost and flags (1 = refund).
+// period, burst and flags (1 = shape, 2 = charge denied), then for each
+// step the advance since the last one, the cost and flags (1 = refund).
 func encode(sc storetest.Scenario) []byte {
 	l := sc.Limit
 	var b []byte
 	b = binary.AppendUvarint(b, uint64(l.Rate))
 	b = binary.AppendUvarint(b, uint64(l.Period))
 	b = binary.AppendUvarint(b, uint64(l.Burst))
-	b = binary.AppendUvarint(b, flag(l.Shape))
+	b = binary.AppendUvarint(b, flag(l.Shape)|flag(l.ChargeDenied)<<1)
 	var last time.Duration
 	for _, st := range sc.Steps {
 		b = binary.AppendUvarint(b, uint64(st.At-last))
@@ -84,6 +84,7 @@ func decode(a bouncer.Algorithm, data []byte) (bouncer.Limit, []fuzzStep) {
 	l.Burst, _ = next()
 	flags, _ := next()
 	l.Shape = flags&1 != 0
+	l.ChargeDenied = flags&2 != 0
 	var steps []fuzzStep
 	for len(steps) < maxFuzzSteps {
 		adv, ok1 := next()
@@ -110,6 +111,10 @@ func fuzzAlgorithm(f *testing.F, a bouncer.Algorithm, fn algorithmFunc) {
 		}
 	}
 	f.Add(encode(storetest.Scenario{Limit: bouncer.Limit{Algorithm: a, Rate: 0, Period: -1, Burst: -1}, Steps: []storetest.Step{{Cost: 1}, {Cost: 1, Refund: true}}}))
+	// Every limit charging denied checks, valid or not.
+	charging := []storetest.Step{{Cost: 3}, {Cost: 3}, {Cost: 0}, {At: 1, Cost: 7}, {At: 2, Cost: 2, Refund: true}, {At: 3, Cost: 0}}
+	f.Add(encode(storetest.Scenario{Limit: bouncer.Limit{Algorithm: a, Rate: 4, Period: 6, Burst: 4, ChargeDenied: true}, Steps: charging}))
+	f.Add(encode(storetest.Scenario{Limit: bouncer.Limit{Algorithm: a, Rate: 4, Period: 5, Burst: 4, ChargeDenied: true}, Steps: charging}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, steps := decode(a, data)
 		if l.Validate() != nil {
@@ -173,12 +178,22 @@ func checkSequence(t *testing.T, l bouncer.Limit, steps []fuzzStep, fn algorithm
 			t.Fatalf("step %d: Check wrote the entries of the state it was given: got %v, want %v", i, s.Log, entries)
 		}
 		checkInvariants(t, i, l, cost, r)
-		if !r.Allowed {
+		switch {
+		case r.Allowed:
+		case l.ChargeDenied:
+			// A denied check is charged: the limit stays limited.
+			if _, is := algo.Check(l, next, now, 0); is.Allowed || is.Remaining != 0 {
+				t.Fatalf("step %d: denied under charge_denied, but a peek at the state it returns gives %+v, want denied with 0 remaining", i, is)
+			}
+		default:
 			// A denied check may drop expired entries, but charges nothing.
 			_, was := algo.Check(l, before, now, 0)
 			if _, is := algo.Check(l, next, now, 0); is != was {
 				t.Fatalf("step %d: denied, but a peek at the state it returns gives %+v, want %+v as before", i, is, was)
 			}
+		}
+		if cost == 0 && (next.T != s.T || next.N != s.N) && l.ChargeDenied {
+			t.Fatalf("step %d: a peek changed the state from %+v to %+v", i, s, next)
 		}
 		if got, want := storetest.Want(r), m.Check(now, cost); got != want {
 			t.Fatalf("step %d (%v, at +%d, cost %d): got %v, want %v", i, l, now-storetest.Start.UnixNano(), cost, got, want)
@@ -204,8 +219,10 @@ func checkInvariants(t *testing.T, i int, l bouncer.Limit, cost int64, r algo.Re
 		t.Fatalf("step %d: allowed with RetryAfter %v, want 0", i, r.RetryAfter)
 	case !r.Allowed && r.RetryAfter == 0:
 		t.Fatalf("step %d: denied with RetryAfter 0, want > 0", i)
-	case cost == 0 && !r.Allowed:
+	case cost == 0 && !r.Allowed && !l.ChargeDenied:
 		t.Fatalf("step %d: cost 0 denied, want allowed", i)
+	case !r.Allowed && l.ChargeDenied && r.Remaining != 0:
+		t.Fatalf("step %d: denied under charge_denied with Remaining %d, want 0", i, r.Remaining)
 	case cost > capacity && (r.Allowed || r.RetryAfter != bouncer.Never):
 		t.Fatalf("step %d: cost %d above capacity %d: got allowed %t, retry %v, want denied, never", i, cost, capacity, r.Allowed, r.RetryAfter)
 	case r.Delay < 0 || r.Delay > 0 && !l.Shape:

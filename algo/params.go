@@ -11,8 +11,9 @@ type Params struct {
 	period   int64 // Period in nanoseconds
 	interval int64 // ⌈Period/Rate⌉, at least 1
 	span     int64 // Burst × interval: a bucket's capacity in nanoseconds
-	unit     int64 // ⌊Period/(Rate+1)⌋, at least 1: packs a window's count
-	pair     int64 // ⌊Period/(Rate+1)²⌋ when at least 1: packs a sliding window counter's two counts; else 0
+	top      int64 // the most a window's count holds: Rate, or Rate+1 ("over") when the limit charges denied checks
+	unit     int64 // ⌊Period/(top+1)⌋, at least 1: packs a window's count
+	pair     int64 // ⌊Period/(top+1)²⌋ when at least 1: packs a sliding window counter's two counts; else 0
 }
 
 // Prepare derives l's Params. l should be valid (bouncer.Limit.Validate);
@@ -21,11 +22,15 @@ func Prepare(l bouncer.Limit) Params {
 	p := Params{Limit: l, period: max(int64(l.Period), 1)}
 	p.interval = max(int64(l.Interval()), 1)
 	p.span = l.Burst * p.interval
-	p.unit = max(p.period/max(l.Rate+1, 1), 1) // Rate −1 must not divide by 0
-	if l.Algorithm == bouncer.SlidingWindowCounter && l.Rate >= 0 {
-		// (Rate+1)² ≤ Period without squaring: Rate may be 2⁴⁰.
-		if q := p.period / (l.Rate + 1); q >= l.Rate+1 {
-			p.pair = q / (l.Rate + 1)
+	p.top = l.Rate
+	if l.ChargeDenied && (l.Algorithm == bouncer.FixedWindow || l.Algorithm == bouncer.SlidingWindowCounter) {
+		p.top++ // a denied check leaves the count at Rate+1
+	}
+	p.unit = max(p.period/max(p.top+1, 1), 1) // Rate −1 must not divide by 0
+	if l.Algorithm == bouncer.SlidingWindowCounter && p.top >= 0 {
+		// (top+1)² ≤ Period without squaring: Rate may be 2⁴⁰.
+		if q := p.period / (p.top + 1); q >= p.top+1 {
+			p.pair = q / (p.top + 1)
 		}
 	}
 	return p
@@ -40,12 +45,16 @@ func (p *Params) OneWord() bool { return OneWord(p.Limit.Algorithm) || p.pair > 
 // unit is the nanoseconds that one unit of a fixed window's count (or of a
 // two-word sliding window counter's current count) adds to the window's
 // start, and pair the same for a one-word sliding window counter's packed
-// pair of counts (0 when they do not fit in one word). A store that keeps
-// state outside Go, as the Redis store's scripts do, packs it the same way.
+// pair of counts (0 when they do not fit in one word). Counts go up to
+// Rate, or Rate+1 for a limit with ChargeDenied, whose packing therefore
+// differs. A store that keeps state outside Go, as the Redis store's
+// scripts do, packs it the same way.
 func (p *Params) Packing() (unit, pair int64) { return p.unit, p.pair }
 
 // Check decides a check of cost units at now and returns the state to
-// store if the check is allowed; a denied check returns s unchanged.
+// store if the check is allowed; a denied check returns s unchanged, but
+// under a limit with ChargeDenied, whose denied check returns the charged
+// state, to be stored as well (see the package function Check).
 func (p *Params) Check(s State, now, cost int64) (State, Result) {
 	if p.OneWord() {
 		var r Result
@@ -102,9 +111,14 @@ func (p *Params) Refund(s State, now, n int64) State {
 		return s
 	}
 	// No state holds more than two capacities' worth of units (a sliding
-	// window counter's two windows); bounding n keeps the arithmetic in
-	// range without giving back less than was charged.
-	n = min(n, 2*p.Limit.Capacity())
+	// window counter's two windows; one more each when denied checks are
+	// charged); bounding n keeps the arithmetic in range without giving
+	// back less than was charged.
+	most := p.Limit.Capacity()
+	if p.Limit.ChargeDenied {
+		most++
+	}
+	n = min(n, 2*most)
 	switch p.Limit.Algorithm {
 	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
 		s.T = p.refundTime(s.T, now, n)

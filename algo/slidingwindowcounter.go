@@ -22,12 +22,26 @@ import (
 // measures the error). Rounding the weight up never admits more than the
 // exact formula.
 //
+// A limit with ChargeDenied charges denied checks too, to the current
+// window's count, which saturates at Rate+1 as FixedWindow's does:
+//
+//	curr' = min(curr + cost, Rate+1), allowed or denied
+//	allowed ⇔ weighted + curr + cost ≤ Rate, as above
+//	remaining = max(Rate − weighted − curr', 0): 0 when denied
+//	retry-after (denied) = from the charged counts
+//
+// So a check (a peek included) is denied while the estimate is above
+// Rate, and a window that went over weighs up to Rate+1 in the next one,
+// denying its start. A cost above Rate is denied with retry-after Never
+// and charged too.
+//
 // State.T packs the current window's start and count as FixedWindow does,
-// and State.N is the previous window's count — or, when (Rate+1)² ≤ Period
-// in nanoseconds (up to 31 621 per second, 244 947 per minute, 1.9 million
-// per hour), State.T packs both counts, start + (prev×(Rate+1) + curr)×v
-// with v = ⌊Period/(Rate+1)²⌋, and the state is one int64
-// (Params.OneWord).
+// and State.N is the previous window's count — or, when (top+1)² ≤ Period
+// in nanoseconds, State.T packs both counts, start + (prev×(top+1) +
+// curr)×v with v = ⌊Period/(top+1)²⌋, and the state is one int64
+// (Params.OneWord). top is the most a count holds: Rate, or Rate+1 with
+// ChargeDenied. Without ChargeDenied, one int64 holds the state of up to
+// 31 621 per second, 244 947 per minute, 1.9 million per hour.
 func SlidingWindowCounter(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	return p.slidingWindowCounter(s, now, cost)
@@ -39,17 +53,9 @@ func (p *Params) slidingWindowCounter(s State, now, cost int64) (State, Result) 
 	start := windowStart(now, period)
 	curr, prev := p.slidingWindowCounts(s, start)
 	elapsed := now - start
-	weighted := mulDivCeil(prev, period-elapsed, period, rate)
-	reset := slidingWindowReset(start, period, now, curr, prev)
-	if cost > rate {
-		return s, never(rate-weighted-curr, reset)
-	}
-	if weighted+curr+cost > rate {
-		return s, Result{
-			Remaining:  max(rate-weighted-curr, 0),
-			ResetAfter: time.Duration(reset),
-			RetryAfter: time.Duration(p.slidingWindowRetry(start, now, curr, prev, cost)),
-		}
+	weighted := mulDivCeil(prev, period-elapsed, period, p.top)
+	if cost > rate || weighted+curr+cost > rate {
+		return p.slidingWindowDenied(s, start, now, curr, prev, weighted, cost)
 	}
 	curr += cost
 	if cost > 0 {
@@ -59,6 +65,26 @@ func (p *Params) slidingWindowCounter(s State, now, cost int64) (State, Result) 
 		Allowed:    true,
 		Remaining:  rate - weighted - curr,
 		ResetAfter: time.Duration(slidingWindowReset(start, period, now, curr, prev)),
+	}
+}
+
+// slidingWindowDenied is a denied check's state and result, given the
+// counts of the window starting at start and the previous window's
+// weight at now.
+func (p *Params) slidingWindowDenied(s State, start, now, curr, prev, weighted, cost int64) (State, Result) {
+	rate := p.Limit.Rate
+	if p.Limit.ChargeDenied && cost > 0 && curr < p.top {
+		curr = min(curr+min(cost, p.top), p.top)
+		s = p.slidingWindowState(start, curr, prev)
+	}
+	reset := slidingWindowReset(start, p.period, now, curr, prev)
+	if cost > rate {
+		return s, never(rate-weighted-curr, reset)
+	}
+	return s, Result{
+		Remaining:  max(rate-weighted-curr, 0),
+		ResetAfter: time.Duration(reset),
+		RetryAfter: time.Duration(p.slidingWindowRetry(start, now, curr, prev, cost)),
 	}
 }
 
@@ -81,7 +107,7 @@ func (p *Params) slidingWindowCounts(s State, start int64) (curr, prev int64) {
 func (p *Params) storedCounts(s State, stored int64) (curr, prev int64) {
 	if p.pair > 0 {
 		x := (s.T - stored) / p.pair
-		return x % (p.Limit.Rate + 1), x / (p.Limit.Rate + 1)
+		return x % (p.top + 1), x / (p.top + 1)
 	}
 	return p.windowCount(s.T, stored), s.N
 }
@@ -89,7 +115,7 @@ func (p *Params) storedCounts(s State, stored int64) (curr, prev int64) {
 // slidingWindowState encodes the counts of the window starting at start.
 func (p *Params) slidingWindowState(start, curr, prev int64) State {
 	if p.pair > 0 {
-		return State{T: start + (prev*(p.Limit.Rate+1)+curr)*p.pair}
+		return State{T: start + (prev*(p.top+1)+curr)*p.pair}
 	}
 	return State{T: start + curr*p.unit, N: prev}
 }

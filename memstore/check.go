@@ -25,7 +25,8 @@ type pending struct {
 // limit's state first (for one-word tables, locking the slot against
 // lock-free checks), then reads the clocks (each table's own, see
 // Store.clock), computes every result, and stores the new states only if
-// all allow.
+// all allow — but for the limits with ChargeDenied, whose new states it
+// stores either way.
 func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bouncer.Decision {
 	for i, k := range r.Keys {
 		h := hashes[i]
@@ -80,28 +81,30 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 		p.after, p.res = p.t.p.Check(p.before, p.now, r.Cost)
 		allowed = allowed && p.res.Allowed
 	}
-	commit := allowed && r.Cost > 0
+	// A denied check charges the limits with ChargeDenied all the same.
+	commit, charge := allowed && r.Cost > 0, !allowed && r.Cost > 0
 	// Release the locked slots first (inserting may rebuild a table, which
 	// must not meet a locked slot), then store what is new.
 	for i := range pend {
 		if p := &pend[i]; p.locked >= 0 {
 			v := p.before.T
-			if commit {
+			if commit || charge && p.t.limit.ChargeDenied {
 				v = pend[lastOf(pend, i)].after.T
 			}
 			p.t.one.unlock(p.locked, v)
 		}
 	}
-	if commit {
+	if commit || charge {
 		for i := range pend {
-			if p := &pend[i]; p.first == i && p.locked < 0 {
+			if p := &pend[i]; p.first == i && p.locked < 0 && (commit || p.t.limit.ChargeDenied) {
 				p.sh.save(p.t, p.h, pend[lastOf(pend, i)].after, p.now, p.known)
 			}
 		}
 	}
 	if !allowed {
-		// Nothing is charged, so report every limit as it stands: the
-		// limits that would have allowed are peeked at with cost 0.
+		// Report every limit that would have allowed as it stood before
+		// the check, peeked at with cost 0, even one that ChargeDenied
+		// charged: only a limit that denied binds a denied decision.
 		for i := range pend {
 			if p := &pend[i]; p.res.Allowed {
 				_, res := p.t.p.Check(pend[p.first].before, p.now, 0)

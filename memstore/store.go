@@ -250,7 +250,7 @@ func (s *Store) checkLocked(d *bouncer.Decision, sh *shard, h uint64, key string
 	now := s.clock(t)
 	before, known := t.load(h)
 	after, res := t.p.Check(before, now, cost)
-	if res.Allowed && cost > 0 {
+	if (res.Allowed || t.limit.ChargeDenied) && cost > 0 {
 		sh.save(t, h, after, now, known)
 	}
 	decide(d, key, t, &res)

@@ -107,14 +107,13 @@ func (t *table) update(h uint64, c *Store, cost int64, key string, d *bouncer.De
 					next = t.p.Refund(algo.State{T: v}, c.clock(t), cost).T
 				} else {
 					var r algo.Result
+					// A denied check, or one of cost 0, returns v itself
+					// unless the limit charges denied checks.
 					next = t.p.CheckWordInto(v, c.clock(t), cost, &r)
 					// Filling in d before the compare-and-swap, which
 					// waits for every store before it, lets the caller
 					// copy d without stalling on stores in flight.
 					decide(d, key, t, &r)
-					if !r.Allowed || cost == 0 {
-						return true
-					}
 				}
 				if next == v || slot.v.CompareAndSwap(v, next) {
 					return true

@@ -181,12 +181,12 @@ func (s *Store) runOneBatch(ws []*waiter) {
 		if w.deadline.Before(deadline) {
 			deadline = w.deadline
 		}
-		a := w.c.args // pinned, cost, mode, L, then 10 per limit
+		a := w.c.args // pinned, cost, mode, L, then limitArgs per limit
 		args = append(args, a[1], a[3])
-		for i := 4; i < len(a); i += 10 {
+		for i := 4; i < len(a); i += limitArgs {
 			ki, _ := strconv.Atoi(a[i])
 			args = append(args, strconv.Itoa(ki+len(keys)))
-			args = append(args, a[i+1:i+10]...)
+			args = append(args, a[i+1:i+limitArgs]...)
 		}
 		keys = append(keys, w.c.keys...)
 	}

@@ -61,7 +61,7 @@ func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 		}
 		results = append(results, res...)
 		if !allowed {
-			s.undo(ctx, r.Cost, calls[:i])
+			s.settle(ctx, r.Cost, calls, i)
 			return merge(results, false), nil
 		}
 	}
@@ -99,6 +99,49 @@ func (s *Store) undo(ctx context.Context, cost int64, calls []call) {
 	}
 }
 
+// settle completes a check of cost that calls[i] denied, calls[:i] having
+// allowed and charged it: it refunds calls[:i] their limits without
+// ChargeDenied, and charges the limits with ChargeDenied of calls[i+1:],
+// which did not run, as a denied check charges them. (calls[i]'s script
+// charged its own.) It is best effort, as undo is.
+func (s *Store) settle(ctx context.Context, cost int64, calls []call, i int) {
+	if cost <= 0 {
+		return
+	}
+	for j := range calls {
+		if j == i {
+			continue
+		}
+		mode, charged := "r", false
+		if j > i {
+			mode, charged = "d", true
+		}
+		if c, ok := calls[j].part(mode, charged); ok {
+			s.run(ctx, &c)
+		}
+	}
+}
+
+// part returns c reduced to its limits whose ChargeDenied is charged, to
+// run in mode, or false if it has none.
+func (c *call) part(mode string, charged bool) (call, bool) {
+	p := call{keys: c.keys, args: append(make([]string, 0, len(c.args)), c.args[:4]...)}
+	for k, ref := range c.limits {
+		if ref.limit.ChargeDenied == charged {
+			p.args = append(p.args, c.args[4+limitArgs*k:4+limitArgs*(k+1)]...)
+			p.limits = append(p.limits, ref)
+		}
+	}
+	if len(p.limits) == 0 {
+		return call{}, false
+	}
+	p.args[2], p.args[3] = mode, strconv.Itoa(len(p.limits))
+	return p, true
+}
+
+// limitArgs is how many arguments describe one limit to the script.
+const limitArgs = 10
+
 // plan validates r and builds its script calls: one call on a standalone
 // server; on a Cluster, one per bucket (all limits of one key share one).
 func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
@@ -131,7 +174,7 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 			if !s.cluster {
 				n = limitsOf(r.Keys)
 			}
-			c.args = make([]string, 4, 4+10*n)
+			c.args = make([]string, 4, 4+limitArgs*n)
 			c.args[0], c.args[1], c.args[2] = pinned, cost, mode
 			c.keys = make([]string, 0, n)
 			c.limits = make([]limitRef, 0, n)
@@ -239,7 +282,7 @@ func tryAgain(resp rueidis.RedisResult) bool {
 }
 
 func parseReply(resp rueidis.RedisResult, c *call) ([]result, bool, error) {
-	if c.args[2] == "r" {
+	if c.args[2] != "c" {
 		if err := resp.Error(); err != nil {
 			return nil, false, wrap(err)
 		}

@@ -28,13 +28,18 @@ func digestOf(key string, buckets uint64) digest {
 
 // limitID names a limit in Redis keys: a digest of everything that
 // shapes its state (not its OnStoreError), so that changing a limit starts
-// it afresh and limits of one key never share state.
+// it afresh and limits of one key never share state. ChargeDenied, which
+// packs counts differently, is part of it only when set, so that the ids
+// of the limits without it stay what they were.
 func limitID(l bouncer.Limit) string {
 	s := l.Name + "\x00" + l.Algorithm.String() + "\x00" +
 		strconv.FormatInt(l.Rate, 10) + "\x00" +
 		strconv.FormatInt(int64(l.Period), 10) + "\x00" +
 		strconv.FormatInt(l.Burst, 10) + "\x00" +
 		strconv.FormatBool(l.Shape)
+	if l.ChargeDenied {
+		s += "\x00charge_denied"
+	}
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:6])
 }

@@ -245,7 +245,7 @@ func (s *Store) Stats() Stats {
 // limitInfo is what a check sends of a limit, computed once.
 type limitInfo struct {
 	id   string
-	args [8]string // algorithm, rate, burst, period, interval, unit, pair, shape
+	args [8]string // algorithm, rate, burst, period, interval, unit, pair, flag (see check.lua)
 	log  bool
 	err  error
 }
@@ -265,9 +265,12 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 		unit, pair := p.Packing()
 		li.id = limitID(*l)
 		li.log = l.Algorithm == bouncer.SlidingWindowLog || l.Algorithm == bouncer.Concurrency
-		shape := "0"
-		if l.Shape {
-			shape = "1"
+		flag := "0"
+		switch {
+		case l.Shape:
+			flag = "1"
+		case l.ChargeDenied:
+			flag = "2"
 		}
 		li.args = [8]string{
 			strconv.Itoa(algorithmCode(l.Algorithm)),
@@ -277,7 +280,7 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 			strconv.FormatInt(int64(l.Interval()), 10),
 			strconv.FormatInt(unit, 10),
 			strconv.FormatInt(pair, 10),
-			shape,
+			flag,
 		}
 	}
 	if s.cached.Load() >= maxCachedLimits {

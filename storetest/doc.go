@@ -12,7 +12,8 @@
 //	}
 //
 // Run checks the step tables of Scenarios, the all-or-nothing rule across
-// limits and keys, which limit a decision reports, peeks, costs above
+// limits and keys (with the limits that ChargeDenied charges when a check
+// is denied), which limit a decision reports, peeks, costs above
 // capacity, refunds, key isolation, expiry, invalid input, many goroutines
 // on one key, and random sequences compared with a naive reference Model.
 //

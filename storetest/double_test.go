@@ -11,7 +11,8 @@ import (
 // naiveStore is a test double: the simplest store over package algo, one
 // map under one mutex, so that the suite can be checked without a real
 // store. It decides in two phases: every limit's result first, then the
-// new states only if all allowed.
+// new states only if all allowed (or, for limits with ChargeDenied,
+// whether or not all allowed).
 type naiveStore struct {
 	now    func() int64
 	mu     sync.Mutex
@@ -54,12 +55,13 @@ func (s *naiveStore) Check(_ context.Context, r bouncer.Request) (bouncer.Decisi
 	}
 	for i := range results {
 		x := &results[i]
-		switch {
-		case allowed:
-			s.states[x.k] = x.state
-		case x.res.Allowed:
-			// Not charged: report the limit as it stands.
+		if !allowed && x.res.Allowed {
+			// Report the limit as it stood before the check, charged or
+			// not, so that only a denying limit binds.
 			_, x.res = algo.Check(x.k.limit, s.states[x.k], now, 0)
+		}
+		if allowed || x.k.limit.ChargeDenied {
+			s.states[x.k] = x.state
 		}
 	}
 	return naiveDecision(results, allowed), nil

@@ -41,6 +41,19 @@ func testCostAboveCapacity(t *testing.T, newStore Factory) {
 			h := newHarness(t, newStore)
 			k := freshKey("never")
 			capacity := l.Capacity()
+			if l.ChargeDenied {
+				// Denied, and charged: the limit is over.
+				for _, cost := range []int64{capacity + 1, bouncer.MaxRate} {
+					what := fmt.Sprintf("cost %d", cost)
+					if d := h.check(k, cost, l); d.Allowed || d.Remaining != 0 || d.RetryAfter != bouncer.Never || d.ResetAfter <= 0 {
+						t.Errorf("%s: got %v, want denied, remaining 0, a reset, retry never", what, WantOf(d))
+					}
+					if d := h.peek(k, l); d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter == bouncer.Never {
+						t.Errorf("%s, then a peek: got %v, want denied, remaining 0, a retry", what, WantOf(d))
+					}
+				}
+				return
+			}
 			for _, cost := range []int64{capacity + 1, bouncer.MaxRate} {
 				what := fmt.Sprintf("fresh, cost %d", cost)
 				expect(t, what, h.check(k, cost, l), Want{Remaining: capacity, RetryAfter: bouncer.Never}, k, l)

@@ -31,9 +31,9 @@ func NewModel(l bouncer.Limit) Model {
 	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
 		return newBucketModel(l)
 	case bouncer.FixedWindow:
-		return &fixedWindowModel{rate: l.Rate, period: int64(l.Period), counts: map[int64]int64{}}
+		return &fixedWindowModel{rate: l.Rate, period: int64(l.Period), chargeDenied: l.ChargeDenied, counts: map[int64]int64{}}
 	case bouncer.SlidingWindowCounter:
-		return &slidingCounterModel{rate: l.Rate, period: int64(l.Period), counts: map[int64]int64{}}
+		return &slidingCounterModel{rate: l.Rate, period: int64(l.Period), chargeDenied: l.ChargeDenied, counts: map[int64]int64{}}
 	case bouncer.SlidingWindowLog:
 		return &slidingLogModel{rate: l.Rate, period: int64(l.Period)}
 	case bouncer.Concurrency:
@@ -42,8 +42,8 @@ func NewModel(l bouncer.Limit) Model {
 	panic(fmt.Sprintf("storetest: NewModel: no model for %v", l.Algorithm))
 }
 
-// never is the answer to a cost above capacity: nothing charged, the state
-// as it stands, and a retry that never comes.
+// never is the answer to a cost above capacity: the state as it stands
+// (charged only under ChargeDenied), and a retry that never comes.
 func never(remaining int64, reset int64) Want {
 	return Want{Remaining: remaining, ResetAfter: time.Duration(reset), RetryAfter: bouncer.Never}
 }

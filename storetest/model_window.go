@@ -15,15 +15,17 @@ func window(t, period int64) int64 {
 	return w
 }
 
-// fixedWindowModel counts units per window index.
+// fixedWindowModel counts units per window index. With chargeDenied it
+// counts denied checks too, as envoyproxy/ratelimit does, but never past
+// rate+1: a count above the rate only says "over".
 type fixedWindowModel struct {
 	rate, period int64
+	chargeDenied bool
 	counts       map[int64]int64
 }
 
 func (m *fixedWindowModel) Check(now, cost int64) Want {
 	w := window(now, m.period)
-	count := m.counts[w]
 	untilEnd := (w+1)*m.period - now
 	reset := func(count int64) time.Duration {
 		if count == 0 {
@@ -31,14 +33,17 @@ func (m *fixedWindowModel) Check(now, cost int64) Want {
 		}
 		return time.Duration(untilEnd)
 	}
-	if cost > m.rate {
-		return never(m.rate-count, int64(reset(count)))
+	allowed := m.counts[w]+cost <= m.rate
+	if allowed || m.chargeDenied {
+		m.counts[w] = min(m.counts[w]+cost, m.rate+1)
 	}
-	if count+cost > m.rate {
-		return Want{Remaining: m.rate - count, ResetAfter: reset(count), RetryAfter: time.Duration(untilEnd)}
+	count := m.counts[w]
+	switch {
+	case cost > m.rate:
+		return never(max(m.rate-count, 0), int64(reset(count)))
+	case !allowed:
+		return Want{Remaining: max(m.rate-count, 0), ResetAfter: reset(count), RetryAfter: time.Duration(untilEnd)}
 	}
-	count += cost
-	m.counts[w] = count
 	return Want{Allowed: true, Remaining: m.rate - count, ResetAfter: reset(count)}
 }
 
@@ -49,9 +54,11 @@ func (m *fixedWindowModel) Refund(now, n int64) {
 
 // slidingCounterModel counts units per window index and weighs the
 // previous window with exact integers; RetryAfter is found by searching
-// for the first instant at which the check passes.
+// for the first instant at which the check passes. With chargeDenied,
+// denied checks count too, up to rate+1 per window.
 type slidingCounterModel struct {
 	rate, period int64
+	chargeDenied bool
 	counts       map[int64]int64
 }
 
@@ -85,22 +92,26 @@ func (m *slidingCounterModel) passes(t, cost int64) bool {
 }
 
 func (m *slidingCounterModel) Check(now, cost int64) Want {
+	w := window(now, m.period)
 	weighted, curr := m.used(now)
-	if cost > m.rate {
-		return never(max(m.rate-weighted-curr, 0), int64(m.reset(now)))
+	allowed := weighted+curr+cost <= m.rate
+	if allowed || m.chargeDenied {
+		m.counts[w] = min(curr+cost, m.rate+1)
 	}
-	if weighted+curr+cost > m.rate {
+	curr = m.counts[w]
+	switch {
+	case cost > m.rate:
+		return never(max(m.rate-weighted-curr, 0), int64(m.reset(now)))
+	case !allowed:
 		// Two windows on, both counts are gone; nothing is charged before.
-		end := (window(now, m.period) + 2) * m.period
-		at := earliest(now, end, func(t int64) bool { return m.passes(t, cost) })
+		at := earliest(now, (w+2)*m.period, func(t int64) bool { return m.passes(t, cost) })
 		return Want{
 			Remaining:  max(m.rate-weighted-curr, 0),
 			ResetAfter: m.reset(now),
 			RetryAfter: time.Duration(at - now),
 		}
 	}
-	m.counts[window(now, m.period)] += cost
-	return Want{Allowed: true, Remaining: m.rate - weighted - curr - cost, ResetAfter: m.reset(now)}
+	return Want{Allowed: true, Remaining: m.rate - weighted - curr, ResetAfter: m.reset(now)}
 }
 
 // Refund takes from the current window's count first, then the previous.

@@ -14,15 +14,21 @@ import (
 const maxSteps = 40
 
 // propertyLimit generates small valid limits of algorithm a: rates up to
-// 6, periods from a few nanoseconds (where Interval rounds) to seconds.
+// 6, periods from a few nanoseconds (where Interval rounds) to seconds,
+// and for the window algorithms, ChargeDenied or not.
 func propertyLimit(a bouncer.Algorithm) *rapid.Generator[bouncer.Limit] {
 	return rapid.Custom(func(t *rapid.T) bouncer.Limit {
 		l := bouncer.Limit{Name: "property", Algorithm: a, Rate: rapid.Int64Range(1, 6).Draw(t, "rate")}
+		windows := a == bouncer.FixedWindow || a == bouncer.SlidingWindowCounter
+		l.ChargeDenied = windows && rapid.Bool().Draw(t, "charge denied")
 		unit := rapid.SampledFrom([]time.Duration{time.Nanosecond, time.Microsecond, time.Millisecond, time.Second}).Draw(t, "unit")
 		least := int64(1)
 		if unit == time.Nanosecond {
 			least = l.Rate // at most one unit per nanosecond
-			if !a.UsesBurst() && a != bouncer.Concurrency && a != bouncer.SlidingWindowLog {
+			switch {
+			case l.ChargeDenied:
+				least = l.Rate + 2 // counts up to Rate+1 need Period ≥ Rate+2
+			case windows:
 				least = l.Rate + 1 // windows need Period > Rate
 			}
 		}

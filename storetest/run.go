@@ -22,6 +22,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Helper()
 	t.Run("Scenarios", func(t *testing.T) { testScenarios(t, newStore) })
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, newStore) })
+	t.Run("ChargeDenied", func(t *testing.T) { testChargeDenied(t, newStore) })
 	t.Run("Binding", func(t *testing.T) { testBinding(t, newStore) })
 	t.Run("Peek", func(t *testing.T) { testPeek(t, newStore) })
 	t.Run("CostAboveCapacity", func(t *testing.T) { testCostAboveCapacity(t, newStore) })
@@ -120,7 +121,8 @@ func describe(keys []bouncer.KeyLimits) string {
 }
 
 // exampleLimits returns one small limit per algorithm, plus the shaping
-// leaky bucket, each with capacity 5 and a name of its algorithm.
+// leaky bucket and the window algorithms charging denied checks, each
+// with capacity 5 and a name of its algorithm.
 func exampleLimits() []bouncer.Limit {
 	var ls []bouncer.Limit
 	for _, a := range bouncer.Algorithms() {
@@ -130,7 +132,11 @@ func exampleLimits() []bouncer.Limit {
 		}
 		ls = append(ls, l)
 	}
-	return append(ls, bouncer.Limit{Name: "leaky_bucket_shape", Algorithm: bouncer.LeakyBucket, Rate: 10, Period: time.Second, Burst: 5, Shape: true})
+	return append(ls,
+		bouncer.Limit{Name: "leaky_bucket_shape", Algorithm: bouncer.LeakyBucket, Rate: 10, Period: time.Second, Burst: 5, Shape: true},
+		bouncer.Limit{Name: "fixed_window_charge_denied", Algorithm: bouncer.FixedWindow, Rate: 5, Period: time.Second, ChargeDenied: true},
+		bouncer.Limit{Name: "sliding_window_counter_charge_denied", Algorithm: bouncer.SlidingWindowCounter, Rate: 5, Period: time.Second, ChargeDenied: true},
+	)
 }
 
 func testScenarios(t *testing.T, newStore Factory) {

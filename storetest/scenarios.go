@@ -164,6 +164,7 @@ func shapeScenarios() []Scenario {
 
 func fixedWindowScenarios() []Scenario {
 	l := bouncer.Limit{Name: "window", Algorithm: bouncer.FixedWindow, Rate: 3, Period: s}
+	charged := bouncer.Limit{Name: "charged", Algorithm: bouncer.FixedWindow, Rate: 10, Period: s, ChargeDenied: true}
 	return []Scenario{
 		{Name: "fixed_window/window_resets", Limit: l, Steps: []Step{
 			refund(0, 2),
@@ -183,6 +184,27 @@ func fixedWindowScenarios() []Scenario {
 			deny(999*ms, 1, 0, ms, ms),
 			allow(1*s, 3, 0, 1*s), // six units within 1ms: the documented 2×
 			deny(1*s, 1, 0, 1*s, 1*s),
+		}},
+		// envoyproxy/ratelimit's counting: every check is charged, and a
+		// window whose count passed the rate denies everything until it
+		// resets. The count saturates at Rate+1.
+		{Name: "fixed_window/charge_denied", Limit: charged, Steps: []Step{
+			allow(0, 8, 2, 1*s),
+			deny(100*ms, 5, 0, 900*ms, 900*ms), // 13 > 10: denied and charged, over
+			deny(200*ms, 1, 0, 800*ms, 800*ms), // over: 1 more is denied
+			deny(300*ms, 0, 0, 700*ms, 700*ms), // and so is a peek
+			deny(400*ms, 11, 0, 600*ms, bouncer.Never),
+			allow(1*s, 0, 10, 0), // the next window is fresh
+			allow(1*s, 10, 0, 1*s),
+			allow(1100*ms, 0, 0, 900*ms), // exactly at the rate: not over
+			deny(1100*ms, 1, 0, 900*ms, 900*ms),
+			refund(1200*ms, 3), // from the saturated count, 11
+			allow(1200*ms, 0, 2, 800*ms),
+			allow(1200*ms, 2, 0, 800*ms),
+			deny(2*s, 11, 0, 1*s, bouncer.Never), // above the rate, charged even on a fresh window
+			deny(2*s, 0, 0, 1*s, 1*s),
+			refund(2500*ms, 20),
+			allow(2500*ms, 0, 10, 0),
 		}},
 	}
 }
@@ -215,6 +237,7 @@ func slidingLogScenarios() []Scenario {
 func slidingCounterScenarios() []Scenario {
 	l := bouncer.Limit{Name: "counter", Algorithm: bouncer.SlidingWindowCounter, Rate: 10, Period: s}
 	four := bouncer.Limit{Name: "counter4", Algorithm: bouncer.SlidingWindowCounter, Rate: 4, Period: s}
+	charged := bouncer.Limit{Name: "charged", Algorithm: bouncer.SlidingWindowCounter, Rate: 4, Period: s, ChargeDenied: true}
 	return []Scenario{
 		{Name: "sliding_window_counter/weighted", Limit: l, Steps: []Step{
 			allow(0, 5, 5, 2*s),
@@ -244,6 +267,22 @@ func slidingCounterScenarios() []Scenario {
 			allow(1500*ms, 2, 0, 1500*ms), // ⌈4×0.5⌉ + 2 = 4
 			refund(1500*ms, 6),            // more than capacity: 6 were charged
 			allow(1500*ms, 0, 4, 0),
+		}},
+		// Denied checks are charged to the current window, up to Rate+1,
+		// which then weighs in the next window like any count.
+		{Name: "sliding_window_counter/charge_denied", Limit: charged, Steps: []Step{
+			allow(0, 3, 1, 2*s),
+			deny(0, 2, 0, 2*s, 1600*ms),          // 5, over; ⌈5×0.4⌉ + 2 = 4 at 1.6s
+			deny(500*ms, 0, 0, 1500*ms, 700*ms),  // a peek over: ⌈5×0.8⌉ = 4 at 1.2s
+			deny(1*s, 0, 0, 1*s, 200*ms),         // the previous window weighs 5
+			allow(1200*ms, 0, 0, 800*ms),         // ⌈5×0.8⌉ = 4
+			deny(1200*ms, 1, 0, 1800*ms, 400*ms), // charged: ⌈5×0.4⌉ + 1 + 1 = 4 at 1.6s
+			allow(1600*ms, 1, 0, 1400*ms),
+			deny(1600*ms, 5, 0, 1400*ms, bouncer.Never), // charged up to 5
+			deny(2*s, 0, 0, 1*s, 200*ms),
+			refund(2*s, 3), // the current window is empty: from the previous one, 5
+			allow(2*s, 0, 2, 1*s),
+			allow(3*s, 0, 4, 0),
 		}},
 	}
 }

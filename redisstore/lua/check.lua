@@ -9,18 +9,22 @@
 -- ARGV[1]: "" to read the time with TIME, or a pinned time in Unix
 --   nanoseconds (tests only).
 -- ARGV[2]: cost (a non-negative integer).
--- ARGV[3]: "c" to check, "r" to refund cost.
+-- ARGV[3]: "c" to check, "r" to refund cost, "d" to charge cost to the
+--   limits that charge denied checks, as a check that is denied would
+--   (a Cluster check that another call denied).
 -- ARGV[4]: L, the number of limits; then 10 arguments per limit:
 --   key index (into KEYS), hash field ("" for a log key), algorithm
 --   (1 token bucket, 2 GCRA, 3 leaky bucket, 4 fixed window, 5 sliding
 --   window log, 6 sliding window counter, 7 concurrency), rate, burst,
---   period, interval, unit, pair (see algo.Params), shape (0 or 1).
+--   period, interval, unit, pair (see algo.Params), flag (0; 1: shape;
+--   2: charge denied checks).
 --   Durations are in nanoseconds, each below 2^52.
 -- Reply: for a check, 1 if every limit allows (and the cost was charged)
---   else 0, then 5 integers per limit: allows (1 or 0; when the check is
---   denied, a limit that would have allowed reports itself peeked at with
---   cost 0), remaining, reset-after, retry-after (-1: never), delay; in
---   nanoseconds. For a refund, the integer 0.
+--   else 0 (and the cost was charged to the limits that charge denied
+--   checks only), then 5 integers per limit: allows (1 or 0; when the
+--   check is denied, a limit that would have allowed reports itself as it
+--   was, peeked at with cost 0), remaining, reset-after, retry-after (-1:
+--   never), delay; in nanoseconds. For a refund or "d", the integer 0.
 
 -- Every function is a field of F rather than a local: a closure costs
 -- Redis far more per call for each local it captures than for one table.
@@ -268,9 +272,11 @@ end
 
 -- A limit: the i-th of a check whose limits are described from ARGV[base]
 -- on, and while deciding, its state relative to now.
+-- A limit that charges denied checks (cd) counts up to top = rate + 1 in a
+-- window, "over"; other limits up to top = rate.
 function F.limitAt(base, i)
 	local b = base - 1 + (i - 1) * 10
-	return {
+	local l = {
 		key = KEYS[tonumber(ARGV[b + 1])],
 		field = ARGV[b + 2],
 		algo = tonumber(ARGV[b + 3]),
@@ -281,7 +287,13 @@ function F.limitAt(base, i)
 		unit = tonumber(ARGV[b + 8]),
 		pair = tonumber(ARGV[b + 9]),
 		shape = ARGV[b + 10] == '1',
+		cd = ARGV[b + 10] == '2',
 	}
+	l.top = l.rate
+	if l.cd then
+		l.top = l.rate + 1
+	end
+	return l
 end
 
 function F.never(remaining, reset)
@@ -487,13 +499,18 @@ function F.loadWindows()
 			count = F.fdiv(m, l.unit)
 		end
 		local reset = start + period - shift
-		if c > rate then
-			if count == 0 then
-				reset = 0
+		if c > rate or count + c > rate then
+			if l.cd and c > 0 and count < l.top then
+				-- Denied, and charged: count + c > rate saturates at top.
+				count = l.top
+				st = F.at(start + count * l.unit)
 			end
-			return st, F.never(rate - count, reset)
-		end
-		if count + c > rate then
+			if c > rate then
+				if count == 0 then
+					reset = 0
+				end
+				return st, F.never(rate - count, reset)
+			end
 			return st, { false, math.max(rate - count, 0), reset, reset, 0 }
 		end
 		count = count + c
@@ -527,7 +544,7 @@ function F.loadWindows()
 		local c, pv
 		if l.pair > 0 then
 			local x = F.fdiv(m, l.pair)
-			c, pv = F.fmod(x, l.rate + 1), F.fdiv(x, l.rate + 1)
+			c, pv = F.fmod(x, l.top + 1), F.fdiv(x, l.top + 1)
 		else
 			c, pv = F.fdiv(m, l.unit), st.c2 or 0
 		end
@@ -541,7 +558,7 @@ function F.loadWindows()
 
 	function F.swcState(l, start, curr, prev)
 		if l.pair > 0 then
-			return F.at(start + (prev * (l.rate + 1) + curr) * l.pair)
+			return F.at(start + (prev * (l.top + 1) + curr) * l.pair)
 		end
 		local st = F.at(start + curr * l.unit)
 		st.c2 = prev
@@ -562,7 +579,12 @@ function F.loadWindows()
 		local ws, m, shift, start = F.windowAt(l, st)
 		local curr, prev = F.counts(l, st, ws, m, start)
 		local elapsed = shift - start
-		local weighted = F.muldiv(prev, period - elapsed, period, rate, true)
+		local weighted = F.muldiv(prev, period - elapsed, period, l.top, true)
+		if l.cd and c > 0 and curr < l.top and (c > rate or weighted + curr + c > rate) then
+			-- Denied, and charged, up to top.
+			curr = math.min(curr + math.min(c, l.top), l.top)
+			st = F.swcState(l, start, curr, prev)
+		end
 		local reset = F.swcReset(start, period, shift, curr, prev)
 		if c > rate then
 			return st, F.never(rate - weighted - curr, reset)
@@ -830,38 +852,46 @@ function F.save(l, st, old)
 	F.extend(l.key, e, old.s ~= nil, oe)
 end
 
--- check decides a check (or a refund) of cost under its L limits,
--- described from ARGV[base] on, and returns its reply; the same key and
--- limit twice is charged twice.
-function F.check(base, cost, L, refund)
+-- check decides a check of cost under its L limits, described from
+-- ARGV[base] on, and returns its reply; the same key and limit twice is
+-- charged twice. mode is "c", or "r" to refund cost, or "d" to charge the
+-- limits with cd as a denied check does (see ARGV[3]).
+function F.check(base, cost, L, mode)
+	local refund, denied = mode == 'r', mode == 'd'
 	local limits, ids, states, orig, results = {}, {}, {}, {}, {}
-	local allowed = true
+	local allowed = not denied
 	for i = 1, L do
 		local l = F.limitAt(base, i)
-		F.need(l.algo)
-		local id = 1
-		if L > 1 then
-			id = l.key .. '\0' .. l.field
-		end
-		ids[i] = id
-		local st = states[id]
-		if not st then
-			st = F.load(l)
-			orig[id] = st
-		end
 		limits[i] = l
-		if refund then
-			-- No state holds more than two capacities' worth of units.
-			local capacity = l.rate
-			if l.algo <= 3 then
-				capacity = l.burst
+		if not denied or l.cd then
+			F.need(l.algo)
+			local id = 1
+			if L > 1 then
+				id = l.key .. '\0' .. l.field
 			end
-			states[id] = F.refundOf(l, st, math.min(cost, 2 * capacity))
-		else
-			local nst, res = checks[l.algo](l, st, cost)
-			states[id] = nst
-			results[i] = { id, res }
-			allowed = allowed and res[1]
+			ids[i] = id
+			local st = states[id]
+			if not st then
+				st = F.load(l)
+				orig[id] = st
+			end
+			if refund then
+				-- No state holds more than two capacities' worth of units
+				-- (one more each with cd).
+				local capacity = l.rate
+				if l.algo <= 3 then
+					capacity = l.burst
+				end
+				if l.cd then
+					capacity = capacity + 1
+				end
+				states[id] = F.refundOf(l, st, math.min(cost, 2 * capacity))
+			else
+				local nst, res = checks[l.algo](l, st, cost)
+				states[id] = nst
+				results[i] = { id, res }
+				allowed = allowed and res[1]
+			end
 		end
 	end
 
@@ -877,15 +907,20 @@ function F.check(base, cost, L, refund)
 		return 0
 	end
 
-	if allowed and cost > 0 then
+	-- Allowed, every limit is charged; denied, those with cd only, and
+	-- only if that changed their state (a window already over stays so).
+	if cost > 0 then
 		local done = {}
 		for i = L, 1, -1 do
 			local id = ids[i]
-			if not done[id] then
+			if (allowed or limits[i].cd and states[id] ~= orig[id]) and not done[id] then
 				done[id] = true
 				F.save(limits[i], states[id], orig[id])
 			end
 		end
+	end
+	if denied then
+		return 0
 	end
 
 	local reply = { 0 }
@@ -895,8 +930,9 @@ function F.check(base, cost, L, refund)
 	for i = 1, L do
 		local res = results[i][2]
 		if not allowed and res[1] then
-			-- Nothing is charged: a limit that would have allowed reports
-			-- itself as it stands, peeked at with cost 0.
+			-- A limit that would have allowed reports itself as it was,
+			-- peeked at with cost 0, even if it was charged (cd): only a
+			-- limit that denied binds a denied decision.
 			local _, peek = checks[limits[i].algo](limits[i], orig[results[i][1]], 0)
 			res = peek
 		end
@@ -926,7 +962,7 @@ if ARGV[3] == 'b' then
 			r = F.fast(b + 2, cost)
 		end
 		if not r then
-			r = F.check(b + 2, cost, L, false)
+			r = F.check(b + 2, cost, L, 'c')
 		end
 		for _, x in ipairs(r) do
 			out[#out + 1] = x
@@ -936,4 +972,4 @@ if ARGV[3] == 'b' then
 	return out
 end
 
-return F.check(5, tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[3] == 'r')
+return F.check(5, tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[3])

@@ -1,0 +1,98 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/storetest"
+)
+
+// On a Cluster, a check of keys in two buckets is two script calls. When
+// the second denies, the first is refunded its limits without
+// ChargeDenied only; when the first denies, the second's limits with
+// ChargeDenied are charged by one more call, and without them it is not
+// called at all.
+func TestClusterChargeDeniedAcrossBuckets(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_CLUSTER_ADDRS"))
+	clock := storetest.NewClock(storetest.Start)
+	var o redisstore.Options
+	redisstore.PinClock(&o, clock.Now)
+	s := newStore(t, c, o)
+	ctx := context.Background()
+
+	charged := bouncer.Limit{Name: "charged", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute, ChargeDenied: true}
+	plain := bouncer.Limit{Name: "plain", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute}
+	tight := bouncer.Limit{Name: "tight", Algorithm: bouncer.TokenBucket, Rate: 1, Period: time.Hour, Burst: 2}
+	check := func(cost int64, keys ...bouncer.KeyLimits) bouncer.Decision {
+		t.Helper()
+		d, err := s.Check(ctx, bouncer.Request{Keys: keys, Cost: cost})
+		if err != nil || d.Degraded {
+			t.Fatalf("Check: %+v, %v", d, err)
+		}
+		return d
+	}
+	remaining := func(key string, l bouncer.Limit) int64 {
+		t.Helper()
+		return check(0, bouncer.KeyLimits{Key: key, Limits: []bouncer.Limit{l}}).Remaining
+	}
+
+	cases := []struct {
+		name       string
+		userLimits []bouncer.Limit
+		ipFirst    bool
+		calls      uint64 // script calls of the denied check
+	}{
+		{"user_then_ip", []bouncer.Limit{charged, plain}, false, 3}, // check, check, refund plain
+		{"ip_then_user", []bouncer.Limit{charged, plain}, true, 2},  // check, charge charged
+		{"user_then_ip_plain", []bouncer.Limit{plain}, false, 3},    // check, check, refund plain
+		{"ip_then_user_plain", []bouncer.Limit{plain}, true, 1},     // check
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			user, ip := fmt.Sprintf("charge-user-%d", i), fmt.Sprintf("charge-ip-%d", i)
+			if redisstore.BucketOf(user) == redisstore.BucketOf(ip) {
+				t.Fatalf("keys %q and %q share a bucket; pick others", user, ip)
+			}
+			keys := []bouncer.KeyLimits{{Key: user, Limits: tc.userLimits}, {Key: ip, Limits: []bouncer.Limit{tight}}}
+			if tc.ipFirst {
+				keys[0], keys[1] = keys[1], keys[0]
+			}
+			check(2, bouncer.KeyLimits{Key: ip, Limits: []bouncer.Limit{tight}})
+			before := s.Stats().Calls
+			if d := check(3, keys...); d.Allowed || d.Key != ip || d.LimitName != "tight" {
+				t.Fatalf("got allowed %t by %q %q, want denied by %q %q", d.Allowed, d.Key, d.LimitName, ip, "tight")
+			}
+			if got := s.Stats().Calls - before; got != tc.calls {
+				t.Errorf("script calls: got %d, want %d", got, tc.calls)
+			}
+			for _, l := range tc.userLimits {
+				want := l.Rate
+				if l.ChargeDenied {
+					want -= 3
+				}
+				if got := remaining(user, l); got != want {
+					t.Errorf("%s: Remaining: got %d, want %d", l.Name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// A limit's id names its state in Redis: charging denied checks packs the
+// state differently, so it changes the id, and the ids of limits without
+// ChargeDenied are what they always were.
+func TestLimitIDChargeDenied(t *testing.T) {
+	plain := bouncer.Limit{Name: "minute", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute}
+	charged := plain
+	charged.ChargeDenied = true
+	if got, want := redisstore.LimitID(plain), "a28468e1642c"; got != want {
+		t.Errorf("id of %v: got %s, want %s", plain, got, want)
+	}
+	if a, b := redisstore.LimitID(plain), redisstore.LimitID(charged); a == b {
+		t.Errorf("%v and %v share the id %s", plain, charged, a)
+	}
+}
