@@ -17,12 +17,18 @@ const module = "github.com/bouncerhq/bouncer"
 // stores. A package missing from the table fails the test, so that a new
 // package states its place.
 var allowedImports = map[string][]string{
-	"":             {},
-	"algo":         {""},
-	"memstore":     {"", "algo"},
-	"storetest":    {"", "pgregory.net/rapid"},
-	"redisstore":   {"", "algo", "memstore", "github.com/redis/rueidis"},
-	"cmd/bouncer":  {"", "algo", "memstore"},
+	"":           {},
+	"algo":       {""},
+	"memstore":   {"", "algo"},
+	"storetest":  {"", "pgregory.net/rapid"},
+	"redisstore": {"", "algo", "memstore", "github.com/redis/rueidis"},
+	"rules":      {"", "internal/header", "github.com/fsnotify/fsnotify", "go.yaml.in/yaml/v3"},
+	"rls":        {"", "rules", "internal/header", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf"},
+	"jsonapi":    {"", "rules", "internal/header"},
+	"admin":      {"", "rules", "github.com/prometheus/client_golang"},
+	"metrics":    {"", "rules", "github.com/prometheus/client_golang"},
+	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "rules", "rls", "jsonapi", "admin", "metrics", "internal/header",
+		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc"},
 	"internal/...": {""},
 	"examples/...": {"", "memstore", "redisstore"},
 }

@@ -250,6 +250,12 @@ type limitInfo struct {
 	err  error
 }
 
+// Supports reports an error wrapping bouncer.ErrInvalidLimit if the store
+// cannot decide l: if l is invalid, or needs a longer span than MaxSpan
+// (a window longer than about 52 days, such as a year). A service checks
+// its config with it before serving.
+func (s *Store) Supports(l bouncer.Limit) error { return s.info(&l).err }
+
 func (s *Store) info(l *bouncer.Limit) *limitInfo {
 	if v, ok := s.limits.Load(*l); ok {
 		return v.(*limitInfo)

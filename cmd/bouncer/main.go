@@ -1,6 +1,8 @@
 // Command bouncer runs Bouncer's tools. Each subcommand has its own flags:
 //
-//	bouncer simulate [flags]   run algorithms over a traffic pattern on a virtual clock
+//	bouncer serve --config PATH [flags]   serve Envoy RLS v3 (gRPC), the JSON API and the admin API
+//	bouncer check CONFIG                 validate a config without serving it
+//	bouncer simulate [flags]             run algorithms over a traffic pattern on a virtual clock
 //	bouncer help [command]     print usage
 //
 // Exit codes: 0 on success, 1 when a command fails, 2 on a usage error.
@@ -30,6 +32,18 @@ type command struct {
 
 // commands lists the subcommands in the order help prints them.
 var commands = []command{
+	{
+		name:    "serve",
+		summary: "serve the rate limit service: Envoy RLS gRPC, JSON API, admin",
+		run:     runServe,
+		usage:   serveUsage,
+	},
+	{
+		name:    "check",
+		summary: "validate a config file or directory without serving it",
+		run:     runCheck,
+		usage:   checkUsage,
+	},
 	{
 		name:    "simulate",
 		summary: "run rate-limit algorithms over a traffic pattern on a virtual clock",

@@ -4,7 +4,17 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// The serve tests start listeners, stores and config watches; all must be
+// gone when the service has shut down. rueidis's Cluster client closes
+// the connections a topology refresh replaced five seconds later, in a
+// goroutine of its own that outlives the client by design.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+}
 
 // runArgs runs the binary's entry point with args and returns its exit code
 // and output.

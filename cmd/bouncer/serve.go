@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/rueidis"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/admin"
+	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/jsonapi"
+	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/metrics"
+	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/rls"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// serveConfig is everything `bouncer serve` takes from flags and the
+// environment (BOUNCER_<FLAG>, with '-' as '_'); a flag wins over its
+// variable.
+type serveConfig struct {
+	config          string
+	grpcAddr        string
+	httpAddr        string
+	adminAddr       string
+	store           string
+	storeTimeout    time.Duration
+	onStoreError    string
+	headers         string
+	unknownDomain   string
+	logLevel        string
+	logFormat       string
+	shutdownTimeout time.Duration
+
+	envErrs []string // environment variables whose values did not parse
+}
+
+func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.config, "config", "", "config file, or directory of *.yaml files (Bouncer's or envoyproxy/ratelimit's format); required")
+	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 gRPC listener")
+	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "JSON API listener (POST /v1/check); empty to disable")
+	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:6070", "admin listener (health, metrics, pprof, rules); empty to disable")
+	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[:password@]host:port[,host:port...] (several addresses: a Cluster)")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call")
+	fs.StringVar(&c.onStoreError, "on-store-error", "allow", "when Redis fails, for rules that say nothing: allow, deny or local")
+	fs.StringVar(&c.headers, "headers", "all", "rate-limit headers to return: all, ietf, x-ratelimit or off")
+	fs.StringVar(&c.unknownDomain, "unknown-domain", "allow", "requests for a domain no config defines: allow (no limits, as envoyproxy/ratelimit) or error (NOT_FOUND / 404)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight calls")
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "BOUNCER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		f.Usage += " (env " + env + ")"
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.Value.Set(v); err != nil {
+				c.envErrs = append(c.envErrs, fmt.Sprintf("%s=%q: %v", env, v, err))
+			}
+		}
+	})
+	return fs
+}
+
+func serveUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: bouncer serve --config PATH [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Serves the rate limit service: Envoy's RLS v3 over gRPC, POST /v1/check over HTTP,")
+	fmt.Fprintln(w, "and the admin API. Reloads the config on change and on SIGHUP; drains and stops on")
+	fmt.Fprintln(w, "SIGTERM or SIGINT.")
+	fmt.Fprintln(w)
+	var c serveConfig
+	fs := serveFlags(&c, w)
+	fs.PrintDefaults()
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	var c serveConfig
+	fs := serveFlags(&c, stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bouncer serve: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	opts, err := c.validate()
+	if err != nil {
+		fmt.Fprintf(stderr, "bouncer serve: %v\n", err)
+		return exitUsage
+	}
+	log := newLogger(stderr, c.logFormat, opts.level)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	s, err := startService(ctx, c, opts, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitFail
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			log.Info("SIGHUP: reloading the config")
+			_ = s.reloader.Reload()
+		}
+	}()
+	<-ctx.Done()
+	stop()
+	log.Info("shutting down: draining in-flight calls")
+	s.shutdown()
+	log.Info("stopped")
+	return exitOK
+}
+
+// serveOptions are the parsed forms of serveConfig's strings.
+type serveOptions struct {
+	level         slog.Level
+	headers       header.Mode
+	policy        bouncer.StoreErrorPolicy
+	rejectUnknown bool
+	redisAddrs    []string
+	redisUser     string
+	redisPassword string
+}
+
+func (c serveConfig) validate() (serveOptions, error) {
+	var o serveOptions
+	if len(c.envErrs) > 0 {
+		return o, errors.New(strings.Join(c.envErrs, "; "))
+	}
+	if c.config == "" {
+		return o, errors.New("--config is required: a config file or a directory of them")
+	}
+	if err := o.level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return o, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", c.logLevel)
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return o, fmt.Errorf("--log-format: want text or json, got %q", c.logFormat)
+	}
+	var ok bool
+	if o.headers, ok = header.ParseMode(c.headers); !ok {
+		return o, fmt.Errorf("--headers: want all, ietf, x-ratelimit or off, got %q", c.headers)
+	}
+	p, err := bouncer.ParseStoreErrorPolicy(c.onStoreError)
+	if err != nil || p == bouncer.StoreErrorDefault {
+		return o, fmt.Errorf("--on-store-error: want allow, deny or local, got %q", c.onStoreError)
+	}
+	o.policy = p
+	switch c.unknownDomain {
+	case "allow":
+	case "error":
+		o.rejectUnknown = true
+	default:
+		return o, fmt.Errorf("--unknown-domain: want allow or error, got %q", c.unknownDomain)
+	}
+	if c.storeTimeout <= 0 {
+		return o, fmt.Errorf("--store-timeout: want a positive duration, got %v", c.storeTimeout)
+	}
+	if c.shutdownTimeout <= 0 {
+		return o, fmt.Errorf("--shutdown-timeout: want a positive duration, got %v", c.shutdownTimeout)
+	}
+	if c.grpcAddr == "" {
+		return o, errors.New("--grpc-addr: required")
+	}
+	if c.store != "memory" {
+		u, err := url.Parse(c.store)
+		if err != nil || u.Scheme != "redis" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return o, fmt.Errorf("--store: want memory or redis://host:port[,host:port...], got %q", redactURL(c.store))
+		}
+		o.redisAddrs = strings.Split(u.Host, ",")
+		if u.User != nil {
+			o.redisUser = u.User.Username()
+			o.redisPassword, _ = u.User.Password()
+		}
+	}
+	return o, nil
+}
+
+// redactURL hides a password in a store URL before it is printed.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		return u.String()
+	}
+	return s
+}
+
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	ho := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// service is a running `bouncer serve`: its listeners, engine and store.
+type service struct {
+	log      *slog.Logger
+	engine   *rules.Engine
+	reloader *rules.Reloader
+	store    io.Closer
+
+	grpc       *grpc.Server
+	health     *health.Server
+	httpSrv    *http.Server
+	adminSrv   *http.Server
+	grpcAddr   string
+	httpAddr   string
+	adminAddr  string
+	draining   atomic.Bool
+	watchStop  context.CancelFunc
+	wg         sync.WaitGroup
+	shutdownIn time.Duration
+}
+
+// startService loads the config, opens the store and the listeners, and
+// starts serving; ctx ends the config watch.
+func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logger) (*service, error) {
+	cfg, err := rules.Load(c.config)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	m.Serving(cfg)
+
+	var lim bouncer.Limiter
+	var closer io.Closer
+	var validate func(*rules.Config) error // what the store cannot count
+	if o.redisAddrs == nil {
+		ms := memstore.New(memstore.Options{})
+		lim, closer = ms, ms
+	} else {
+		co := redisstore.ClientOption(o.redisAddrs)
+		co.Username, co.Password = o.redisUser, o.redisPassword
+		client, err := rueidis.NewClient(co)
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		rs, err := redisstore.New(redisstore.Options{Client: client, Timeout: c.storeTimeout, OnStoreError: o.policy})
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
+		lim, closer = rs, closerFunc(func() error { err := rs.Close(); client.Close(); return err })
+		validate = func(c *rules.Config) error { return c.CheckLimits(rs.Supports) }
+		if err := validate(cfg); err != nil {
+			closer.Close()
+			return nil, err
+		}
+		metrics.GaugeFunc(reg, "bouncer_redis_breaker_open", "1 while the Redis circuit breaker is open (Redis is not called), 0.5 while it probes, 0 when closed.", func() float64 {
+			switch rs.Stats().Breaker {
+			case redisstore.BreakerOpen:
+				return 1
+			case redisstore.BreakerHalfOpen:
+				return 0.5
+			}
+			return 0
+		})
+	}
+	e := rules.NewEngine(cfg, m.Limiter(lim))
+	e.RejectUnknownDomains = o.rejectUnknown
+	e.Observe = m.Observe
+	s := &service{log: log, engine: e, store: closer, shutdownIn: c.shutdownTimeout}
+	s.reloader = &rules.Reloader{Path: c.config, Engine: e, Validate: validate, OnReload: func(cfg *rules.Config, changed bool, err error) {
+		m.Reloaded(cfg, changed, err)
+		switch {
+		case err != nil:
+			log.Error("config rejected; the old one keeps serving", "version", cfg.Version, "err", err)
+		case changed:
+			log.Info("config reloaded", "version", cfg.Version)
+		}
+	}}
+
+	listeners, err := listen(c.grpcAddr, c.httpAddr, c.adminAddr)
+	if err != nil {
+		closer.Close()
+		return nil, err
+	}
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
+	rls.New(e, o.headers).Register(s.grpc)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.grpcAddr = listeners[0].Addr().String()
+	s.serve(func() error { return s.grpc.Serve(listeners[0]) })
+	if l := listeners[1]; l != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/v1/check", &jsonapi.Handler{Engine: e, Headers: o.headers})
+		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+		s.httpAddr = l.Addr().String()
+		s.serve(func() error { return s.httpSrv.Serve(l) })
+	}
+	if l := listeners[2]; l != nil {
+		h := admin.Handler(admin.Options{Engine: e, Gatherer: reg, Ready: func() bool { return !s.draining.Load() }})
+		s.adminSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		s.adminAddr = l.Addr().String()
+		s.serve(func() error { return s.adminSrv.Serve(l) })
+	}
+	watchCtx, cancel := context.WithCancel(ctx)
+	s.watchStop = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.reloader.Watch(watchCtx); err != nil {
+			log.Warn("not watching the config for changes; reload with SIGHUP", "err", err)
+		}
+	}()
+	log.Info("serving", "grpc", s.grpcAddr, "http", s.httpAddr, "admin", s.adminAddr,
+		"store", redactURL(c.store), "config", c.config, "version", cfg.Version)
+	return s, nil
+}
+
+// listen opens the listeners; an empty address gives a nil listener.
+func listen(addrs ...string) ([]net.Listener, error) {
+	out := make([]net.Listener, len(addrs))
+	for i, a := range addrs {
+		if a == "" {
+			continue
+		}
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, o := range out[:i] {
+				if o != nil {
+					o.Close()
+				}
+			}
+			return nil, err
+		}
+		out[i] = l
+	}
+	return out, nil
+}
+
+func (s *service) serve(f func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("listener stopped", "err", err)
+		}
+	}()
+}
+
+// shutdown stops accepting, lets in-flight calls finish (up to the
+// shutdown timeout), then closes the store.
+func (s *service) shutdown() {
+	s.draining.Store(true)
+	s.health.Shutdown()
+	s.watchStop()
+	ctx, cancel := context.WithTimeout(context.Background(), s.shutdownIn)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	if s.httpSrv != nil {
+		_ = s.httpSrv.Shutdown(ctx)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+	if s.adminSrv != nil {
+		_ = s.adminSrv.Shutdown(ctx)
+	}
+	s.wg.Wait()
+	if err := s.store.Close(); err != nil {
+		s.log.Warn("closing the store", "err", err)
+	}
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }

@@ -1,0 +1,231 @@
+// Package jsonapi serves the rate limit check over plain HTTP and JSON,
+// for clients without gRPC: POST /v1/check takes what an RLS
+// ShouldRateLimit request carries and answers the same statuses.
+package jsonapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// DefaultMaxBody bounds a request body when Handler.MaxBody is 0.
+const DefaultMaxBody = 64 << 10
+
+// Handler serves POST /v1/check. It is safe for concurrent use.
+type Handler struct {
+	// Engine decides. Required.
+	Engine *rules.Engine
+
+	// Headers selects the rate-limit headers written on every answer.
+	Headers header.Mode
+
+	// MaxBody bounds the request body in bytes; 0 means DefaultMaxBody.
+	// A longer body is answered 413.
+	MaxBody int64
+}
+
+// CheckRequest is the body of POST /v1/check.
+type CheckRequest struct {
+	Domain      string       `json:"domain"`
+	Descriptors []Descriptor `json:"descriptors"`
+	HitsAddend  uint64       `json:"hits_addend,omitempty"`
+}
+
+// Descriptor is one descriptor of a CheckRequest.
+type Descriptor struct {
+	Entries    []Entry   `json:"entries"`
+	HitsAddend *uint64   `json:"hits_addend,omitempty"`
+	Limit      *Override `json:"limit,omitempty"`
+}
+
+// Entry is one key/value pair.
+type Entry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Override is a descriptor's own limit, as in RLS.
+type Override struct {
+	RequestsPerUnit uint32 `json:"requests_per_unit"`
+	Unit            string `json:"unit"`
+}
+
+// CheckResponse is the answer to POST /v1/check.
+type CheckResponse struct {
+	OverallCode string   `json:"overall_code"`
+	Statuses    []Status `json:"statuses"`
+
+	// Error, Message and RetryAfter are set when the request is over a
+	// limit: "rate_limited", which limit, and the seconds until it would
+	// pass (absent when it never can).
+	Error      string `json:"error,omitempty"`
+	Message    string `json:"message,omitempty"`
+	RetryAfter *int64 `json:"retry_after,omitempty"`
+}
+
+// Status is one descriptor's answer.
+type Status struct {
+	Code               string        `json:"code"`
+	CurrentLimit       *CurrentLimit `json:"current_limit,omitempty"`
+	LimitRemaining     uint32        `json:"limit_remaining"`
+	DurationUntilReset float64       `json:"duration_until_reset_seconds,omitempty"`
+	Shadowed           bool          `json:"shadowed,omitempty"`
+	Degraded           bool          `json:"degraded,omitempty"`
+}
+
+// CurrentLimit is a status's limit.
+type CurrentLimit struct {
+	Name            string  `json:"name,omitempty"`
+	RequestsPerUnit uint32  `json:"requests_per_unit"`
+	Unit            string  `json:"unit"`
+	WindowSeconds   float64 `json:"window_seconds"`
+}
+
+// errorBody is every error answer.
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		return
+	}
+	limit := h.MaxBody
+	if limit <= 0 {
+		limit = DefaultMaxBody
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "invalid_request", "could not read the body")
+		return
+	}
+	req, err := parse(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	resp, err := h.Engine.Decide(r.Context(), req)
+	if err != nil {
+		status, code := statusOf(err)
+		writeError(w, status, code, err.Error())
+		return
+	}
+	out := CheckResponse{OverallCode: resp.Code.String(), Statuses: make([]Status, len(resp.Statuses))}
+	for i, st := range resp.Statuses {
+		s := Status{Code: st.Code.String(), LimitRemaining: st.Remaining, Shadowed: st.Shadowed, Degraded: st.Degraded}
+		if l := st.Limit; l != nil {
+			s.CurrentLimit = &CurrentLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: strings.ToUpper(l.Unit.String()), WindowSeconds: window(l).Seconds()}
+			s.DurationUntilReset = st.ResetAfter.Seconds()
+		}
+		out.Statuses[i] = s
+	}
+	for _, f := range resp.Headers(h.Headers) {
+		w.Header()[f.Name] = []string{f.Value} // as written: RateLimit-Policy, not Ratelimit-Policy
+	}
+	status := http.StatusOK
+	if resp.Code == rules.OverLimit {
+		status = http.StatusTooManyRequests
+		out.Error = "rate_limited"
+		out.Message = "over the limit"
+		if l := resp.Statuses[resp.Binding].Limit; l != nil && l.Name != "" {
+			out.Message = fmt.Sprintf("over the limit %q", l.Name)
+		}
+		st := resp.Statuses[resp.Binding]
+		wait := st.RetryAfter
+		if wait == 0 {
+			wait = st.ResetAfter
+		}
+		if wait != math.MaxInt64 {
+			s := max(header.Seconds(wait), 1)
+			out.RetryAfter = &s
+		}
+	}
+	writeJSON(w, status, out)
+}
+
+func window(l *rules.CurrentLimit) time.Duration {
+	if l.Window > 0 {
+		return l.Window
+	}
+	return l.Unit.Duration()
+}
+
+// parse reads a CheckRequest strictly: unknown fields and trailing data
+// are errors.
+func parse(body []byte) (rules.Request, error) {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	var in CheckRequest
+	if err := dec.Decode(&in); err != nil {
+		return rules.Request{}, fmt.Errorf("malformed JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		// More would miss a stray ']' or '}', which ends no value.
+		return rules.Request{}, errors.New("malformed JSON: data after the object")
+	}
+	if len(in.Descriptors) > rules.MaxDescriptors {
+		return rules.Request{}, fmt.Errorf("%d descriptors, at most %d", len(in.Descriptors), rules.MaxDescriptors)
+	}
+	out := rules.Request{Domain: in.Domain, HitsAddend: in.HitsAddend, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
+	for i, d := range in.Descriptors {
+		o := &out.Descriptors[i]
+		o.Hits = d.HitsAddend
+		o.Entries = make([]rules.Entry, len(d.Entries))
+		for j, e := range d.Entries {
+			o.Entries[j] = rules.Entry{Key: e.Key, Value: e.Value}
+		}
+		if d.Limit != nil {
+			u, ok := rules.ParseUnit(d.Limit.Unit)
+			if !ok {
+				return rules.Request{}, fmt.Errorf("descriptors[%d].limit.unit: %q is not second, minute, hour, day, week, month or year", i, d.Limit.Unit)
+			}
+			o.Limit = &rules.Override{RequestsPerUnit: d.Limit.RequestsPerUnit, Unit: u}
+		}
+	}
+	return out, nil
+}
+
+// statusOf maps an error of Decide to an HTTP status and error code: the
+// one table of this transport.
+func statusOf(err error) (int, string) {
+	switch {
+	case errors.Is(err, rules.ErrInvalidRequest):
+		return http.StatusBadRequest, "invalid_request"
+	case errors.Is(err, rules.ErrUnknownDomain):
+		return http.StatusNotFound, "unknown_domain"
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, "deadline_exceeded"
+	case errors.Is(err, context.Canceled):
+		return 499, "canceled"
+	}
+	return http.StatusServiceUnavailable, "store_unavailable"
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Error: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

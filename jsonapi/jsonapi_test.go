@@ -1,0 +1,282 @@
+package jsonapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/jsonapi"
+	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+const (
+	envoyConfig = `domain: edge
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: banned
+    rate_limit: {unit: day, requests_per_unit: 0}
+  - key: canary
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`
+	nativeConfig = `domain: api
+rules:
+  - name: writes
+    match: [{key: route}]
+    limits: [{name: writes, rate: 1, period: 10s, algorithm: gcra}]
+`
+)
+
+// engine serves both configs from a memory store, or from lim if not nil.
+func engine(t *testing.T, lim bouncer.Limiter) *rules.Engine {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range map[string]string{"edge.yaml": envoyConfig, "api.yaml": nativeConfig} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := rules.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lim == nil {
+		st := memstore.New(memstore.Options{})
+		t.Cleanup(func() { st.Close() })
+		lim = st
+	}
+	return rules.NewEngine(c, lim)
+}
+
+// answer is a recorded answer with its body decoded.
+type answer struct {
+	status int
+	header http.Header
+	body   map[string]any
+}
+
+func serve(t *testing.T, h http.Handler, method, body string) answer {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(method, "/v1/check", strings.NewReader(body)))
+	a := answer{status: w.Code, header: w.Header()}
+	if ct := get(a.header, "Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type: got %q, want application/json", ct)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &a.body); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	return a
+}
+
+func check(domain, entries string) string {
+	return fmt.Sprintf(`{"domain": %q, "descriptors": [{"entries": [%s]}]}`, domain, entries)
+}
+
+// get returns a header's value whatever the case of its name: the
+// handler writes rate-limit headers as named (RateLimit-Policy), not in
+// Go's canonical form (Ratelimit-Policy).
+func get(h http.Header, name string) string {
+	for k, v := range h {
+		if strings.EqualFold(k, name) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// status0 returns the answer's first descriptor status.
+func (a answer) status0(t *testing.T) map[string]any {
+	t.Helper()
+	sts, _ := a.body["statuses"].([]any)
+	if len(sts) == 0 {
+		t.Fatalf("got no statuses in %v", a.body)
+	}
+	return sts[0].(map[string]any)
+}
+
+func TestCheckAllowThenDeny(t *testing.T) {
+	h := &jsonapi.Handler{Engine: engine(t, nil), Headers: header.All}
+	body := check("edge", `{"key": "user", "value": "a"}`) + "\n" // as json.Encoder writes it
+
+	first := serve(t, h, "POST", body)
+	if first.status != http.StatusOK || first.body["overall_code"] != "OK" {
+		t.Fatalf("first: got %d %v, want 200 OK", first.status, first.body)
+	}
+	st := first.status0(t)
+	if st["code"] != "OK" || st["limit_remaining"] != 1.0 {
+		t.Errorf("first status: got %v, want OK with 1 remaining", st)
+	}
+	wantLimit := map[string]any{"requests_per_unit": 2.0, "unit": "HOUR", "window_seconds": 3600.0}
+	if got, _ := st["current_limit"].(map[string]any); fmt.Sprint(got) != fmt.Sprint(wantLimit) {
+		t.Errorf("current_limit: got %v, want %v", got, wantLimit)
+	}
+	if d, _ := st["duration_until_reset_seconds"].(float64); d <= 0 || d > 3600 {
+		t.Errorf("duration_until_reset_seconds: got %v, want within (0, 3600]", st["duration_until_reset_seconds"])
+	}
+	for name, want := range map[string]string{"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1", "RateLimit-Policy": `"per_hour";q=2;w=3600`} {
+		if got := get(first.header, name); got != want {
+			t.Errorf("%s: got %q, want %q", name, got, want)
+		}
+	}
+	if _, ok := first.body["error"]; ok {
+		t.Errorf("an allowed answer has an error: %v", first.body)
+	}
+
+	serve(t, h, "POST", body)
+	denied := serve(t, h, "POST", body)
+	if denied.status != http.StatusTooManyRequests || denied.body["overall_code"] != "OVER_LIMIT" || denied.body["error"] != "rate_limited" {
+		t.Fatalf("third: got %d %v, want 429, OVER_LIMIT and rate_limited", denied.status, denied.body)
+	}
+	retry, _ := denied.body["retry_after"].(float64)
+	if retry < 1 || retry > 3600 {
+		t.Errorf("retry_after: got %v, want 1 to 3600", denied.body["retry_after"])
+	}
+	if got := get(denied.header, "Retry-After"); got != fmt.Sprint(retry) {
+		t.Errorf("Retry-After: got %q, want %v", got, retry)
+	}
+}
+
+func TestCheckDenials(t *testing.T) {
+	tests := []struct {
+		name      string
+		body      string
+		wantRetry string // retry_after and Retry-After; "" for none
+	}{
+		{"a GCRA interval", check("api", `{"key": "route", "value": "/a"}`), "10"},
+		{"never", check("edge", `{"key": "banned", "value": "1"}`), ""},
+		{"more hits than the limit", `{"domain": "edge", "hits_addend": 3, "descriptors": [{"entries": [{"key": "user", "value": "z"}]}]}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &jsonapi.Handler{Engine: engine(t, nil), Headers: header.All}
+			a := serve(t, h, "POST", tt.body)
+			if a.status == http.StatusOK {
+				a = serve(t, h, "POST", tt.body)
+			}
+			if a.status != http.StatusTooManyRequests || a.body["error"] != "rate_limited" {
+				t.Fatalf("got %d %v, want 429 rate_limited", a.status, a.body)
+			}
+			got := ""
+			if r, ok := a.body["retry_after"]; ok {
+				got = fmt.Sprint(r)
+			}
+			if got != tt.wantRetry {
+				t.Errorf("retry_after: got %q, want %q", got, tt.wantRetry)
+			}
+			if got := get(a.header, "Retry-After"); got != tt.wantRetry {
+				t.Errorf("Retry-After: got %q, want %q", got, tt.wantRetry)
+			}
+		})
+	}
+}
+
+func TestCheckShadowAndHeadersOff(t *testing.T) {
+	h := &jsonapi.Handler{Engine: engine(t, nil), Headers: header.Off}
+	body := check("edge", `{"key": "canary", "value": "1"}`)
+	serve(t, h, "POST", body)
+	a := serve(t, h, "POST", body)
+	if a.status != http.StatusOK || a.status0(t)["shadowed"] != true {
+		t.Errorf("shadow rule over its limit: got %d %v, want 200 and shadowed", a.status, a.body)
+	}
+	for name := range a.header {
+		if strings.Contains(strings.ToLower(name), "ratelimit") {
+			t.Errorf("headers off: got %s", name)
+		}
+	}
+}
+
+func TestCheckBadInput(t *testing.T) {
+	const entry = `{"entries": [{"key": "user", "value": "b"}]}`
+	tests := []struct {
+		name       string
+		method     string
+		body       string
+		maxBody    int64
+		wantStatus int
+		wantError  string
+	}{
+		{"malformed JSON", "POST", `{"domain":`, 0, 400, "invalid_request"},
+		{"empty body", "POST", ``, 0, 400, "invalid_request"},
+		{"null", "POST", `null`, 0, 400, "invalid_request"},
+		{"two objects", "POST", check("edge", `{"key": "user", "value": "b"}`) + `{}`, 0, 400, "invalid_request"},
+		{"a stray bracket after the object", "POST", check("edge", `{"key": "user", "value": "b"}`) + `]`, 0, 400, "invalid_request"},
+		{"a stray brace after the object", "POST", check("edge", `{"key": "user", "value": "b"}`) + "\n}", 0, 400, "invalid_request"},
+		{"a word after the object", "POST", check("edge", `{"key": "user", "value": "b"}`) + ` true`, 0, 400, "invalid_request"},
+		{"unknown field", "POST", `{"domain": "edge", "descriptors": [` + entry + `], "costs": 1}`, 0, 400, "invalid_request"},
+		{"unknown entry field", "POST", `{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "val": "b"}]}]}`, 0, 400, "invalid_request"},
+		{"negative hits", "POST", `{"domain": "edge", "descriptors": [` + entry + `], "hits_addend": -1}`, 0, 400, "invalid_request"},
+		{"fractional hits", "POST", `{"domain": "edge", "descriptors": [` + entry + `], "hits_addend": 1.5}`, 0, 400, "invalid_request"},
+		{"hits above the bound", "POST", `{"domain": "edge", "descriptors": [` + entry + `], "hits_addend": 1099511627777}`, 0, 400, "invalid_request"},
+		{"no domain", "POST", `{"descriptors": [` + entry + `]}`, 0, 400, "invalid_request"},
+		{"no descriptors", "POST", `{"domain": "edge"}`, 0, 400, "invalid_request"},
+		{"unknown unit", "POST", `{"domain": "edge", "descriptors": [{"entries": [], "limit": {"requests_per_unit": 1, "unit": "fortnight"}}]}`, 0, 400, "invalid_request"},
+		{"override beyond any store", "POST", `{"domain": "edge", "descriptors": [{"entries": [], "limit": {"requests_per_unit": 1000000000, "unit": "second"}}]}`, 0, 400, "invalid_request"},
+		{"GET", "GET", ``, 0, 405, "method_not_allowed"},
+		{"DELETE", "DELETE", ``, 0, 405, "method_not_allowed"},
+		{"body over MaxBody", "POST", check("edge", `{"key": "user", "value": "b"}`), 20, 413, "body_too_large"},
+		{"body over the default bound", "POST", `{"domain": "` + strings.Repeat("d", jsonapi.DefaultMaxBody) + `"}`, 0, 413, "body_too_large"},
+	}
+	e := engine(t, nil)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &jsonapi.Handler{Engine: e, Headers: header.All, MaxBody: tt.maxBody}
+			a := serve(t, h, tt.method, tt.body)
+			if a.status != tt.wantStatus || a.body["error"] != tt.wantError {
+				t.Errorf("got %d %v, want %d %s", a.status, a.body["error"], tt.wantStatus, tt.wantError)
+			}
+			if msg, _ := a.body["message"].(string); msg == "" {
+				t.Errorf("message: got %v, want a sentence", a.body["message"])
+			}
+			if tt.wantStatus == 405 && get(a.header, "Allow") != "POST" {
+				t.Errorf("Allow: got %q, want POST", a.header.Get("Allow"))
+			}
+		})
+	}
+}
+
+// Every error of Decide maps to one HTTP status.
+func TestCheckErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		storeErr   error
+		reject     bool
+		domain     string
+		wantStatus int
+		wantError  string
+	}{
+		{"store failure", errors.New("connection refused"), false, "edge", 503, "store_unavailable"},
+		{"store deadline", fmt.Errorf("redisstore: %w", context.DeadlineExceeded), false, "edge", 504, "deadline_exceeded"},
+		{"canceled", context.Canceled, false, "edge", 499, "canceled"},
+		{"unknown domain rejected", nil, true, "nowhere", 404, "unknown_domain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := engine(t, failing{tt.storeErr})
+			e.RejectUnknownDomains = tt.reject
+			a := serve(t, &jsonapi.Handler{Engine: e}, "POST", check(tt.domain, `{"key": "user", "value": "e"}`))
+			if a.status != tt.wantStatus || a.body["error"] != tt.wantError {
+				t.Errorf("got %d %v, want %d %s", a.status, a.body, tt.wantStatus, tt.wantError)
+			}
+		})
+	}
+}
+
+type failing struct{ err error }
+
+func (f failing) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
+	return bouncer.Decision{}, f.err
+}
+
+func (f failing) Refund(context.Context, bouncer.Request) error { return f.err }

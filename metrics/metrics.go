@@ -1,0 +1,151 @@
+// Package metrics exports Bouncer's Prometheus metrics: decisions by rule
+// and result, near-limit answers, store call latency, the Redis breaker's
+// state and config reloads. See docs/operations.md for the list.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// NearLimitRatio is the share of a limit used past which an allowed answer
+// counts as near the limit (as envoyproxy/ratelimit's NEAR_LIMIT_RATIO).
+const NearLimitRatio = 0.8
+
+// Metrics holds the collectors. Its methods are safe for concurrent use.
+type Metrics struct {
+	decisions *prometheus.CounterVec
+	nearLimit *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	storeTime *prometheus.HistogramVec
+	reloads   *prometheus.CounterVec
+	version   *prometheus.GaugeVec
+}
+
+// New registers Bouncer's collectors on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bouncer_decisions_total",
+			Help: "Descriptors decided, by domain, rule (its descriptor path) and result: ok, over_limit, shadowed (over, answered OK by a shadow rule), unlimited, degraded (decided by the store failure policy) or no_rule.",
+		}, []string{"domain", "rule", "result"}),
+		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bouncer_near_limit_total",
+			Help: "Allowed descriptors that used more than 80% of their limit, by domain and rule.",
+		}, []string{"domain", "rule"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bouncer_request_errors_total",
+			Help: "Requests not decided, by reason: invalid_request, unknown_domain or store.",
+		}, []string{"reason"}),
+		storeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bouncer_store_check_seconds",
+			Help:    "Latency of store checks, by outcome (ok or error).",
+			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
+		}, []string{"outcome"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bouncer_config_reloads_total",
+			Help: "Config reload attempts by result: success, unchanged or failure (the old config kept serving).",
+		}, []string{"result"}),
+		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bouncer_config_info",
+			Help: "1 for the config version being served.",
+		}, []string{"version"}),
+	}
+	reg.MustRegister(m.decisions, m.nearLimit, m.errors, m.storeTime, m.reloads, m.version)
+	return m
+}
+
+// Observe counts one Decide; it is an Engine's Observe.
+func (m *Metrics) Observe(domain string, resp *rules.Response, err error) {
+	if err != nil {
+		reason := "store"
+		switch {
+		case errors.Is(err, rules.ErrInvalidRequest):
+			reason = "invalid_request"
+		case errors.Is(err, rules.ErrUnknownDomain):
+			reason = "unknown_domain"
+		}
+		m.errors.WithLabelValues(reason).Inc()
+		return
+	}
+	for i := range resp.Statuses {
+		st := &resp.Statuses[i]
+		rule := ""
+		if st.Rule != nil {
+			rule = st.Rule.Path
+		}
+		result := "ok"
+		switch {
+		case st.Rule == nil && st.Limit == nil && !st.Unlimited:
+			result = "no_rule"
+		case st.Unlimited:
+			result = "unlimited"
+		case st.Degraded:
+			result = "degraded"
+		case st.Shadowed:
+			result = "shadowed"
+		case st.Code == rules.OverLimit:
+			result = "over_limit"
+		}
+		m.decisions.WithLabelValues(domain, rule, result).Inc()
+		if result == "ok" && st.Limit != nil && st.Limit.RequestsPerUnit > 0 &&
+			float64(st.Remaining) < (1-NearLimitRatio)*float64(st.Limit.RequestsPerUnit) {
+			m.nearLimit.WithLabelValues(domain, rule).Inc()
+		}
+	}
+}
+
+// Reloaded counts one reload attempt; it is a Reloader's OnReload.
+func (m *Metrics) Reloaded(c *rules.Config, changed bool, err error) {
+	switch {
+	case err != nil:
+		m.reloads.WithLabelValues("failure").Inc()
+	case changed:
+		m.reloads.WithLabelValues("success").Inc()
+	default:
+		m.reloads.WithLabelValues("unchanged").Inc()
+	}
+	m.Serving(c)
+}
+
+// Serving records c as the config being served.
+func (m *Metrics) Serving(c *rules.Config) {
+	m.version.Reset()
+	m.version.WithLabelValues(c.Version).Set(1)
+}
+
+// Limiter returns next, timing every Check into the store latency
+// histogram.
+func (m *Metrics) Limiter(next bouncer.Limiter) bouncer.Limiter {
+	return &timed{next: next, ok: m.storeTime.WithLabelValues("ok"), failed: m.storeTime.WithLabelValues("error")}
+}
+
+type timed struct {
+	next       bouncer.Limiter
+	ok, failed prometheus.Observer
+}
+
+func (t *timed) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	start := time.Now()
+	d, err := t.next.Check(ctx, r)
+	o := t.ok
+	if err != nil {
+		o = t.failed
+	}
+	o.Observe(time.Since(start).Seconds())
+	return d, err
+}
+
+func (t *timed) Refund(ctx context.Context, r bouncer.Request) error { return t.next.Refund(ctx, r) }
+
+// GaugeFunc registers a gauge read from f at every scrape, such as a
+// store's breaker state.
+func GaugeFunc(reg prometheus.Registerer, name, help string, f func() float64) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}

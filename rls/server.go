@@ -1,0 +1,161 @@
+package rls
+
+import (
+	"context"
+	"errors"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// Server implements RateLimitService over a rules.Engine. It is safe for
+// concurrent use.
+type Server struct {
+	pb.UnimplementedRateLimitServiceServer
+
+	// Engine decides. Required.
+	Engine *rules.Engine
+
+	// Headers selects the rate-limit headers added to responses
+	// (response_headers_to_add); header.Off adds none, as
+	// envoyproxy/ratelimit does by default.
+	Headers header.Mode
+}
+
+// New returns a server deciding with e and adding headers of mode.
+func New(e *rules.Engine, mode header.Mode) *Server {
+	return &Server{Engine: e, Headers: mode}
+}
+
+// Register registers s on g.
+func (s *Server) Register(g *grpc.Server) { pb.RegisterRateLimitServiceServer(g, s) }
+
+// ShouldRateLimit decides one request.
+func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	req, err := Request(in)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	resp, err := s.Engine.Decide(ctx, req)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return Response(&resp, s.Headers), nil
+}
+
+// statusOf maps an error of Decide to a gRPC status: the one table of
+// this transport.
+func statusOf(err error) error {
+	code := codes.Unavailable // the store failed
+	switch {
+	case errors.Is(err, rules.ErrInvalidRequest):
+		code = codes.InvalidArgument
+	case errors.Is(err, rules.ErrUnknownDomain):
+		code = codes.NotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	}
+	return status.Error(code, err.Error())
+}
+
+// Request converts an RLS request to the rules package's form.
+func Request(in *pb.RateLimitRequest) (rules.Request, error) {
+	r := rules.Request{Domain: in.GetDomain(), HitsAddend: uint64(in.GetHitsAddend())}
+	if len(in.GetDescriptors()) > rules.MaxDescriptors {
+		return r, errors.New("too many descriptors")
+	}
+	r.Descriptors = make([]rules.Descriptor, len(in.GetDescriptors()))
+	for i, d := range in.GetDescriptors() {
+		if d == nil {
+			return r, errors.New("a descriptor is null")
+		}
+		if len(d.GetEntries()) > rules.MaxEntries {
+			return r, errors.New("a descriptor has too many entries")
+		}
+		out := &r.Descriptors[i]
+		out.Entries = make([]rules.Entry, len(d.GetEntries()))
+		for j, e := range d.GetEntries() {
+			out.Entries[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			v := h.GetValue()
+			out.Hits = &v
+		}
+		if o := d.GetLimit(); o != nil {
+			out.Limit = &rules.Override{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unitFromProto(o.GetUnit())}
+		}
+	}
+	return r, nil
+}
+
+// Response converts a decision to an RLS response, adding headers of
+// mode; header.Off adds none.
+func Response(resp *rules.Response, mode header.Mode) *pb.RateLimitResponse {
+	out := &pb.RateLimitResponse{
+		OverallCode: code(resp.Code),
+		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(resp.Statuses)),
+	}
+	for i := range resp.Statuses {
+		st := &resp.Statuses[i]
+		ds := &pb.RateLimitResponse_DescriptorStatus{Code: code(st.Code), LimitRemaining: st.Remaining}
+		if l := st.Limit; l != nil {
+			ds.CurrentLimit = &pb.RateLimitResponse_RateLimit{
+				Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: unitToProto(l.Unit),
+			}
+			if st.ResetAfter > 0 {
+				ds.DurationUntilReset = durationpb.New(st.ResetAfter)
+			}
+		}
+		out.Statuses[i] = ds
+	}
+	if mode == header.Off {
+		// None at all: Retry-After, which package header writes for every
+		// denied answer, is a header too, and envoyproxy/ratelimit adds
+		// none unless asked.
+		return out
+	}
+	for _, f := range resp.Headers(mode) {
+		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &core.HeaderValue{Key: f.Name, Value: f.Value})
+	}
+	return out
+}
+
+func code(c rules.Code) pb.RateLimitResponse_Code {
+	if c == rules.OverLimit {
+		return pb.RateLimitResponse_OVER_LIMIT
+	}
+	return pb.RateLimitResponse_OK
+}
+
+var toProto = map[rules.Unit]pb.RateLimitResponse_RateLimit_Unit{
+	rules.UnitSecond: pb.RateLimitResponse_RateLimit_SECOND,
+	rules.UnitMinute: pb.RateLimitResponse_RateLimit_MINUTE,
+	rules.UnitHour:   pb.RateLimitResponse_RateLimit_HOUR,
+	rules.UnitDay:    pb.RateLimitResponse_RateLimit_DAY,
+	rules.UnitWeek:   pb.RateLimitResponse_RateLimit_WEEK,
+	rules.UnitMonth:  pb.RateLimitResponse_RateLimit_MONTH,
+	rules.UnitYear:   pb.RateLimitResponse_RateLimit_YEAR,
+}
+
+func unitToProto(u rules.Unit) pb.RateLimitResponse_RateLimit_Unit { return toProto[u] }
+
+var fromProto = map[typev3.RateLimitUnit]rules.Unit{
+	typev3.RateLimitUnit_SECOND: rules.UnitSecond,
+	typev3.RateLimitUnit_MINUTE: rules.UnitMinute,
+	typev3.RateLimitUnit_HOUR:   rules.UnitHour,
+	typev3.RateLimitUnit_DAY:    rules.UnitDay,
+	typev3.RateLimitUnit_MONTH:  rules.UnitMonth,
+	typev3.RateLimitUnit_YEAR:   rules.UnitYear,
+}
+
+func unitFromProto(u typev3.RateLimitUnit) rules.Unit { return fromProto[u] }

@@ -1,0 +1,394 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// Engine decides requests against the config it holds, charging a
+// bouncer.Limiter. It is safe for concurrent use; Swap replaces the config
+// atomically, and a request in flight finishes on the config it started
+// with.
+type Engine struct {
+	// Limiter keeps the counts. Required.
+	Limiter bouncer.Limiter
+
+	// Now reads the clock that envoyproxy/ratelimit semantics compute
+	// duration_until_reset from (that project's formula: the unit minus
+	// the Unix time modulo the unit). Nil means time.Now.
+	Now func() time.Time
+
+	// RejectUnknownDomains makes Decide fail with ErrUnknownDomain for a
+	// domain the config does not define. By default such a request is
+	// allowed and no descriptor has a limit, as in envoyproxy/ratelimit.
+	RejectUnknownDomains bool
+
+	// Observe, if not nil, is called after every Decide with the request's
+	// domain ("" when the config does not define it) and its response, or
+	// the error that failed it.
+	Observe func(domain string, resp *Response, err error)
+
+	config atomic.Pointer[Config]
+}
+
+// NewEngine returns an engine serving c, counting in lim.
+func NewEngine(c *Config, lim bouncer.Limiter) *Engine {
+	e := &Engine{Limiter: lim}
+	e.config.Store(c)
+	return e
+}
+
+// Config returns the config being served.
+func (e *Engine) Config() *Config { return e.config.Load() }
+
+// Swap serves c from now on and returns the config it replaces.
+func (e *Engine) Swap(c *Config) *Config { return e.config.Swap(c) }
+
+// matched is one descriptor after lookup.
+type matched struct {
+	rule      *Rule
+	limits    []bouncer.Limit
+	unlimited bool
+	shadow    bool
+	quota     bool
+	key       string
+	cost      int64
+	report    CurrentLimit
+}
+
+// Decide answers r. A non-nil error wraps ErrInvalidRequest or
+// ErrUnknownDomain, or is the store's failure; nothing is decided then.
+func (e *Engine) Decide(ctx context.Context, r Request) (Response, error) {
+	resp, err := e.decide(ctx, r)
+	if e.Observe != nil {
+		domain := r.Domain
+		if e.Config().Domain(domain) == nil {
+			domain = "" // not a label value: clients choose it
+		}
+		e.Observe(domain, &resp, err)
+	}
+	return resp, err
+}
+
+func (e *Engine) decide(ctx context.Context, r Request) (Response, error) {
+	if err := r.validate(); err != nil {
+		return Response{}, err
+	}
+	c := e.config.Load()
+	resp := Response{Code: OK, Statuses: make([]Status, len(r.Descriptors)), Binding: -1}
+	for i := range resp.Statuses {
+		resp.Statuses[i].Code = OK
+	}
+	d := c.Domain(r.Domain)
+	if d == nil {
+		if e.RejectUnknownDomains {
+			return Response{}, fmt.Errorf("%w: %q", ErrUnknownDomain, r.Domain)
+		}
+		return resp, nil
+	}
+	if err := d.checkOverrides(&r); err != nil {
+		return Response{}, err
+	}
+	ms := d.matchAll(&r)
+	var err error
+	if d.Semantics == EnvoySemantics {
+		err = e.decideEach(ctx, d, ms, &resp)
+	} else {
+		err = e.decideTogether(ctx, ms, &resp)
+	}
+	if err != nil {
+		return Response{}, err
+	}
+	resp.finish()
+	return resp, nil
+}
+
+// matchAll looks every descriptor up and applies replaces: a rule named in
+// the replaces of another matched rule does not apply.
+func (d *Domain) matchAll(r *Request) []*matched {
+	ms := make([]*matched, len(r.Descriptors))
+	replaced := map[string]bool{}
+	values := make([]string, MaxEntries)
+	for i, desc := range r.Descriptors {
+		m := d.match(r, i, desc, values)
+		if m == nil {
+			continue
+		}
+		ms[i] = m
+		if m.rule != nil {
+			for _, name := range m.rule.Replaces {
+				replaced[name] = true
+			}
+		}
+	}
+	for i, m := range ms {
+		if m != nil && m.rule != nil && !m.unlimited && m.rule.Name != "" && replaced[m.rule.Name] {
+			ms[i] = nil
+		}
+	}
+	return ms
+}
+
+func (d *Domain) match(r *Request, i int, desc Descriptor, values []string) *matched {
+	entries, plan := desc.Entries, ""
+	if d.PlanKey != "" || d.ips != nil {
+		entries = make([]Entry, 0, len(desc.Entries))
+		for _, e := range desc.Entries {
+			if d.PlanKey != "" && e.Key == d.PlanKey {
+				plan = e.Value
+				continue
+			}
+			if p, ok := d.ips[e.Key]; ok {
+				e.Value = p.apply(e.Value)
+			}
+			entries = append(entries, e)
+		}
+		if plan == "" {
+			plan = d.DefaultPlan
+		}
+	}
+	m := &matched{cost: r.hits(i)}
+	if o := desc.Limit; o != nil {
+		l := d.overrideLimit(o)
+		for j, e := range entries {
+			values[j] = e.Value
+		}
+		m.key = storeKey(d.Name, entries, values[:len(entries)])
+		m.report = CurrentLimit{Name: "", RequestsPerUnit: o.RequestsPerUnit, Unit: o.Unit, Window: l.Period}
+		if l.Rate > 0 {
+			m.limits = []bouncer.Limit{l}
+		}
+		return m
+	}
+	found := d.root.lookup(entries, values)
+	if found.rule == nil {
+		return nil
+	}
+	m.rule = found.rule
+	m.limits, m.unlimited = found.rule.limitsFor(plan)
+	m.shadow, m.quota = found.rule.Shadow, found.rule.QuotaMode
+	if !m.unlimited {
+		m.key = storeKey(d.Name, entries, found.values)
+		m.report = CurrentLimit{Name: found.rule.Name, RequestsPerUnit: found.rule.RequestsPerUnit, Unit: found.rule.Unit}
+		if len(m.limits) > 0 {
+			l := m.limits[0]
+			m.report.RequestsPerUnit = uint32(min(l.Rate, math.MaxUint32))
+			m.report.Unit, m.report.Window = unitOf(l.Period), l.Period
+		} else {
+			m.report.Window = found.rule.Unit.Duration()
+		}
+	}
+	return m
+}
+
+// overrideLimit is the limit a descriptor's override sets in d.
+func (d *Domain) overrideLimit(o *Override) bouncer.Limit {
+	return bouncer.Limit{
+		Name: limitName("", o.Unit), Algorithm: bouncer.FixedWindow,
+		Rate: int64(o.RequestsPerUnit), Period: o.Unit.Duration(),
+		ChargeDenied: d.Semantics == EnvoySemantics,
+	}
+}
+
+// checkOverrides rejects overrides that no store can count, such as a
+// billion or more per second: they are the caller's mistake, not a store
+// failure. A rate of 0 admits nothing and is never counted.
+func (d *Domain) checkOverrides(r *Request) error {
+	for i, desc := range r.Descriptors {
+		if o := desc.Limit; o != nil && o.RequestsPerUnit > 0 {
+			if err := d.overrideLimit(o).Validate(); err != nil {
+				return fmt.Errorf("%w: descriptors[%d].limit: %v", ErrInvalidRequest, i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// storeKey is the key a descriptor is counted under: the domain and the
+// entries' keys and values, escaped and bounded by bouncer.KeyOf.
+func storeKey(domain string, entries []Entry, values []string) string {
+	parts := make([]string, 0, 1+2*len(entries))
+	parts = append(parts, domain)
+	for i, e := range entries {
+		parts = append(parts, e.Key, values[i])
+	}
+	return bouncer.KeyOf(parts...)
+}
+
+// decideEach charges every matched descriptor on its own, over-limit hits
+// included, as envoyproxy/ratelimit does.
+func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp *Response) error {
+	now := e.now()
+	for i, m := range ms {
+		st := &resp.Statuses[i]
+		if m == nil {
+			continue
+		}
+		st.Rule = m.rule
+		if m.unlimited {
+			st.Unlimited, st.Remaining = true, math.MaxUint32
+			continue
+		}
+		report := m.report
+		st.Limit, st.Key = &report, m.key
+		st.ResetAfter = untilReset(report.Unit, now)
+		if len(m.limits) == 0 { // requests_per_unit 0 admits nothing
+			if m.cost > 0 {
+				st.Code, st.RetryAfter = OverLimit, bouncer.Never
+			}
+		} else {
+			dec, err := e.Limiter.Check(ctx, bouncer.Request{
+				Keys: []bouncer.KeyLimits{{Key: m.key, Limits: m.limits}},
+				Cost: m.cost,
+			})
+			if err != nil {
+				return err
+			}
+			st.Remaining = clamp32(dec.Remaining)
+			st.RetryAfter, st.Degraded = dec.RetryAfter, dec.Degraded
+			if !dec.Allowed {
+				st.Code = OverLimit
+			}
+		}
+		if st.Code == OverLimit && (m.shadow || m.quota) {
+			st.Code, st.Shadowed = OK, true
+			if m.quota {
+				st.ResetAfter = 0
+			}
+		}
+	}
+	return nil
+}
+
+// untilReset is envoyproxy/ratelimit's duration_until_reset: the unit
+// minus the Unix time in whole seconds modulo the unit.
+func untilReset(u Unit, now time.Time) time.Duration {
+	sec := int64(u.Duration() / time.Second)
+	if sec == 0 {
+		return 0
+	}
+	return time.Duration(sec-now.Unix()%sec) * time.Second
+}
+
+// decideTogether decides the matched descriptors as one all-or-nothing
+// check (shadow rules as a second one, so that they never block or undo
+// the others), then reports each descriptor's own state.
+func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Response) error {
+	type group struct {
+		shadow bool
+		cost   int64
+	}
+	var order []group
+	members := map[group][]int{}
+	for i, m := range ms {
+		if m == nil {
+			continue
+		}
+		st := &resp.Statuses[i]
+		st.Rule = m.rule
+		if m.unlimited {
+			st.Unlimited, st.Remaining = true, math.MaxUint32
+			continue
+		}
+		report := m.report
+		st.Limit, st.Key = &report, m.key
+		if len(m.limits) == 0 {
+			if m.cost > 0 {
+				st.Code, st.RetryAfter = OverLimit, bouncer.Never
+			}
+			continue
+		}
+		g := group{shadow: m.shadow || m.quota, cost: m.cost}
+		if _, ok := members[g]; !ok {
+			order = append(order, g)
+		}
+		members[g] = append(members[g], i)
+	}
+	for _, g := range order {
+		idx := members[g]
+		req := bouncer.Request{Cost: g.cost}
+		first := map[string]int{} // a key named twice is checked once
+		for _, i := range idx {
+			if _, dup := first[ms[i].key]; dup {
+				continue
+			}
+			first[ms[i].key] = i
+			req.Keys = append(req.Keys, bouncer.KeyLimits{Key: ms[i].key, Limits: ms[i].limits})
+		}
+		dec, err := e.Limiter.Check(ctx, req)
+		if err != nil {
+			return err
+		}
+		for _, i := range idx {
+			st := &resp.Statuses[i]
+			own := dec
+			if ms[i].key != dec.Key && len(req.Keys) > 1 {
+				// The decision describes the binding key; peek at this
+				// one to report its own state. A peek denies only what is
+				// over by itself (a charge_denied window counted past its
+				// limit), so the other descriptors of a denied check read
+				// OK.
+				own, err = e.Limiter.Check(ctx, bouncer.Request{
+					Keys: []bouncer.KeyLimits{{Key: ms[i].key, Limits: ms[i].limits}},
+				})
+				if err != nil {
+					return err
+				}
+			}
+			setStatus(st, ms[i], own)
+		}
+	}
+	return nil
+}
+
+// setStatus fills a Bouncer-semantics status from the decision that
+// describes its key.
+func setStatus(st *Status, m *matched, d bouncer.Decision) {
+	st.Remaining = clamp32(d.Remaining)
+	st.ResetAfter, st.RetryAfter, st.Degraded = d.ResetAfter, d.RetryAfter, d.Degraded
+	if i := slices.IndexFunc(m.limits, func(l bouncer.Limit) bool { return l.Name == d.LimitName }); i >= 0 {
+		l := m.limits[i]
+		st.Limit = &CurrentLimit{Name: l.Name, RequestsPerUnit: clamp32(l.Rate), Unit: unitOf(l.Period), Window: l.Period}
+	}
+	if !d.Allowed {
+		st.Code = OverLimit
+		if m.shadow || m.quota {
+			st.Code, st.Shadowed = OK, true
+		}
+		if m.quota {
+			st.ResetAfter = 0
+		}
+	}
+}
+
+func (r *Response) finish() {
+	least := uint32(math.MaxUint32)
+	for i := range r.Statuses {
+		st := &r.Statuses[i]
+		if st.Code == OverLimit {
+			if r.Code != OverLimit {
+				r.Binding = i
+			}
+			r.Code = OverLimit
+			continue
+		}
+		if r.Code != OverLimit && st.Limit != nil && (r.Binding < 0 || st.Remaining < least) {
+			r.Binding, least = i, st.Remaining
+		}
+	}
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func clamp32(n int64) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }

@@ -1,0 +1,255 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// envoyFile is a config file in envoyproxy/ratelimit's format. Every field
+// of that format is read; semantics and the rate_limit fields marked
+// below are Bouncer's, for files that opt into its semantics.
+type envoyFile struct {
+	Domain      string            `yaml:"domain"`
+	Descriptors []envoyDescriptor `yaml:"descriptors"`
+	Semantics   string            `yaml:"semantics"`
+}
+
+type envoyDescriptor struct {
+	At             pos
+	Key            string            `yaml:"key"`
+	Value          string            `yaml:"value"`
+	RateLimit      *envoyRateLimit   `yaml:"rate_limit"`
+	Descriptors    []envoyDescriptor `yaml:"descriptors"`
+	ShadowMode     bool              `yaml:"shadow_mode"`
+	QuotaMode      bool              `yaml:"quota_mode"`
+	DetailedMetric bool              `yaml:"detailed_metric"`
+	ValueToMetric  bool              `yaml:"value_to_metric"`
+	ShareThreshold bool              `yaml:"share_threshold"`
+}
+
+type envoyRateLimit struct {
+	At              pos
+	RequestsPerUnit int64  `yaml:"requests_per_unit"`
+	Unit            string `yaml:"unit"`
+	Unlimited       bool   `yaml:"unlimited"`
+	Name            string `yaml:"name"`
+	Replaces        []struct {
+		At   pos
+		Name string `yaml:"name"`
+	} `yaml:"replaces"`
+
+	// Bouncer's, with semantics: bouncer only.
+	Algorithm    string `yaml:"algorithm"`
+	Burst        int64  `yaml:"burst"`
+	Shape        bool   `yaml:"shape"`
+	OnStoreError string `yaml:"on_store_error"`
+	ChargeDenied *bool  `yaml:"charge_denied"`
+}
+
+// compileEnvoy builds a domain from a file in envoyproxy/ratelimit's
+// format, with that project's validation and a few more checks.
+func compileEnvoy(file string, f *envoyFile, line int, errs *errorList) *Domain {
+	d := &Domain{File: file, Name: f.Domain, Semantics: EnvoySemantics, root: newNode()}
+	switch f.Semantics {
+	case "", "envoy":
+	case "bouncer":
+		d.Semantics = BouncerSemantics
+	default:
+		errs.add(file, line, fmt.Sprintf("semantics: want envoy or bouncer, got %q", f.Semantics))
+	}
+	if f.Domain == "" {
+		errs.add(file, line, "config file cannot have empty domain")
+	}
+	c := envoyCompiler{file: file, errs: errs, d: d}
+	c.descriptors(d.root, "", f.Descriptors)
+	return d
+}
+
+type envoyCompiler struct {
+	file string
+	errs *errorList
+	d    *Domain
+}
+
+func (c *envoyCompiler) errorf(line int, format string, args ...any) {
+	c.errs.add(c.file, line, fmt.Sprintf(format, args...))
+}
+
+func (c *envoyCompiler) descriptors(parent *node, path string, ds []envoyDescriptor) {
+	for _, ed := range ds {
+		if ed.Key == "" {
+			c.errorf(ed.At.Line, "descriptor has empty key")
+			continue
+		}
+		step := ed.Key
+		if ed.Value != "" {
+			step += "_" + ed.Value
+		}
+		full := step
+		if path != "" {
+			full = path + "." + step
+		}
+		n := newNode()
+		switch attach(parent, Entry{ed.Key, ed.Value}, ed.Value != "", n) {
+		case taken:
+			c.errorf(ed.At.Line, "duplicate descriptor composite key '%s.%s'", c.d.Name, full)
+			continue
+		case shadowed:
+			c.errorf(ed.At.Line, "descriptor '%s.%s' is unreachable: every value it matches is matched first by a wildcard of the same key", c.d.Name, full)
+			continue
+		}
+		if ed.ShareThreshold {
+			if !strings.HasSuffix(ed.Value, "*") {
+				c.errorf(ed.At.Line, "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", step)
+			}
+			n.share, n.pattern = true, ed.Value
+		}
+		if ed.RateLimit != nil {
+			n.rule = c.rule(ed, full)
+			c.d.Rules = append(c.d.Rules, n.rule)
+		}
+		c.descriptors(n, full, ed.Descriptors)
+	}
+}
+
+type attached uint8
+
+const (
+	added    attached = iota
+	taken             // the same key and value are there already
+	shadowed          // an earlier wildcard matches all this would
+)
+
+// attach adds child under parent for entry e: any value when !hasValue, a
+// value prefix when the value ends in '*', else the exact value.
+// Lookups try wildcards in order before any value, so a wildcard whose
+// prefix extends an earlier one's could never match, nor could any value
+// after a bare "*".
+func attach(parent *node, e Entry, hasValue bool, child *node) attached {
+	switch {
+	case !hasValue:
+		if parent.any[e.Key] != nil {
+			return taken
+		}
+		for _, w := range parent.wildcards {
+			if w.key == e.Key && w.prefix == "" {
+				return shadowed
+			}
+		}
+		parent.any[e.Key] = child
+	case strings.HasSuffix(e.Value, "*"):
+		prefix := strings.TrimSuffix(e.Value, "*")
+		for _, w := range parent.wildcards {
+			if w.key == e.Key && w.prefix == prefix {
+				return taken
+			}
+			if w.key == e.Key && strings.HasPrefix(prefix, w.prefix) {
+				return shadowed
+			}
+		}
+		if prefix == "" && parent.any[e.Key] != nil {
+			return shadowed
+		}
+		parent.wildcards = append(parent.wildcards, wildcard{key: e.Key, prefix: prefix, next: child})
+	default:
+		if parent.exact[e] != nil {
+			return taken
+		}
+		parent.exact[e] = child
+	}
+	return added
+}
+
+func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
+	rl := ed.RateLimit
+	r := &Rule{
+		Domain: c.d.Name, Path: full, Name: rl.Name, File: c.file, Line: rl.At.Line,
+		Unlimited: rl.Unlimited, Shadow: ed.ShadowMode, QuotaMode: ed.QuotaMode,
+		DetailedMetric: ed.DetailedMetric, ValueToMetric: ed.ValueToMetric,
+	}
+	unit, validUnit := ParseUnit(rl.Unit)
+	switch {
+	case rl.Unlimited && validUnit:
+		c.errorf(rl.At.Line, "should not specify rate limit unit when unlimited")
+	case !rl.Unlimited && !validUnit:
+		c.errorf(rl.At.Line, "invalid rate limit unit '%s'", rl.Unit)
+	}
+	if rl.RequestsPerUnit < 0 || rl.RequestsPerUnit > 1<<32-1 {
+		c.errorf(rl.At.Line, "requests_per_unit: %d is not between 0 and 4294967295", rl.RequestsPerUnit)
+	}
+	for _, rp := range rl.Replaces {
+		switch rp.Name {
+		case "":
+			c.errorf(rp.At.Line, "should not have an empty replaces entry")
+		case rl.Name:
+			c.errorf(rp.At.Line, "replaces should not contain name of same descriptor")
+		default:
+			r.Replaces = append(r.Replaces, rp.Name)
+		}
+	}
+	r.Unit = unit
+	r.RequestsPerUnit = uint32(max(min(rl.RequestsPerUnit, 1<<32-1), 0))
+	if rl.Unlimited || !validUnit {
+		return r
+	}
+	bouncerOnly := rl.Algorithm != "" || rl.Burst != 0 || rl.Shape || rl.OnStoreError != "" || rl.ChargeDenied != nil
+	if bouncerOnly && c.d.Semantics != BouncerSemantics {
+		c.errorf(rl.At.Line, "algorithm, burst, shape, on_store_error and charge_denied need 'semantics: bouncer' at the top of the file")
+		return r
+	}
+	l := bouncer.Limit{
+		Name:         limitName(rl.Name, unit),
+		Algorithm:    bouncer.FixedWindow,
+		Rate:         rl.RequestsPerUnit,
+		Period:       unit.Duration(),
+		ChargeDenied: c.d.Semantics == EnvoySemantics,
+	}
+	if c.d.Semantics == BouncerSemantics {
+		if rl.Algorithm != "" {
+			a, err := bouncer.ParseAlgorithm(rl.Algorithm)
+			if err == nil {
+				err = serviceAlgorithm(a)
+			}
+			if err != nil {
+				c.errorf(rl.At.Line, "algorithm: %v", err)
+				return r
+			}
+			l.Algorithm = a
+		}
+		l.Burst, l.Shape = rl.Burst, rl.Shape
+		if l.Algorithm.UsesBurst() && l.Burst == 0 {
+			l.Burst = l.Rate
+		}
+		if rl.ChargeDenied != nil {
+			l.ChargeDenied = *rl.ChargeDenied
+		}
+		if rl.OnStoreError != "" {
+			p, err := bouncer.ParseStoreErrorPolicy(rl.OnStoreError)
+			if err != nil {
+				c.errorf(rl.At.Line, "on_store_error: %v", err)
+				return r
+			}
+			l.OnStoreError = p
+		}
+	}
+	if l.Rate == 0 && c.d.Semantics == EnvoySemantics {
+		return r // admits nothing; decided without a store
+	}
+	if err := l.Validate(); err != nil {
+		c.errorf(rl.At.Line, "%v", err)
+		return r
+	}
+	r.Limits = []bouncer.Limit{l}
+	return r
+}
+
+// limitName names the limit of an envoyproxy/ratelimit rule: its
+// rate_limit name, or its unit ("per_minute").
+func limitName(name string, u Unit) string {
+	if name != "" {
+		return name
+	}
+	return "per_" + u.String()
+}

@@ -1,0 +1,42 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// serviceAlgorithm rejects the algorithms a rule cannot use: a
+// concurrency limit needs a release at the end of every request, which
+// neither RLS nor the JSON API has; the library's Refund does it.
+func serviceAlgorithm(a bouncer.Algorithm) error {
+	if a == bouncer.Concurrency {
+		return errors.New("concurrency limits need a release when each request ends, which the service cannot be told; use them through the library (Limiter.Refund)")
+	}
+	return nil
+}
+
+// CheckLimits calls supports for every limit of every rule and plan, and
+// returns a *ConfigError naming the file and line of each limit it
+// rejects: a store that cannot count some limit (the Redis store and a
+// window of a year, say) refuses the config before serving it.
+func (c *Config) CheckLimits(supports func(bouncer.Limit) error) error {
+	var errs errorList
+	for _, d := range c.Domains() {
+		for _, r := range d.Rules {
+			check := func(ls []bouncer.Limit) {
+				for _, l := range ls {
+					if err := supports(l); err != nil {
+						errs.add(r.File, r.Line, fmt.Sprintf("rule %q: the store cannot count limit %q: %v", r.Path, l.Name, err))
+					}
+				}
+			}
+			check(r.Limits)
+			for _, p := range r.Plans {
+				check(p.Limits)
+			}
+		}
+	}
+	return errs.err()
+}

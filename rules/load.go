@@ -1,0 +1,141 @@
+package rules
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxFileSize bounds a config file, so that a mistaken path cannot make
+// Bouncer read a huge file.
+const MaxFileSize = 4 << 20
+
+// Load reads the config at path: one YAML file, or every *.yaml and *.yml
+// file of a directory (not its subdirectories, nor names starting with
+// '.', which is how a Kubernetes ConfigMap volume keeps its versions).
+// The files are validated together; the error is a *ConfigError listing
+// every problem with file and line.
+func Load(path string) (*Config, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	names := []string{path}
+	if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, fmt.Errorf("rules: %w", err)
+		}
+		names = names[:0]
+		for _, e := range entries {
+			n := e.Name()
+			if strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+				continue
+			}
+			full := filepath.Join(path, n)
+			if st, err := os.Stat(full); err != nil || st.IsDir() {
+				continue // a dangling link or a directory named like a file
+			}
+			names = append(names, full)
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("rules: no *.yaml or *.yml files in %s", path)
+		}
+	}
+	data := make([][]byte, len(names))
+	for i, n := range names {
+		b, err := readBounded(n)
+		if err != nil {
+			return nil, err
+		}
+		data[i] = b
+	}
+	return parse(names, data)
+}
+
+func readBounded(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("rules: %s: %w", name, err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("rules: %s: larger than %d bytes", name, MaxFileSize)
+	}
+	return b, nil
+}
+
+// Parse reads one config file's bytes; name is used in errors.
+func Parse(name string, data []byte) (*Config, error) {
+	return parse([]string{name}, [][]byte{data})
+}
+
+func parse(names []string, data [][]byte) (*Config, error) {
+	var errs errorList
+	c := &Config{Version: version(names, data), Files: slices.Clone(names), domains: map[string]*Domain{}}
+	for i, name := range names {
+		d := parseFile(name, data[i], &errs)
+		if d == nil {
+			continue
+		}
+		if prev := c.domains[d.Name]; prev != nil && d.Name != "" {
+			errs.add(name, 0, fmt.Sprintf("duplicate domain '%s' in config file (also in %s)", d.Name, prev.File))
+			continue
+		}
+		c.domains[d.Name] = d
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// parseFile decodes one file in either format: a top-level rules list
+// makes it Bouncer's, a top-level descriptors list envoyproxy/ratelimit's.
+func parseFile(name string, data []byte, errs *errorList) *Domain {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		errs.add(name, 0, fmt.Sprintf("not valid YAML: %v", err))
+		return nil
+	}
+	if len(doc.Content) == 0 {
+		errs.add(name, 0, "empty file")
+		return nil
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		errs.add(name, top.Line, "want a mapping with domain and rules (Bouncer's format) or domain and descriptors (envoyproxy/ratelimit's)")
+		return nil
+	}
+	native := false
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value == "rules" {
+			native = true
+		}
+	}
+	before := len(errs.problems)
+	dec := decoder{file: name, errs: errs}
+	if native {
+		var f nativeFile
+		dec.decode(top, &f)
+		if len(errs.problems) > before {
+			return nil
+		}
+		return compileNative(name, &f, top.Line, errs)
+	}
+	var f envoyFile
+	dec.decode(top, &f)
+	if len(errs.problems) > before {
+		return nil
+	}
+	return compileEnvoy(name, &f, top.Line, errs)
+}

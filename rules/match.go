@@ -1,0 +1,94 @@
+package rules
+
+import "strings"
+
+// Entry is one key/value pair of a descriptor, as Envoy sends them.
+type Entry struct {
+	Key   string
+	Value string
+}
+
+// node is one level of a domain's descriptor tree: what an entry at this
+// depth may match, and the rule that applies when a descriptor ends here.
+type node struct {
+	exact     map[Entry]*node  // key and value
+	any       map[string]*node // key with any value
+	wildcards []wildcard       // key with a value prefix, in file order
+	rule      *Rule
+
+	// share, for a node reached through a wildcard, makes every value
+	// the wildcard matches count as one (share_threshold): the key is
+	// built with pattern in place of the value.
+	share   bool
+	pattern string
+}
+
+type wildcard struct {
+	key, prefix string
+	next        *node
+}
+
+func newNode() *node {
+	return &node{exact: map[Entry]*node{}, any: map[string]*node{}}
+}
+
+func (n *node) leaf() bool {
+	return len(n.exact) == 0 && len(n.any) == 0 && len(n.wildcards) == 0
+}
+
+// match is the result of looking a descriptor up in a domain's tree.
+type match struct {
+	rule *Rule
+
+	// values are the values the descriptor's key is made of: the
+	// entries' values, with share_threshold patterns in place.
+	values []string
+}
+
+// lookup finds the rule for a descriptor the way envoyproxy/ratelimit
+// does: each entry descends one level, trying the exact key and value
+// first, then value prefixes ("foo*") in file order, then the key with
+// any value; the rule applies only if the descriptor's last entry lands on
+// a level that has one. A descriptor longer than the tree's branch finds
+// nothing.
+//
+// Unlike envoyproxy/ratelimit, which matches the string key+"_"+value,
+// Bouncer compares keys and values separately, so that key "a_b" with
+// value "c" never matches key "a" with value "b_c".
+func (n *node) lookup(entries []Entry, values []string) match {
+	var m match
+	cur := n
+	shared := false
+	for i, e := range entries {
+		next, viaWildcard := cur.exact[e], false
+		if next == nil {
+			for _, w := range cur.wildcards {
+				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+					next, viaWildcard = w.next, true
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = cur.any[e.Key]
+		}
+		values[i] = e.Value
+		if viaWildcard && next.share {
+			values[i] = next.pattern
+			shared = true
+		}
+		if next == nil {
+			break
+		}
+		if next.rule != nil && i == len(entries)-1 {
+			m.rule = next.rule
+		}
+		if next.leaf() {
+			break
+		}
+		cur = next
+	}
+	_ = shared
+	m.values = values[:len(entries)]
+	return m
+}

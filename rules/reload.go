@@ -1,0 +1,104 @@
+package rules
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Reloader loads the config at Path into Engine again when asked to, and
+// whenever the files change if Watch runs. A config that fails to load is
+// rejected and the engine keeps serving the one it has.
+type Reloader struct {
+	Path   string
+	Engine *Engine
+
+	// OnReload, if not nil, is called after every attempt with the config
+	// now served and the error that rejected the new one (nil when it was
+	// taken, or when nothing had changed: changed reports which).
+	OnReload func(c *Config, changed bool, err error)
+
+	// Validate, if not nil, is asked about every config that loads; an
+	// error rejects it as a load error would (Config.CheckLimits, say).
+	Validate func(*Config) error
+
+	// Debounce is how long Watch waits after a change for more before it
+	// reloads, so that a write in several steps, or a ConfigMap's swap,
+	// is read once and whole. 0 means 100ms.
+	Debounce time.Duration
+
+	mu sync.Mutex
+}
+
+// Reload loads the config and serves it if it is valid and differs from
+// the one served. It returns the error that rejected it.
+func (r *Reloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := Load(r.Path)
+	if err == nil && r.Validate != nil {
+		err = r.Validate(c)
+	}
+	cur := r.Engine.Config()
+	changed := false
+	if err == nil && c.Version != cur.Version {
+		r.Engine.Swap(c)
+		cur, changed = c, true
+	}
+	if r.OnReload != nil {
+		r.OnReload(cur, changed, err)
+	}
+	return err
+}
+
+// Watch reloads after every change to Path until ctx is done. It watches
+// the directory that holds Path (and Path itself when it is a
+// directory), so that a file replaced by rename, and a Kubernetes
+// ConfigMap's symlink swap, are seen as well as writes in place.
+func (r *Reloader) Watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	dirs := []string{filepath.Dir(r.Path)}
+	if st, err := os.Stat(r.Path); err == nil && st.IsDir() {
+		dirs = []string{r.Path}
+	}
+	for _, d := range dirs {
+		if err := w.Add(d); err != nil {
+			return err
+		}
+	}
+	wait := r.Debounce
+	if wait <= 0 {
+		wait = 100 * time.Millisecond
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			timer.Reset(wait)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			if r.OnReload != nil {
+				r.OnReload(r.Engine.Config(), false, err)
+			}
+		case <-timer.C:
+			_ = r.Reload() // reported through OnReload
+		}
+	}
+}

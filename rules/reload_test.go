@@ -1,0 +1,163 @@
+package rules_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	limitOne = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+	limitTwo = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n"
+	broken   = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 2}\n"
+)
+
+type reloads struct {
+	mu      sync.Mutex
+	changed int
+	failed  int
+}
+
+func (r *reloads) on(_ *rules.Config, changed bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.failed++
+	}
+	if changed {
+		r.changed++
+	}
+}
+
+func (r *reloads) counts() (int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed, r.failed
+}
+
+func setup(t *testing.T, path string) (*rules.Engine, *rules.Reloader, *reloads) {
+	t.Helper()
+	c, err := rules.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	e := rules.NewEngine(c, st)
+	var rl reloads
+	return e, &rules.Reloader{Path: path, Engine: e, OnReload: rl.on, Debounce: 10 * time.Millisecond}, &rl
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func limitOf(e *rules.Engine) uint32 {
+	return e.Config().Domain("d").Rules[0].RequestsPerUnit
+}
+
+func TestReloadKeepsOldConfigOnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	write(t, path, limitOne)
+	e, r, counts := setup(t, path)
+	write(t, path, broken)
+	if err := r.Reload(); err == nil {
+		t.Fatal("reloading a broken config: got no error")
+	}
+	if got := limitOf(e); got != 1 {
+		t.Fatalf("after a rejected reload: serving limit %d, want the old 1", got)
+	}
+	write(t, path, limitTwo)
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := limitOf(e); got != 2 {
+		t.Fatalf("after a valid reload: serving limit %d, want 2", got)
+	}
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if changed, failed := counts.counts(); changed != 1 || failed != 1 {
+		t.Errorf("got %d changes and %d failures, want 1 and 1 (an unchanged reload is no change)", changed, failed)
+	}
+}
+
+// eventually polls cond: file events arrive when the kernel sends them,
+// so the test waits for the outcome rather than for a time.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func watch(t *testing.T, r *rules.Reloader) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Watch(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+}
+
+func TestWatchFileWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	write(t, path, limitOne)
+	e, r, counts := setup(t, path)
+	watch(t, r)
+	time.Sleep(20 * time.Millisecond) // let the watch start before the first write
+	write(t, path, broken)
+	eventually(t, "the broken config to be rejected", func() bool { _, f := counts.counts(); return f >= 1 })
+	if got := limitOf(e); got != 1 {
+		t.Fatalf("serving limit %d after a broken write, want the old 1", got)
+	}
+	write(t, path, limitTwo)
+	eventually(t, "the new config", func() bool { return limitOf(e) == 2 })
+}
+
+// A Kubernetes ConfigMap volume holds timestamped directories, a ..data
+// symlink to the current one, and the files as symlinks through ..data;
+// an update swaps ..data by renaming a new symlink over it.
+func TestWatchConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Mkdir(filepath.Join(dir, "..v1"), 0o755))
+	write(t, filepath.Join(dir, "..v1", "c.yaml"), limitOne)
+	must(os.Symlink("..v1", filepath.Join(dir, "..data")))
+	must(os.Symlink(filepath.Join("..data", "c.yaml"), filepath.Join(dir, "c.yaml")))
+
+	e, r, _ := setup(t, filepath.Join(dir, "c.yaml"))
+	watch(t, r)
+	time.Sleep(20 * time.Millisecond)
+
+	must(os.Mkdir(filepath.Join(dir, "..v2"), 0o755))
+	write(t, filepath.Join(dir, "..v2", "c.yaml"), limitTwo)
+	must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
+	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	eventually(t, "the swapped config", func() bool { return limitOf(e) == 2 })
+}

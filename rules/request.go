@@ -1,0 +1,159 @@
+package rules
+
+import (
+	"fmt"
+	"time"
+)
+
+// Bounds on a request, so that no client can make Bouncer do unbounded
+// work or keep unbounded state. Values longer than bouncer.MaxKeyPart are
+// kept as a digest, never raw.
+const (
+	MaxDescriptors = 64
+	MaxEntries     = 32
+	MaxKeyLen      = 256  // an entry's key, and the domain
+	MaxValueLen    = 4096 // an entry's value
+	MaxHits        = 1 << 40
+)
+
+// Request asks whether the hits of each descriptor may pass: the RLS
+// ShouldRateLimit request, in transport-neutral form.
+type Request struct {
+	Domain      string
+	Descriptors []Descriptor
+
+	// HitsAddend is the request's cost, used by every descriptor that
+	// sets none; 0 means 1, as in Envoy.
+	HitsAddend uint64
+}
+
+// Descriptor is one descriptor of a request.
+type Descriptor struct {
+	Entries []Entry
+
+	// Hits, when set, is this descriptor's cost instead of the
+	// request's; 0 peeks.
+	Hits *uint64
+
+	// Limit, when set, overrides the config for this descriptor, as
+	// Envoy's descriptor-level limit does.
+	Limit *Override
+}
+
+// Override is a limit given with the request.
+type Override struct {
+	RequestsPerUnit uint32
+	Unit            Unit
+}
+
+func (r *Request) validate() error {
+	switch {
+	case r.Domain == "":
+		return fmt.Errorf("%w: rate limit domain must not be empty", ErrInvalidRequest)
+	case len(r.Domain) > MaxKeyLen:
+		return fmt.Errorf("%w: domain longer than %d bytes", ErrInvalidRequest, MaxKeyLen)
+	case len(r.Descriptors) == 0:
+		return fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrInvalidRequest)
+	case len(r.Descriptors) > MaxDescriptors:
+		return fmt.Errorf("%w: %d descriptors, at most %d", ErrInvalidRequest, len(r.Descriptors), MaxDescriptors)
+	case r.HitsAddend > MaxHits:
+		return fmt.Errorf("%w: hits_addend %d above %d", ErrInvalidRequest, r.HitsAddend, uint64(MaxHits))
+	}
+	for i, d := range r.Descriptors {
+		if len(d.Entries) > MaxEntries {
+			return fmt.Errorf("%w: descriptors[%d]: %d entries, at most %d", ErrInvalidRequest, i, len(d.Entries), MaxEntries)
+		}
+		for j, e := range d.Entries {
+			if len(e.Key) > MaxKeyLen {
+				return fmt.Errorf("%w: descriptors[%d].entries[%d]: key longer than %d bytes", ErrInvalidRequest, i, j, MaxKeyLen)
+			}
+			if len(e.Value) > MaxValueLen {
+				return fmt.Errorf("%w: descriptors[%d].entries[%d]: value longer than %d bytes", ErrInvalidRequest, i, j, MaxValueLen)
+			}
+		}
+		if d.Hits != nil && *d.Hits > MaxHits {
+			return fmt.Errorf("%w: descriptors[%d]: hits_addend %d above %d", ErrInvalidRequest, i, *d.Hits, uint64(MaxHits))
+		}
+		if o := d.Limit; o != nil && o.Unit == UnitUnknown {
+			return fmt.Errorf("%w: descriptors[%d].limit: unknown unit", ErrInvalidRequest, i)
+		}
+	}
+	return nil
+}
+
+// hits is descriptor i's cost.
+func (r *Request) hits(i int) int64 {
+	if h := r.Descriptors[i].Hits; h != nil {
+		return int64(*h)
+	}
+	return int64(max(r.HitsAddend, 1))
+}
+
+// Code is a descriptor's or a response's verdict.
+type Code uint8
+
+const (
+	OK Code = iota + 1
+	OverLimit
+)
+
+func (c Code) String() string {
+	if c == OverLimit {
+		return "OVER_LIMIT"
+	}
+	return "OK"
+}
+
+// Response answers a Request: one Status per descriptor, in order.
+type Response struct {
+	// Code is OverLimit if any descriptor is over its limit (shadow
+	// rules never are).
+	Code     Code
+	Statuses []Status
+
+	// Binding is the index of the status rate-limit headers report: an
+	// over-limit one, else the one with the least remaining; -1 when no
+	// descriptor had a limit.
+	Binding int
+}
+
+// Status is one descriptor's answer.
+type Status struct {
+	Code Code
+
+	// Rule is the rule that applied; nil when none did, or when the
+	// request overrode the limit.
+	Rule *Rule
+
+	// Limit is the limit reported (RLS current_limit); nil when none
+	// applies, and for unlimited rules.
+	Limit *CurrentLimit
+
+	// Remaining is what the limit still admits; the uint32 maximum for
+	// unlimited rules.
+	Remaining uint32
+
+	// ResetAfter is how long until the limit is full again (or its
+	// window resets); RetryAfter how long until a request of the same
+	// cost would pass (bouncer.Never if it never can), 0 when allowed.
+	ResetAfter time.Duration
+	RetryAfter time.Duration
+
+	// Shadowed reports an over-limit answer turned into OK by a shadow
+	// (or quota-mode) rule; Unlimited an unlimited rule; Degraded a
+	// decision made without the shared store (its failure policy).
+	Shadowed  bool
+	Unlimited bool
+	Degraded  bool
+
+	// Key is the store key the descriptor was counted under.
+	Key string
+}
+
+// CurrentLimit is a limit as a response reports it.
+type CurrentLimit struct {
+	Name            string
+	RequestsPerUnit uint32
+	Unit            Unit          // UnitUnknown when Window is not one
+	Window          time.Duration // the limit's period
+}

@@ -1,0 +1,208 @@
+package rules
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// pos is the line of the YAML node a config value came from, so that
+// errors found after decoding still name it. A struct field of type pos
+// (untagged, exported so that reflection may set it) is filled with the
+// struct's own line.
+type pos struct{ Line int }
+
+var (
+	posType      = reflect.TypeFor[pos]()
+	durationType = reflect.TypeFor[time.Duration]()
+	nodeType     = reflect.TypeFor[yaml.Node]()
+)
+
+// decoder decodes YAML nodes into the config's raw structs strictly: an
+// unknown field, a wrong type or a bad duration is an error at its line,
+// and decoding goes on so that one pass reports every such error.
+type decoder struct {
+	file string
+	errs *errorList
+}
+
+func (d *decoder) errorf(line int, format string, args ...any) {
+	d.errs.add(d.file, line, fmt.Sprintf(format, args...))
+}
+
+// decode fills v (a pointer) from n.
+func (d *decoder) decode(n *yaml.Node, v any) {
+	d.value(n, reflect.ValueOf(v).Elem(), "")
+}
+
+func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return
+		}
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // an empty value keeps the zero value, as an absent one
+	}
+	switch {
+	case v.Type() == nodeType:
+		v.Set(reflect.ValueOf(*n))
+	case v.Type() == durationType:
+		d.duration(n, v, path)
+	case v.Kind() == reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		d.value(n, p.Elem(), path)
+		v.Set(p)
+	case v.Kind() == reflect.Struct:
+		d.fields(n, v, path)
+	case v.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.errorf(n.Line, "%s: want a list, got %s", name(path), describe(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, e := range n.Content {
+			d.value(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case v.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.errorf(n.Line, "%s: want a mapping, got %s", name(path), describe(n))
+			return
+		}
+		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, e := n.Content[i], n.Content[i+1]
+			key := reflect.ValueOf(k.Value)
+			if m.MapIndex(key).IsValid() {
+				d.errorf(k.Line, "%s: duplicate key %q", name(path), k.Value)
+				continue
+			}
+			ev := reflect.New(v.Type().Elem()).Elem()
+			d.value(e, ev, join(path, k.Value))
+			m.SetMapIndex(key, ev)
+		}
+		v.Set(m)
+	default:
+		if n.Kind != yaml.ScalarNode {
+			d.errorf(n.Line, "%s: want a %s, got %s", name(path), kindName(v.Kind()), describe(n))
+			return
+		}
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			d.errorf(n.Line, "%s: want a %s, got %q", name(path), kindName(v.Kind()), n.Value)
+		}
+	}
+}
+
+func (d *decoder) fields(n *yaml.Node, v reflect.Value, path string) {
+	t := v.Type()
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n.Line, "%s: want a mapping, got %s", name(path), describe(n))
+		return
+	}
+	var known []string
+	index := map[string]int{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type == posType {
+			v.Field(i).Set(reflect.ValueOf(pos{n.Line}))
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		known = append(known, tag)
+		index[tag] = i
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, e := n.Content[i], n.Content[i+1]
+		fi, ok := index[k.Value]
+		if !ok {
+			slices.Sort(known)
+			d.errorf(k.Line, "%s: unknown field %q (known: %s)", name(path), k.Value, strings.Join(known, ", "))
+			continue
+		}
+		if seen[k.Value] {
+			d.errorf(k.Line, "%s: field %q given twice", name(path), k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		d.value(e, v.Field(fi), join(path, k.Value))
+	}
+}
+
+func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.ScalarNode {
+		d.errorf(n.Line, "%s: want a duration such as 1s, 90s, 1h or 7d, got %s", name(path), describe(n))
+		return
+	}
+	p, err := parseDuration(n.Value)
+	if err != nil {
+		d.errorf(n.Line, "%s: %v", name(path), err)
+		return
+	}
+	v.SetInt(int64(p))
+}
+
+// parseDuration reads a Go duration ("1s", "1m30s", "250ms"), also taking
+// whole days as "7d", since periods of days are common in rate limits.
+func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int64
+		if _, err := fmt.Sscanf(days, "%d", &n); err == nil && fmt.Sprint(n) == days && n > 0 && n <= 106751 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	p, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q: want a duration such as 1s, 90s, 1h or 7d", s)
+	}
+	return p, nil
+}
+
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+func name(path string) string {
+	if path == "" {
+		return "top level"
+	}
+	return path
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return fmt.Sprintf("%q", n.Value)
+	}
+}
+
+func kindName(k reflect.Kind) string {
+	switch k {
+	case reflect.Bool:
+		return "boolean"
+	case reflect.String:
+		return "string"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint32, reflect.Uint64:
+		return "whole number"
+	}
+	return k.String()
+}
