@@ -45,8 +45,7 @@ bench:
 
 # Bouncer's main job on the in-memory default; see README.md.
 run:
-	$(GO) run ./cmd/bouncer simulate --algorithm token_bucket --rate 5 --period 1s --burst 10 \
-		--traffic burst --burst-size 15 --every 2s --duration 6s --step 500ms
+	$(GO) run ./cmd/bouncer serve --config examples/serve/bouncer.yaml
 
 # Redis servers for the Redis store tests: a standalone on 16379 and a
 # 3-master/3-replica cluster on 17000-17005 (installs redis-server with
@@ -58,3 +57,11 @@ redis-up:
 
 redis-down:
 	bash scripts/redis-down.sh
+
+# The rate limit services side by side over gRPC: bouncer serve,
+# envoyproxy/ratelimit on Redis and gubernator in memory (bench/rls_test.go;
+# the first run builds the references, which takes a few minutes).
+.PHONY: bench-rls
+
+bench-rls:
+	cd bench && bash ../scripts/with-redis.sh $(GO) test -run '^$$' -bench '^BenchmarkRLS$$' -benchtime 2s -count 3 ./... | tee rls-out.txt

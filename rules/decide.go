@@ -2,9 +2,11 @@ package rules
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +30,19 @@ type Engine struct {
 	// domain the config does not define. By default such a request is
 	// allowed and no descriptor has a limit, as in envoyproxy/ratelimit.
 	RejectUnknownDomains bool
+
+	// Supports, if not nil, says whether the store can count a limit that
+	// a request sets (a descriptor's limit override); a request whose
+	// override it rejects fails with ErrInvalidRequest. The config's own
+	// limits are checked when it loads (Config.CheckLimits).
+	Supports func(bouncer.Limit) error
+
+	// Concurrent makes the checks of a request's descriptors, under
+	// envoyproxy/ratelimit semantics, run at once rather than in turn: for
+	// a store with round trips (Redis) a request then waits for one, not
+	// one per descriptor. Descriptors with the same key are still checked
+	// in order.
+	Concurrent bool
 
 	// Observe, if not nil, is called after every Decide with the request's
 	// domain ("" when the config does not define it) and its response, or
@@ -92,7 +107,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, error) {
 		}
 		return resp, nil
 	}
-	if err := d.checkOverrides(&r); err != nil {
+	if err := d.checkOverrides(&r, e.Supports); err != nil {
 		return Response{}, err
 	}
 	ms := d.matchAll(&r)
@@ -113,19 +128,32 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, error) {
 // the replaces of another matched rule does not apply.
 func (d *Domain) matchAll(r *Request) []*matched {
 	ms := make([]*matched, len(r.Descriptors))
-	replaced := map[string]bool{}
-	values := make([]string, MaxEntries)
+	pool := make([]matched, len(r.Descriptors))
+	var replaced map[string]bool
+	var buf [8]string
+	values := buf[:]
+	for _, desc := range r.Descriptors {
+		if len(desc.Entries) > len(values) {
+			values = make([]string, MaxEntries)
+		}
+	}
 	for i, desc := range r.Descriptors {
-		m := d.match(r, i, desc, values)
-		if m == nil {
+		m := &pool[i]
+		if !d.match(r, i, desc, values, m) {
 			continue
 		}
 		ms[i] = m
-		if m.rule != nil {
+		if m.rule != nil && len(m.rule.Replaces) > 0 {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
 			for _, name := range m.rule.Replaces {
 				replaced[name] = true
 			}
 		}
+	}
+	if replaced == nil {
+		return ms
 	}
 	for i, m := range ms {
 		if m != nil && m.rule != nil && !m.unlimited && m.rule.Name != "" && replaced[m.rule.Name] {
@@ -135,7 +163,8 @@ func (d *Domain) matchAll(r *Request) []*matched {
 	return ms
 }
 
-func (d *Domain) match(r *Request, i int, desc Descriptor, values []string) *matched {
+// match looks descriptor i up, filling m; false when no rule applies.
+func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *matched) bool {
 	entries, plan := desc.Entries, ""
 	if d.PlanKey != "" || d.ips != nil {
 		entries = make([]Entry, 0, len(desc.Entries))
@@ -153,7 +182,7 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string) *mat
 			plan = d.DefaultPlan
 		}
 	}
-	m := &matched{cost: r.hits(i)}
+	m.cost = r.hits(i)
 	if o := desc.Limit; o != nil {
 		l := d.overrideLimit(o)
 		for j, e := range entries {
@@ -164,11 +193,11 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string) *mat
 		if l.Rate > 0 {
 			m.limits = []bouncer.Limit{l}
 		}
-		return m
+		return true
 	}
 	found := d.root.lookup(entries, values)
 	if found.rule == nil {
-		return nil
+		return false
 	}
 	m.rule = found.rule
 	m.limits, m.unlimited = found.rule.limitsFor(plan)
@@ -184,7 +213,7 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string) *mat
 			m.report.Window = found.rule.Unit.Duration()
 		}
 	}
-	return m
+	return true
 }
 
 // overrideLimit is the limit a descriptor's override sets in d.
@@ -196,13 +225,19 @@ func (d *Domain) overrideLimit(o *Override) bouncer.Limit {
 	}
 }
 
-// checkOverrides rejects overrides that no store can count, such as a
-// billion or more per second: they are the caller's mistake, not a store
-// failure. A rate of 0 admits nothing and is never counted.
-func (d *Domain) checkOverrides(r *Request) error {
+// checkOverrides rejects overrides that the store cannot count, such as
+// a billion or more per second (or, for some stores, a year): they are the
+// caller's mistake, not a store failure. A rate of 0 admits nothing and is
+// never counted.
+func (d *Domain) checkOverrides(r *Request, supports func(bouncer.Limit) error) error {
 	for i, desc := range r.Descriptors {
 		if o := desc.Limit; o != nil && o.RequestsPerUnit > 0 {
-			if err := d.overrideLimit(o).Validate(); err != nil {
+			l := d.overrideLimit(o)
+			err := l.Validate()
+			if err == nil && supports != nil {
+				err = supports(l)
+			}
+			if err != nil {
 				return fmt.Errorf("%w: descriptors[%d].limit: %v", ErrInvalidRequest, i, err)
 			}
 		}
@@ -225,6 +260,7 @@ func storeKey(domain string, entries []Entry, values []string) string {
 // included, as envoyproxy/ratelimit does.
 func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp *Response) error {
 	now := e.now()
+	checks := 0
 	for i, m := range ms {
 		st := &resp.Statuses[i]
 		if m == nil {
@@ -235,28 +271,44 @@ func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp 
 			st.Unlimited, st.Remaining = true, math.MaxUint32
 			continue
 		}
-		report := m.report
-		st.Limit, st.Key = &report, m.key
-		st.ResetAfter = untilReset(report.Unit, now)
+		st.Limit, st.Key = &m.report, m.key
+		st.ResetAfter = untilReset(m.report.Unit, now)
 		if len(m.limits) == 0 { // requests_per_unit 0 admits nothing
 			if m.cost > 0 {
 				st.Code, st.RetryAfter = OverLimit, bouncer.Never
 			}
-		} else {
-			dec, err := e.Limiter.Check(ctx, bouncer.Request{
-				Keys: []bouncer.KeyLimits{{Key: m.key, Limits: m.limits}},
-				Cost: m.cost,
-			})
-			if err != nil {
-				return err
-			}
-			st.Remaining = clamp32(dec.Remaining)
-			st.RetryAfter, st.Degraded = dec.RetryAfter, dec.Degraded
-			if !dec.Allowed {
-				st.Code = OverLimit
-			}
+			continue
 		}
-		if st.Code == OverLimit && (m.shadow || m.quota) {
+		checks++
+	}
+	if checks > 1 && e.Concurrent && distinctKeys(ms) {
+		return e.checkConcurrently(ctx, ms, resp)
+	}
+	for i, m := range ms {
+		if m == nil || m.unlimited || len(m.limits) == 0 {
+			continue
+		}
+		if err := e.checkOne(ctx, m, &resp.Statuses[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkOne charges one descriptor on its own and fills its status.
+func (e *Engine) checkOne(ctx context.Context, m *matched, st *Status) error {
+	dec, err := e.Limiter.Check(ctx, bouncer.Request{
+		Keys: []bouncer.KeyLimits{{Key: m.key, Limits: m.limits}},
+		Cost: m.cost,
+	})
+	if err != nil {
+		return err
+	}
+	st.Remaining = clamp32(dec.Remaining)
+	st.RetryAfter, st.Degraded = dec.RetryAfter, dec.Degraded
+	if !dec.Allowed {
+		st.Code = OverLimit
+		if m.shadow || m.quota {
 			st.Code, st.Shadowed = OK, true
 			if m.quota {
 				st.ResetAfter = 0
@@ -264,6 +316,40 @@ func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp 
 		}
 	}
 	return nil
+}
+
+// checkConcurrently runs checkOne for every descriptor at once: for a
+// store with round trips, the answer then takes one of them, not one per
+// descriptor. Only for distinct keys, whose order does not matter.
+func (e *Engine) checkConcurrently(ctx context.Context, ms []*matched, resp *Response) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		if m == nil || m.unlimited || len(m.limits) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.checkOne(ctx, m, &resp.Statuses[i])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func distinctKeys(ms []*matched) bool {
+	for i, m := range ms {
+		if m == nil {
+			continue
+		}
+		for _, o := range ms[:i] {
+			if o != nil && o.key == m.key {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // untilReset is envoyproxy/ratelimit's duration_until_reset: the unit
@@ -296,8 +382,7 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 			st.Unlimited, st.Remaining = true, math.MaxUint32
 			continue
 		}
-		report := m.report
-		st.Limit, st.Key = &report, m.key
+		st.Limit, st.Key = &m.report, m.key
 		if len(m.limits) == 0 {
 			if m.cost > 0 {
 				st.Code, st.RetryAfter = OverLimit, bouncer.Never

@@ -1,6 +1,7 @@
 package rules_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -62,15 +63,18 @@ func TestEnvoySemantics(t *testing.T) {
 		},
 	}
 	for name, steps := range cases {
-		t.Run(name, func(t *testing.T) {
-			e, clock := newEngine(t, "testdata/envoy.yaml")
-			for i, s := range steps {
-				clock.Advance(s.advance)
-				if got := codes(decide(t, e, "edge", s.ds...)); got != s.want {
-					t.Fatalf("step %d: got %q, want %q", i, got, s.want)
+		for _, concurrent := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/concurrent=%v", name, concurrent), func(t *testing.T) {
+				e, clock := newEngine(t, "testdata/envoy.yaml")
+				e.Concurrent = concurrent
+				for i, s := range steps {
+					clock.Advance(s.advance)
+					if got := codes(decide(t, e, "edge", s.ds...)); got != s.want {
+						t.Fatalf("step %d: got %q, want %q", i, got, s.want)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,8 +67,21 @@ func (r *Reloader) Watch(ctx context.Context) error {
 	}
 	defer w.Close()
 	dirs := []string{filepath.Dir(r.Path)}
+	isDir := false
 	if st, err := os.Stat(r.Path); err == nil && st.IsDir() {
-		dirs = []string{r.Path}
+		dirs, isDir = []string{r.Path}, true
+	}
+	// Only changes that can change the config count: a log written next
+	// to the config must not make a rejected config reload forever.
+	relevant := func(name string) bool {
+		base := filepath.Base(name)
+		if strings.HasPrefix(base, "..") { // a ConfigMap's versions and ..data
+			return true
+		}
+		if isDir {
+			return strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml")
+		}
+		return base == filepath.Base(r.Path)
 	}
 	for _, d := range dirs {
 		if err := w.Add(d); err != nil {
@@ -85,11 +99,13 @@ func (r *Reloader) Watch(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, ok := <-w.Events:
+		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
 			}
-			timer.Reset(wait)
+			if relevant(ev.Name) {
+				timer.Reset(wait)
+			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil

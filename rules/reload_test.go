@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,14 +24,16 @@ const (
 )
 
 type reloads struct {
-	mu      sync.Mutex
-	changed int
-	failed  int
+	mu       sync.Mutex
+	attempts int
+	changed  int
+	failed   int
 }
 
 func (r *reloads) on(_ *rules.Config, changed bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.attempts++
 	if err != nil {
 		r.failed++
 	}
@@ -160,4 +163,27 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
 	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
 	eventually(t, "the swapped config", func() bool { return limitOf(e) == 2 })
+}
+
+// Writes to other files next to the config (a log, say) do not reload it:
+// with a rejected config, each reload would log, and the log's write would
+// reload again.
+func TestWatchIgnoresOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	write(t, path, limitOne)
+	_, r, counts := setup(t, path)
+	watch(t, r)
+	time.Sleep(20 * time.Millisecond)
+	write(t, path, broken) // once this is rejected, the watch is known to run
+	eventually(t, "the broken config to be rejected", func() bool { _, f := counts.counts(); return f >= 1 })
+	attempts := func() int { counts.mu.Lock(); defer counts.mu.Unlock(); return counts.attempts }
+	before := attempts()
+	for i := range 5 {
+		write(t, filepath.Join(dir, "bouncer.log"), fmt.Sprint("line ", i))
+	}
+	time.Sleep(200 * time.Millisecond) // twenty debounce periods
+	if got := attempts(); got != before {
+		t.Errorf("got %d reloads after writes to another file, want none", got-before)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,6 +253,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	var lim bouncer.Limiter
 	var closer io.Closer
 	var validate func(*rules.Config) error // what the store cannot count
+	var supports func(bouncer.Limit) error
 	if o.redisAddrs == nil {
 		ms := memstore.New(memstore.Options{})
 		lim, closer = ms, ms
@@ -268,6 +270,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 			return nil, err
 		}
 		lim, closer = rs, closerFunc(func() error { err := rs.Close(); client.Close(); return err })
+		supports = rs.Supports
 		validate = func(c *rules.Config) error { return c.CheckLimits(rs.Supports) }
 		if err := validate(cfg); err != nil {
 			closer.Close()
@@ -284,6 +287,8 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		})
 	}
 	e := rules.NewEngine(cfg, m.Limiter(lim))
+	e.Supports = supports
+	e.Concurrent = o.redisAddrs != nil // a request's descriptors wait for one round trip, not one each
 	e.RejectUnknownDomains = o.rejectUnknown
 	e.Observe = m.Observe
 	s := &service{log: log, engine: e, store: closer, shutdownIn: c.shutdownTimeout}
@@ -302,7 +307,9 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		closer.Close()
 		return nil, err
 	}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
+	// Stream workers reuse goroutines (and their grown stacks) across
+	// calls instead of starting one per call.
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
 	rls.New(e, o.headers).Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
