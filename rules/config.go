@@ -128,6 +128,10 @@ type Rule struct {
 	Unit            Unit
 	RequestsPerUnit uint32
 
+	// zero marks an envoyproxy/ratelimit limit of 0 requests per unit,
+	// counted as zeroLimit says.
+	zero bool
+
 	// DetailedMetric and ValueToMetric are envoyproxy/ratelimit's metric
 	// options: label metrics with the request's values.
 	DetailedMetric bool

@@ -72,6 +72,7 @@ type matched struct {
 	unlimited bool
 	shadow    bool
 	quota     bool
+	zero      bool // a limit of 0 (zeroLimit)
 	key       string
 	cost      int64
 	report    CurrentLimit
@@ -190,8 +191,11 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 		}
 		m.key = storeKey(d.Name, entries, values[:len(entries)])
 		m.report = CurrentLimit{Name: "", RequestsPerUnit: o.RequestsPerUnit, Unit: o.Unit, Window: l.Period}
-		if l.Rate > 0 {
+		switch {
+		case l.Rate > 0:
 			m.limits = []bouncer.Limit{l}
+		case d.Semantics == EnvoySemantics:
+			m.limits, m.zero = []bouncer.Limit{zeroLimit(l)}, true
 		}
 		return true
 	}
@@ -201,7 +205,12 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 	}
 	m.rule = found.rule
 	m.limits, m.unlimited = found.rule.limitsFor(plan)
-	m.shadow, m.quota = found.rule.Shadow, found.rule.QuotaMode
+	m.shadow, m.quota, m.zero = found.rule.Shadow, found.rule.QuotaMode, found.rule.zero
+	if m.zero {
+		m.key = storeKey(d.Name, entries, found.values)
+		m.report = CurrentLimit{Name: found.rule.Name, Unit: found.rule.Unit, Window: found.rule.Unit.Duration()}
+		return true
+	}
 	if !m.unlimited {
 		m.key = storeKey(d.Name, entries, found.values)
 		m.report = CurrentLimit{Name: found.rule.Name, RequestsPerUnit: found.rule.RequestsPerUnit, Unit: found.rule.Unit}
@@ -297,14 +306,21 @@ func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp 
 
 // checkOne charges one descriptor on its own and fills its status.
 func (e *Engine) checkOne(ctx context.Context, m *matched, st *Status) error {
+	cost := m.cost
+	if m.zero {
+		cost *= 2 // see zeroLimit
+	}
 	dec, err := e.Limiter.Check(ctx, bouncer.Request{
 		Keys: []bouncer.KeyLimits{{Key: m.key, Limits: m.limits}},
-		Cost: m.cost,
+		Cost: cost,
 	})
 	if err != nil {
 		return err
 	}
 	st.Remaining = clamp32(dec.Remaining)
+	if m.zero {
+		st.Remaining = 0
+	}
 	st.RetryAfter, st.Degraded = dec.RetryAfter, dec.Degraded
 	if !dec.Allowed {
 		st.Code = OverLimit

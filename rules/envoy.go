@@ -235,7 +235,8 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 		}
 	}
 	if l.Rate == 0 && c.d.Semantics == EnvoySemantics {
-		return r // admits nothing; decided without a store
+		r.Limits, r.zero = []bouncer.Limit{zeroLimit(l)}, true
+		return r
 	}
 	if err := l.Validate(); err != nil {
 		c.errorf(rl.At.Line, "%v", err)
@@ -243,6 +244,18 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 	}
 	r.Limits = []bouncer.Limit{l}
 	return r
+}
+
+// zeroLimit is how a requests_per_unit of 0 is counted under
+// envoyproxy/ratelimit semantics. That project counts such a window like
+// any other and answers OVER_LIMIT whenever the count after the hits is
+// above 0: every hit is over, and so is a peek once anything was counted
+// in the window. A charge_denied window of capacity 1 checked at twice the
+// hits gives exactly that: any hit overfills it (and is counted), and a
+// peek passes only while nothing was.
+func zeroLimit(l bouncer.Limit) bouncer.Limit {
+	l.Rate, l.ChargeDenied = 1, true
+	return l
 }
 
 // limitName names the limit of an envoyproxy/ratelimit rule: its

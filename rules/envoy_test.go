@@ -55,7 +55,10 @@ func TestEnvoySemantics(t *testing.T) {
 		},
 		"unlimited, banned, whitelisted and unknown": {
 			{ds: ds(desc("internal=1"), desc("banned=1"), desc("whitelisted=1"), desc("nope=1")), want: "OVER_LIMIT: OK/unlimited OVER_LIMIT/0 OK OK"},
-			{ds: ds(hits(desc("banned=1"), 0)), want: "OK: OK/0"},
+			// A limit of 0 counts its hits: a peek is over once any was
+			// counted in the window, and OK before.
+			{ds: ds(hits(desc("banned=1"), 0)), want: "OVER_LIMIT: OVER_LIMIT/0"},
+			{ds: ds(hits(desc("banned=2"), 0)), want: "OK: OK/0"},
 		},
 		"shadow mode answers OK": {
 			{ds: ds(desc("canary=1")), want: "OK: OK/0"},

@@ -601,7 +601,8 @@ func TestServeEnvoyConfig(t *testing.T) {
 		}},
 		{"unlimited, zero, no limit and unknown", []step{
 			{request("edge", desc("internal=1"), desc("banned=1"), desc("whitelisted=1"), desc("nope=1")), "OVER_LIMIT: OK/unlimited OVER_LIMIT/0 OK OK"},
-			{request("edge", hits(desc("banned=1"), 0)), "OK: OK/0"},
+			{request("edge", hits(desc("banned=1"), 0)), "OVER_LIMIT: OVER_LIMIT/0"}, // hits were counted
+			{request("edge", hits(desc("banned=2"), 0)), "OK: OK/0"},
 		}},
 		{"shadow and quota modes answer OK", []step{
 			{request("edge", desc("canary=1"), desc("quota=1")), "OK: OK/0 OK/0"},
