@@ -4,7 +4,8 @@
 //
 // It is a module of its own so that the peers never enter Bouncer's
 // go.mod. It holds only benchmarks, a quick test that each peer is
-// configured as intended, and ratios.go, which turns the output of
+// configured as intended, the packages that run rate limit services for
+// BenchmarkRLS (below), and ratios.go, which turns the output of
 // go test -bench into the tables of docs/benchmarks.md:
 //
 //	go test -run '^$' -bench . -benchtime 1s -count 3 ./... | tee out.txt
@@ -29,4 +30,21 @@
 //
 // Under -benchtime 1x (a smoke run, as in CI) the memory benchmark writes
 // 10 000 keys instead of 200 000.
+//
+// # Rate limit services
+//
+// BenchmarkRLS measures `bouncer serve` beside envoyproxy/ratelimit (on
+// the standalone Redis) and gubernator (one node, in memory) over gRPC:
+// calls per second and p50/p99/p99.9 latency of calls checking 1 or 3
+// descriptors, from 1 or 64 streams. Package refsvc builds and starts the
+// services, each a process of its own on free loopback ports, at the
+// versions go.mod pins; package rlsload is the load generator, and
+// cmd/rlsload its command line. TestRLSReferences checks that the
+// references count as the benchmark assumes; it needs BOUNCER_REDIS_ADDR,
+// as the Redis tests do. The first run builds the references, which takes
+// minutes; later runs reuse the binaries (under the user's cache
+// directory). From the repository root:
+//
+//	make bench-rls
+//	cd bench && go run ./cmd/rlsload -server envoy-ratelimit -streams 64 -duration 10s
 package bench

@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/bench/refsvc"
+	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/rls"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// TestDifferentialEnvoyRatelimit sends one seeded random stream of
+// ShouldRateLimit calls to envoyproxy/ratelimit (on Redis) and to Bouncer
+// serving the same config file (on the memory store, and on Redis), and
+// requires identical responses: overall code, and per descriptor the
+// code, current limit, remaining and duration until reset.
+//
+// The configs are testdata/differential.yaml, one of every feature of that
+// project's format, and the example configs that ship with
+// envoyproxy/ratelimit, read from its module as they are.
+func TestDifferentialEnvoyRatelimit(t *testing.T) {
+	addrs := redisAddrs(t, redisTopologies[0])
+	configs := map[string]string{"differential.yaml": readFile(t, "testdata/differential.yaml")}
+	dir := ratelimitModuleDir(t)
+	examples, err := filepath.Glob(filepath.Join(dir, "examples", "ratelimit", "config", "*.yaml"))
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no example configs in envoyproxy/ratelimit's module at %s (%v)", dir, err)
+	}
+	for _, e := range examples {
+		configs["envoyproxy-ratelimit/"+filepath.Base(e)] = readFile(t, e)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("BOUNCER_DIFF_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	calls := 300
+	if s := os.Getenv("BOUNCER_DIFF_CALLS"); s != "" {
+		fmt.Sscan(s, &calls)
+	}
+	t.Logf("seed %d (BOUNCER_DIFF_SEED reruns it), %d calls per config (BOUNCER_DIFF_CALLS)", seed, calls)
+	for name, body := range configs {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := rules.Parse(name, []byte(body))
+			if err != nil {
+				t.Fatalf("Bouncer does not load %s unchanged: %v", name, err)
+			}
+			ref := startRLS(t, refsvc.EnvoyRatelimit{RedisAddrs: addrs, Config: body}.Start)
+			mem := memstore.New(memstore.Options{})
+			t.Cleanup(func() { mem.Close() })
+			red, err := redisstore.New(redisstore.Options{Addrs: addrs, Prefix: "diff" + strings.ReplaceAll(runID, "-", "") + fmt.Sprint(seed%1000), Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { red.Close() })
+			targets := []struct {
+				name   string
+				client pb.RateLimitServiceClient
+			}{
+				{"bouncer/memory", serveInProcess(t, cfg, mem, false)},
+				{"bouncer/redis", serveInProcess(t, cfg, red, true)},
+			}
+			envoy := dial(t, ref.Addr)
+			gen := newStream(t, body, seed)
+			seen := map[pb.RateLimitResponse_Code]int{}
+			for i := range calls {
+				req := gen.next()
+				awayFromSecondBoundary()
+				want, werr := envoy.ShouldRateLimit(t.Context(), req)
+				for _, tg := range targets {
+					got, gerr := tg.client.ShouldRateLimit(t.Context(), req)
+					if (werr != nil) != (gerr != nil) {
+						t.Fatalf("call %d %v: envoyproxy/ratelimit error %v, %s error %v", i, req, werr, tg.name, gerr)
+					}
+					if werr != nil {
+						continue
+					}
+					if !proto.Equal(normalize(want), normalize(got)) {
+						t.Fatalf("call %d, seed %d:\nrequest         %v\nenvoy-ratelimit %v\n%-15s %v", i, seed, req, want, tg.name, got)
+					}
+				}
+				if werr == nil {
+					for _, st := range want.Statuses {
+						seen[st.Code]++
+					}
+				}
+			}
+			// The stream must have crossed limits, not only stayed under them.
+			if seen[pb.RateLimitResponse_OK] == 0 || seen[pb.RateLimitResponse_OVER_LIMIT] == 0 {
+				t.Errorf("statuses seen: %v; want both OK and OVER_LIMIT", seen)
+			}
+			t.Logf("%d calls: statuses %v", calls, seen)
+		})
+	}
+}
+
+// awayFromSecondBoundary waits out the last 30ms of a second, so that the
+// calls of one request to each service fall in the same second: the same
+// windows, and the same whole-second duration_until_reset.
+func awayFromSecondBoundary() {
+	now := time.Now()
+	if left := time.Second - time.Duration(now.Nanosecond()); left < 30*time.Millisecond {
+		time.Sleep(left + 2*time.Millisecond)
+	}
+}
+
+// normalize keeps what both services define: envoyproxy/ratelimit leaves
+// out fields it has no value for in the same way Bouncer does, so the
+// messages compare as they are, minus headers (none from either here).
+func normalize(r *pb.RateLimitResponse) *pb.RateLimitResponse {
+	c := proto.Clone(r).(*pb.RateLimitResponse)
+	c.ResponseHeadersToAdd = nil
+	return c
+}
+
+func serveInProcess(t *testing.T, cfg *rules.Config, lim bouncer.Limiter, concurrent bool) pb.RateLimitServiceClient {
+	t.Helper()
+	e := rules.NewEngine(cfg, lim)
+	e.Concurrent = concurrent
+	g := grpc.NewServer()
+	rls.New(e, header.Off).Register(g)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	return dial(t, l.Addr().String())
+}
+
+func dial(t *testing.T, addr string) pb.RateLimitServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return pb.NewRateLimitServiceClient(conn)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// ratelimitModuleDir is where the go command keeps the pinned
+// envoyproxy/ratelimit module's source.
+func ratelimitModuleDir(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/envoyproxy/ratelimit").Output()
+	if err != nil {
+		t.Fatalf("go list -m github.com/envoyproxy/ratelimit: %v", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		out, err := exec.Command("go", "mod", "download", "-json", "github.com/envoyproxy/ratelimit").Output()
+		if err != nil {
+			t.Fatalf("go mod download github.com/envoyproxy/ratelimit: %v", err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), `"Dir": "`); ok {
+				dir = strings.TrimSuffix(v, `",`)
+			}
+		}
+	}
+	return dir
+}
+
+// stream makes random requests for one config: descriptors along the
+// config's own branches (values from the config, from small pools where
+// it matches any value or a prefix, and now and then a value or an entry
+// it does not know), one to three per request, with random hits.
+type stream struct {
+	rnd    *rand.Rand
+	domain string
+	paths  [][]entryGen
+}
+
+type entryGen struct {
+	key    string
+	values []string // candidates; a few per entry, so that limits are crossed
+}
+
+type yamlDescriptor struct {
+	Key         string           `yaml:"key"`
+	Value       string           `yaml:"value"`
+	Descriptors []yamlDescriptor `yaml:"descriptors"`
+}
+
+func newStream(t *testing.T, body string, seed uint64) *stream {
+	t.Helper()
+	var f struct {
+		Domain      string           `yaml:"domain"`
+		Descriptors []yamlDescriptor `yaml:"descriptors"`
+	}
+	if err := yaml.Unmarshal([]byte(body), &f); err != nil {
+		t.Fatal(err)
+	}
+	s := &stream{rnd: rand.New(rand.NewPCG(seed, 7)), domain: f.Domain}
+	var walk func(prefix []entryGen, ds []yamlDescriptor)
+	walk = func(prefix []entryGen, ds []yamlDescriptor) {
+		for _, d := range ds {
+			var values []string
+			switch {
+			case d.Value == "":
+				values = []string{"v1", "v2", "v3"}
+			case strings.HasSuffix(d.Value, "*"):
+				p := strings.TrimSuffix(d.Value, "*")
+				values = []string{p + "a", p + "b", p, "zz" + p}
+			default:
+				values = []string{d.Value, d.Value, d.Value, d.Value + "x"}
+			}
+			path := append(append([]entryGen(nil), prefix...), entryGen{key: d.Key, values: values})
+			s.paths = append(s.paths, path)
+			walk(path, d.Descriptors)
+		}
+	}
+	walk(nil, f.Descriptors)
+	if len(s.paths) == 0 {
+		t.Fatal("the config has no descriptors")
+	}
+	return s
+}
+
+func (s *stream) next() *pb.RateLimitRequest {
+	r := s.rnd
+	req := &pb.RateLimitRequest{Domain: s.domain}
+	if r.IntN(40) == 0 {
+		req.Domain = "no-such-domain"
+	}
+	if r.IntN(4) == 0 {
+		req.HitsAddend = uint32(r.IntN(3))
+	}
+	for range 1 + r.IntN(3) {
+		path := s.paths[r.IntN(len(s.paths))]
+		if r.IntN(6) == 0 {
+			path = path[:r.IntN(len(path))+1] // a shorter descriptor
+		}
+		d := &rlpb.RateLimitDescriptor{}
+		for _, e := range path {
+			d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: e.key, Value: e.values[r.IntN(len(e.values))]})
+		}
+		if r.IntN(10) == 0 {
+			d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: "extra", Value: "1"}) // deeper than the config
+		}
+		if r.IntN(4) == 0 {
+			d.HitsAddend = wrapperspb.UInt64(uint64(r.IntN(4))) // 0 peeks
+		}
+		req.Descriptors = append(req.Descriptors, d)
+	}
+	return req
+}

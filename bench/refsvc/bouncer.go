@@ -1,0 +1,88 @@
+package refsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// ErrNoServe is returned by Bouncer.Start while the bouncer binary has no
+// serve command.
+var ErrNoServe = errors.New("refsvc: the bouncer binary has no serve command yet")
+
+// Bouncer configures `bouncer serve`, built from the checkout this bench
+// module belongs to.
+type Bouncer struct {
+	// Config is the YAML of the configuration file given to --config:
+	// Bouncer's own format or envoyproxy/ratelimit's.
+	Config string
+
+	// Args are added after the flags Start passes: the store to use, for
+	// one (--store redis://host:port).
+	Args []string
+
+	// Env is the server's environment (KEY=value) besides PATH, HOME and
+	// TMPDIR: no BOUNCER_* variable of this process reaches it.
+	Env []string
+}
+
+// Binary returns the path of the bouncer binary, building it the first
+// time in the process from the parent (root) module, so from the
+// checkout's current source.
+func (Bouncer) Binary(ctx context.Context) (string, error) {
+	return binary(ctx, "bouncer", func(ctx context.Context, dir, bin string) (string, error) {
+		out := filepath.Join(bin, "bouncer")
+		if _, err := goCmd(ctx, filepath.Dir(dir), nil, "build", "-o", out, "./cmd/bouncer"); err != nil {
+			return "", err
+		}
+		return out, nil
+	})
+}
+
+// Start builds bouncer if needed and runs
+//
+//	bouncer serve --config <file holding b.Config> --grpc-addr <free loopback port> \
+//		--http-addr= --admin-addr= --log-level warn b.Args...
+//
+// (the JSON API and admin listeners off, so that they need no port, and
+// logs at warning level, as the references are started), returning once
+// its gRPC API answers. It returns ErrNoServe if the binary has no serve
+// command.
+func (b Bouncer) Start(ctx context.Context) (*Server, error) {
+	path, err := b.Binary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// bouncer help <command> exits 0 for a command it has, 2 otherwise.
+	if err := exec.CommandContext(ctx, path, "help", "serve").Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return nil, ErrNoServe
+		}
+		return nil, fmt.Errorf("refsvc: running %s help serve: %w", path, err)
+	}
+	dir, err := os.MkdirTemp("", "refsvc-bouncer-")
+	if err != nil {
+		return nil, fmt.Errorf("refsvc: %w", err)
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	conf := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(conf, []byte(b.Config), 0o644); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("refsvc: writing the configuration: %w", err)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	addr := loopback(ports[0])
+	args := append([]string{"serve", "--config", conf, "--grpc-addr", addr,
+		"--http-addr=", "--admin-addr=", "--log-level", "warn"}, b.Args...)
+	return spawn(ctx, "bouncer", addr, path, args, b.Env, cleanup, func(ctx context.Context) error {
+		return grpcServing(ctx, addr)
+	})
+}

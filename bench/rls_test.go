@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/bouncerhq/bouncer/bench/refsvc"
+	"github.com/bouncerhq/bouncer/bench/rlsload"
+)
+
+// The RLS benchmarks compare rate limit services over gRPC: Bouncer's
+// (`bouncer serve`), envoyproxy/ratelimit on Redis, and gubernator in
+// memory, each started as a process of its own by package refsvc and
+// loaded by package rlsload. The load generator shares the machine with
+// the server (and Redis), as it would share it with any service it
+// measures. The absolute numbers depend on the machine; every server gets
+// the same load in the same run, so their ratios compare like with like.
+
+// rlsKeys is how many distinct descriptor values BenchmarkRLS spreads its
+// calls over, rlsConns how many gRPC connections carry them,
+// rlsDescriptors how many descriptors one call carries, and rlsStreams
+// how many calls are in flight at once.
+const (
+	rlsKeys  = 10_000
+	rlsConns = 4
+)
+
+var (
+	rlsDescriptors = []int{1, 3}
+	rlsStreams     = []int{1, 64}
+)
+
+// Every server of BenchmarkRLS holds each user_id value of domain bench to
+// a million calls a second, so that every call is allowed.
+const (
+	rlsDomain = "bench"
+	rlsLimit  = 1_000_000
+	rlsUnit   = "second"
+)
+
+// rlsServer is one service under BenchmarkRLS. start starts it with
+// config (envoyproxy/ratelimit's format; gubernator takes its limits in
+// each request instead) and stops it when tb ends; it skips tb when the
+// service cannot run here.
+type rlsServer struct {
+	name, store string
+	protocol    rlsload.Protocol
+	start       func(tb testing.TB, config string) *refsvc.Server
+}
+
+// rlsServers are the services of BenchmarkRLS, Bouncer's first. Add a
+// service with an entry here, or run benchRLS against any server started
+// with BenchmarkRLS's configuration.
+//
+// Bouncer's Redis store gets a 1 s deadline per Redis call, so that the
+// deadline never trips under load (as in BenchmarkRedisCheck; the default
+// is a few milliseconds), and fails closed, so that a check decided
+// without Redis shows as a denial and fails the benchmark instead of
+// passing for a fast one. Its entries skip while the bouncer binary has
+// no serve command.
+var rlsServers = []rlsServer{
+	{"bouncer", "memory", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
+		return startRLS(tb, refsvc.Bouncer{Config: config, Args: []string{"--store", "memory"}}.Start)
+	}},
+	{"bouncer", "redis", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
+		addrs := redisAddrs(tb, redisTopologies[0])
+		args := []string{"--store", "redis://" + addrs[0], "--store-timeout", "1s", "--on-store-error", "deny"}
+		return startRLS(tb, refsvc.Bouncer{Config: config, Args: args}.Start)
+	}},
+	{"envoy-ratelimit", "redis", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
+		addrs := redisAddrs(tb, redisTopologies[0])
+		return startRLS(tb, refsvc.EnvoyRatelimit{RedisAddrs: addrs, Config: config}.Start)
+	}},
+	{"gubernator", "memory", rlsload.Gubernator, func(tb testing.TB, _ string) *refsvc.Server {
+		if testing.Short() {
+			tb.Skip("installing gubernator takes minutes on a fresh machine; run without -short")
+		}
+		return startRLS(tb, refsvc.Gubernator{}.Start)
+	}},
+}
+
+// startRLS runs start, stops the server it started when tb ends, and
+// skips tb if start says the service does not exist yet.
+func startRLS(tb testing.TB, start func(context.Context) (*refsvc.Server, error)) *refsvc.Server {
+	tb.Helper()
+	s, err := start(context.Background())
+	if errors.Is(err, refsvc.ErrNoServe) {
+		tb.Skip(err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// BenchmarkRLS measures rate limit services over gRPC: one op is one call
+// (ShouldRateLimit, or gubernator's GetRateLimits) that checks 1 or 3
+// descriptors [{user_id: u<k>}] of 10 000 values, from 1 or 64 streams
+// (goroutines, each one call in flight at a time) over 4 gRPC
+// connections. Every server holds each value to a million a second, so
+// every call must be allowed: the benchmark fails if any is denied or
+// fails, if an answer carries another limit, or if the calls did not
+// spread over the keys (see rlsload.Load.Run). Besides ns/op (wall time
+// over b.N, all streams together) it reports:
+//
+//	checks/s  calls per second
+//	p50-µs    median latency of one call, in microseconds
+//	p99-µs    99th percentile
+//	p99.9-µs  99.9th percentile
+//
+// envoyproxy/ratelimit runs on the standalone Redis of BOUNCER_REDIS_ADDR
+// (and skips without it), with its default settings besides those
+// refsvc.EnvoyRatelimit.Start names; gubernator runs as one node with its
+// defaults.
+func BenchmarkRLS(b *testing.B) {
+	config := refsvc.LimitConfig(rlsDomain, "user_id", rlsLimit, rlsUnit)
+	for _, sv := range rlsServers {
+		name := "server=" + sv.name + "/store=" + sv.store
+		b.Run(name, func(b *testing.B) {
+			s := sv.start(b, config)
+			benchRLS(b, s.Addr, sv.protocol)
+		})
+	}
+}
+
+// benchRLS runs BenchmarkRLS's sub-benchmarks against the server at addr,
+// started with the configuration BenchmarkRLS gives.
+func benchRLS(b *testing.B, addr string, protocol rlsload.Protocol) {
+	period, _ := refsvc.UnitPeriod(rlsUnit)
+	for _, d := range rlsDescriptors {
+		b.Run("descriptors="+strconv.Itoa(d), func(b *testing.B) {
+			l, err := rlsload.New(rlsload.Config{
+				Addr: addr, Protocol: protocol, Conns: rlsConns, Domain: rlsDomain,
+				Keys: rlsKeys, Descriptors: d, Limit: rlsLimit, Period: period,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			// One call on each connection, so that no timed call dials.
+			if _, err := l.Run(context.Background(), rlsload.Spec{Streams: rlsConns, Calls: rlsConns}); err != nil {
+				b.Fatal(err)
+			}
+			for _, n := range rlsStreams {
+				b.Run("streams="+strconv.Itoa(n), func(b *testing.B) {
+					rlsRun(b, l, n)
+				})
+			}
+		})
+	}
+}
+
+// rlsRun makes b.N calls of l from streams goroutines and reports
+// throughput and latency percentiles.
+func rlsRun(b *testing.B, l *rlsload.Load, streams int) {
+	b.ResetTimer()
+	r, err := l.Run(context.Background(), rlsload.Spec{Streams: streams, Calls: int64(b.N)})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.Denied > 0 || r.Failed > 0 {
+		b.Fatalf("%d calls denied and %d failed (first error: %v), want all allowed", r.Denied, r.Failed, r.FirstErr)
+	}
+	b.ReportMetric(r.PerSecond(), "checks/s")
+	b.ReportMetric(micros(r.P50), "p50-µs")
+	b.ReportMetric(micros(r.P99), "p99-µs")
+	b.ReportMetric(micros(r.P999), "p99.9-µs")
+}
