@@ -1,7 +1,7 @@
 // Package admin serves Bouncer's admin API, on a listener of its own that
 // is never the public one: health and readiness, Prometheus metrics,
-// pprof, the config being served and its rules, listed with opaque
-// cursors.
+// pprof, the config being served and its rules, and the keys decided
+// recently (listed with opaque cursors), each key's state, and a reset.
 package admin
 
 import (
@@ -70,6 +70,9 @@ func Handler(o Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"version": c.Version, "files": c.Files, "domains": domains})
 	})
 	mux.HandleFunc("GET /v1/rules", func(w http.ResponseWriter, r *http.Request) { listRules(w, r, o.Engine.Config()) })
+	mux.HandleFunc("GET /v1/keys", func(w http.ResponseWriter, r *http.Request) { listKeys(w, r, o) })
+	mux.HandleFunc("GET /v1/keys/state", func(w http.ResponseWriter, r *http.Request) { keyState(w, r, o) })
+	mux.HandleFunc("POST /v1/keys/reset", func(w http.ResponseWriter, r *http.Request) { resetKey(w, r, o) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such admin endpoint"})
 	})
@@ -176,15 +179,23 @@ func info(r *rules.Rule) RuleInfo {
 	return ri
 }
 
-func page(w http.ResponseWriter, r *http.Request) (limit int, after *position, ok bool) {
-	limit = DefaultPageSize
+// pageSize reads ?limit=, answering 400 if it is out of range.
+func pageSize(w http.ResponseWriter, r *http.Request) (int, bool) {
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxPageSize {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "message": "limit: want 1 to " + strconv.Itoa(MaxPageSize)})
-			return 0, nil, false
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit: want 1 to "+strconv.Itoa(MaxPageSize))
+			return 0, false
 		}
-		limit = n
+		return n, true
+	}
+	return DefaultPageSize, true
+}
+
+func page(w http.ResponseWriter, r *http.Request) (limit int, after *position, ok bool) {
+	limit, ok = pageSize(w, r)
+	if !ok {
+		return 0, nil, false
 	}
 	if s := r.URL.Query().Get("cursor"); s != "" {
 		after = decodeCursor(s)

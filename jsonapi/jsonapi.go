@@ -14,9 +14,16 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/bouncerhq/bouncer/internal/header"
 	"github.com/bouncerhq/bouncer/rules"
 )
+
+var tracer = otel.Tracer("github.com/bouncerhq/bouncer/jsonapi")
 
 // DefaultMaxBody bounds a request body when Handler.MaxBody is 0.
 const DefaultMaxBody = 64 << 10
@@ -98,6 +105,10 @@ type errorBody struct {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := tracer.Start(ctx, "POST /v1/check", trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	r = r.WithContext(ctx)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
@@ -123,7 +134,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := h.Engine.Decide(r.Context(), req)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("bouncer.domain", req.Domain), attribute.Int("bouncer.descriptors", len(req.Descriptors)))
+		if err == nil {
+			span.SetAttributes(attribute.String("bouncer.overall_code", resp.Code.String()))
+		}
+	}
 	if err != nil {
+		span.RecordError(err)
 		status, code := statusOf(err)
 		writeError(w, status, code, err.Error())
 		return

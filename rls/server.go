@@ -39,12 +39,15 @@ func New(e *rules.Engine, mode header.Mode) *Server {
 func (s *Server) Register(g *grpc.Server) { pb.RegisterRateLimitServiceServer(g, s) }
 
 // ShouldRateLimit decides one request.
-func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (out *pb.RateLimitResponse, err error) {
+	ctx, span := startSpan(ctx)
+	var resp rules.Response
+	defer func() { endSpan(span, in.GetDomain(), len(in.GetDescriptors()), &resp, err) }()
 	req, err := Request(in)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	resp, err := s.Engine.Decide(ctx, req)
+	resp, err = s.Engine.Decide(ctx, req)
 	if err != nil {
 		return nil, statusOf(err)
 	}

@@ -37,6 +37,10 @@ type Engine struct {
 	// limits are checked when it loads (Config.CheckLimits).
 	Supports func(bouncer.Limit) error
 
+	// Keys, if not nil, remembers the keys decided most recently, for the
+	// admin API to list (stores keep no keys, only hashes or digests).
+	Keys *KeyIndex
+
 	// Concurrent makes the checks of a request's descriptors, under
 	// envoyproxy/ratelimit semantics, run at once rather than in turn: for
 	// a store with round trips (Redis) a request then waits for one, not
@@ -72,7 +76,8 @@ type matched struct {
 	unlimited bool
 	shadow    bool
 	quota     bool
-	zero      bool // a limit of 0 (zeroLimit)
+	zero      bool    // a limit of 0 (zeroLimit)
+	entries   []Entry // as matched: client IPs aggregated, the plan left out
 	key       string
 	cost      int64
 	report    CurrentLimit
@@ -112,6 +117,9 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, error) {
 		return Response{}, err
 	}
 	ms := d.matchAll(&r)
+	if e.Keys != nil {
+		e.Keys.note(d.Name, ms, e.now())
+	}
 	var err error
 	if d.Semantics == EnvoySemantics {
 		err = e.decideEach(ctx, d, ms, &resp)
@@ -183,7 +191,7 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 			plan = d.DefaultPlan
 		}
 	}
-	m.cost = r.hits(i)
+	m.cost, m.entries = r.hits(i), entries
 	if o := desc.Limit; o != nil {
 		l := d.overrideLimit(o)
 		for j, e := range entries {

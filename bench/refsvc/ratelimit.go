@@ -13,7 +13,10 @@ import (
 
 // ratelimitPkg is envoyproxy/ratelimit's main package; its module's
 // version is the one the bench module requires.
-const ratelimitPkg = "github.com/envoyproxy/ratelimit/src/service_cmd"
+const (
+	ratelimitModule = "github.com/envoyproxy/ratelimit"
+	ratelimitPkg    = ratelimitModule + "/src/service_cmd"
+)
 
 // EnvoyRatelimit configures envoyproxy/ratelimit, the reference Envoy RLS
 // v3 service, on Redis. The zero value is not usable: RedisAddrs and
@@ -40,15 +43,20 @@ type EnvoyRatelimit struct {
 }
 
 // Binary returns the path of envoyproxy/ratelimit's binary, building it
-// the first time (go build in the bench module, so at the version and with
-// the dependencies its go.mod pins).
+// the first time: go install at the version bench/go.mod pins, so that it
+// is built from its own module with the dependencies its go.mod names,
+// whatever versions Bouncer (and so the bench module) uses.
 func (EnvoyRatelimit) Binary(ctx context.Context) (string, error) {
 	return binary(ctx, "envoy-ratelimit", func(ctx context.Context, dir, bin string) (string, error) {
-		out := filepath.Join(bin, "envoy-ratelimit")
-		if _, err := goCmd(ctx, dir, nil, "build", "-o", out, ratelimitPkg); err != nil {
+		v, err := moduleVersion(ctx, dir, ratelimitModule)
+		if err != nil {
 			return "", err
 		}
-		return out, nil
+		gobin := filepath.Join(bin, "envoy-ratelimit-"+v)
+		if _, err := goCmd(ctx, dir, []string{"GOBIN=" + gobin, "GOWORK=off"}, "install", ratelimitPkg+"@"+v); err != nil {
+			return "", err
+		}
+		return filepath.Join(gobin, "service_cmd"), nil
 	})
 }
 

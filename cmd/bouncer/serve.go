@@ -36,6 +36,7 @@ import (
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/rls"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/tracing"
 )
 
 // serveConfig is everything `bouncer serve` takes from flags and the
@@ -54,6 +55,10 @@ type serveConfig struct {
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
+	adminKeys       int
+	otelEndpoint    string
+	otelInsecure    bool
+	otelSample      float64
 
 	envErrs []string // environment variables whose values did not parse
 }
@@ -73,6 +78,10 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight calls")
+	fs.StringVar(&c.otelEndpoint, "otel-endpoint", "", "OpenTelemetry: send traces over OTLP/gRPC to this collector (host:port); empty: tracing off")
+	fs.BoolVar(&c.otelInsecure, "otel-insecure", false, "OpenTelemetry: send traces without TLS (a collector on the same host or pod)")
+	fs.Float64Var(&c.otelSample, "otel-sample-ratio", 1, "OpenTelemetry: share of traces started here that are kept (calls whose caller sampled them always are)")
+	fs.IntVar(&c.adminKeys, "admin-keys", 10000, "how many recently decided keys the admin API can list (/v1/keys); 0 turns the index off")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "BOUNCER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		f.Usage += " (env " + env + ")"
@@ -181,6 +190,12 @@ func (c serveConfig) validate() (serveOptions, error) {
 	if c.storeTimeout <= 0 {
 		return o, fmt.Errorf("--store-timeout: want a positive duration, got %v", c.storeTimeout)
 	}
+	if c.otelSample < 0 || c.otelSample > 1 {
+		return o, fmt.Errorf("--otel-sample-ratio: want 0 to 1, got %v", c.otelSample)
+	}
+	if c.adminKeys < 0 {
+		return o, fmt.Errorf("--admin-keys: want 0 or more, got %d", c.adminKeys)
+	}
 	if c.shutdownTimeout <= 0 {
 		return o, fmt.Errorf("--shutdown-timeout: want a positive duration, got %v", c.shutdownTimeout)
 	}
@@ -236,6 +251,8 @@ type service struct {
 	watchStop  context.CancelFunc
 	wg         sync.WaitGroup
 	shutdownIn time.Duration
+
+	stopTracing func(context.Context) error // nil when tracing is off
 }
 
 // startService loads the config, opens the store and the listeners, and
@@ -286,12 +303,24 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 			return 0
 		})
 	}
+	var stopTracing func(context.Context) error
+	if c.otelEndpoint != "" {
+		stop, err := tracing.Start(ctx, tracing.Options{Endpoint: c.otelEndpoint, Insecure: c.otelInsecure, SampleRatio: c.otelSample})
+		if err != nil {
+			closer.Close()
+			return nil, err
+		}
+		stopTracing, lim = stop, tracing.Limiter(lim)
+	}
 	e := rules.NewEngine(cfg, m.Limiter(lim))
 	e.Supports = supports
+	if c.adminKeys > 0 {
+		e.Keys = rules.NewKeyIndex(c.adminKeys)
+	}
 	e.Concurrent = o.redisAddrs != nil // a request's descriptors wait for one round trip, not one each
 	e.RejectUnknownDomains = o.rejectUnknown
 	e.Observe = m.Observe
-	s := &service{log: log, engine: e, store: closer, shutdownIn: c.shutdownTimeout}
+	s := &service{log: log, engine: e, store: closer, shutdownIn: c.shutdownTimeout, stopTracing: stopTracing}
 	s.reloader = &rules.Reloader{Path: c.config, Engine: e, Validate: validate, OnReload: func(cfg *rules.Config, changed bool, err error) {
 		m.Reloaded(cfg, changed, err)
 		switch {
@@ -402,6 +431,13 @@ func (s *service) shutdown() {
 	s.wg.Wait()
 	if err := s.store.Close(); err != nil {
 		s.log.Warn("closing the store", "err", err)
+	}
+	if s.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.stopTracing(ctx); err != nil {
+			s.log.Warn("flushing traces", "err", err)
+		}
 	}
 }
 

@@ -1,0 +1,185 @@
+package admin
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// keyCursorTag starts every key cursor, so that a rule cursor (or any
+// other string) is refused rather than misread.
+const keyCursorTag = "k1:"
+
+// KeyView is one key as the admin API shows it.
+type KeyView struct {
+	Key      string        `json:"key"`
+	Domain   string        `json:"domain"`
+	Rule     string        `json:"rule,omitempty"`
+	Entries  []EntryView   `json:"entries"`
+	LastSeen time.Time     `json:"last_seen,omitzero"`
+	Limits   []LimitStatus `json:"limits,omitempty"`
+}
+
+// EntryView is one descriptor entry.
+type EntryView struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// LimitStatus is one limit of a key and its state now.
+type LimitStatus struct {
+	Name              string  `json:"name"`
+	Algorithm         string  `json:"algorithm"`
+	Rate              int64   `json:"rate"`
+	PeriodSeconds     float64 `json:"period_seconds"`
+	Burst             int64   `json:"burst,omitempty"`
+	Remaining         int64   `json:"remaining"`
+	Over              bool    `json:"over"` // counted past the limit (charge_denied), so even a peek is denied
+	ResetAfterSeconds float64 `json:"reset_after_seconds"`
+	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
+}
+
+func view(k rules.KeyInfo) KeyView {
+	v := KeyView{Key: k.Key, Domain: k.Domain, LastSeen: k.LastSeen, Entries: make([]EntryView, len(k.Entries))}
+	if k.Rule != nil {
+		v.Rule = k.Rule.Path
+	}
+	for i, e := range k.Entries {
+		v.Entries[i] = EntryView{Key: e.Key, Value: e.Value}
+	}
+	return v
+}
+
+// listKeys answers one page of the engine's key index, in key order.
+func listKeys(w http.ResponseWriter, r *http.Request, o Options) {
+	if o.Engine.Keys == nil {
+		writeError(w, http.StatusNotImplemented, "keys_off", "the key index is off (--admin-keys 0)")
+		return
+	}
+	limit, ok := pageSize(w, r)
+	if !ok {
+		return
+	}
+	after := ""
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || !strings.HasPrefix(string(b), keyCursorTag) {
+			writeError(w, http.StatusBadRequest, "invalid_request", "cursor: not one this API gave")
+			return
+		}
+		after = strings.TrimPrefix(string(b), keyCursorTag)
+	}
+	keys, more := o.Engine.Keys.List(after, limit)
+	out := make([]KeyView, len(keys))
+	for i, k := range keys {
+		out[i] = view(k)
+	}
+	next := ""
+	if more && len(keys) > 0 {
+		next = base64.RawURLEncoding.EncodeToString([]byte(keyCursorTag + keys[len(keys)-1].Key))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out, "next_cursor": next})
+}
+
+// findKey reads which key a request means: ?key= (one the index lists),
+// or ?domain= with one ?entry=key=value per descriptor entry.
+func findKey(w http.ResponseWriter, r *http.Request, o Options) (rules.KeyInfo, bool) {
+	q := r.URL.Query()
+	if key := q.Get("key"); key != "" {
+		if o.Engine.Keys != nil {
+			if k, ok := o.Engine.Keys.Get(key); ok {
+				return k, true
+			}
+		}
+		writeError(w, http.StatusNotFound, "unknown_key", "the key index does not hold this key; name it by ?domain= and ?entry=key=value instead")
+		return rules.KeyInfo{}, false
+	}
+	domain := q.Get("domain")
+	if domain == "" || len(q["entry"]) == 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "name the key: ?key=, or ?domain= and one ?entry=key=value per descriptor entry")
+		return rules.KeyInfo{}, false
+	}
+	var entries []rules.Entry
+	for _, e := range q["entry"] {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok {
+			writeError(w, http.StatusBadRequest, "invalid_request", "entry: want key=value, got "+quote(e))
+			return rules.KeyInfo{}, false
+		}
+		entries = append(entries, rules.Entry{Key: k, Value: v})
+	}
+	k, err := o.Engine.Resolve(domain, entries)
+	switch {
+	case errors.Is(err, rules.ErrUnknownDomain):
+		writeError(w, http.StatusNotFound, "unknown_domain", err.Error())
+		return rules.KeyInfo{}, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return rules.KeyInfo{}, false
+	}
+	return k, true
+}
+
+// keyState shows one key and the state of each of its limits; it charges
+// nothing.
+func keyState(w http.ResponseWriter, r *http.Request, o Options) {
+	k, ok := findKey(w, r, o)
+	if !ok {
+		return
+	}
+	states, err := o.Engine.State(r.Context(), k.Key, k.Limits)
+	if err != nil {
+		writeError(w, storeStatus(err), "store_unavailable", err.Error())
+		return
+	}
+	v := view(k)
+	for _, s := range states {
+		ls := LimitStatus{
+			Name: s.Limit.Name, Algorithm: s.Limit.Algorithm.String(), Rate: s.Limit.Rate,
+			PeriodSeconds: s.Limit.Period.Seconds(), Burst: s.Limit.Burst,
+			Remaining: s.Remaining, Over: !s.Allowed, ResetAfterSeconds: s.ResetAfter.Seconds(),
+		}
+		if s.RetryAfter > 0 && s.RetryAfter != bouncer.Never {
+			ls.RetryAfterSeconds = s.RetryAfter.Seconds()
+		}
+		v.Limits = append(v.Limits, ls)
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// resetKey gives every limit of one key its full capacity back.
+func resetKey(w http.ResponseWriter, r *http.Request, o Options) {
+	k, ok := findKey(w, r, o)
+	if !ok {
+		return
+	}
+	if err := o.Engine.Reset(r.Context(), k.Key, k.Limits); err != nil {
+		writeError(w, storeStatus(err), "store_unavailable", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reset": k.Key, "limits": len(k.Limits)})
+}
+
+func storeStatus(err error) int {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusServiceUnavailable
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]string{"error": code, "message": msg})
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return `"` + s + `"`
+}

@@ -1,0 +1,119 @@
+package admin_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/bouncerhq/bouncer/admin"
+	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+type keysPage struct {
+	Keys       []admin.KeyView `json:"keys"`
+	NextCursor string          `json:"next_cursor"`
+}
+
+func keyEngine(t *testing.T) *rules.Engine {
+	t.Helper()
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	e := rules.NewEngine(config(t, envoyFile), st)
+	e.Keys = rules.NewKeyIndex(100)
+	return e
+}
+
+func hit(t *testing.T, e *rules.Engine, entries ...rules.Entry) rules.Response {
+	t.Helper()
+	resp, err := e.Decide(context.Background(), rules.Request{Domain: "edge", Descriptors: []rules.Descriptor{{Entries: entries}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func post(t *testing.T, h http.Handler, path string, wantStatus int) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, nil))
+	if w.Code != wantStatus {
+		t.Fatalf("POST %s: got %d %s, want %d", path, w.Code, w.Body, wantStatus)
+	}
+}
+
+func TestKeysListStateReset(t *testing.T) {
+	e := keyEngine(t)
+	h := admin.Handler(admin.Options{Engine: e})
+	zones := []string{"z1", "z2", "z3"}
+	for _, z := range zones {
+		hit(t, e, rules.Entry{Key: "zone", Value: z})
+	}
+	hit(t, e, rules.Entry{Key: "zone", Value: "z1"}) // z1 is now over its 1 a minute
+
+	// Every key exactly once, a page at a time.
+	var all []admin.KeyView
+	cursor := ""
+	for range 10 {
+		var p keysPage
+		get(t, h, "/v1/keys?limit=2&cursor="+url.QueryEscape(cursor), http.StatusOK, &p)
+		all = append(all, p.Keys...)
+		if cursor = p.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(all) != 3 {
+		t.Fatalf("listed %d keys, want 3", len(all))
+	}
+	for i, k := range all {
+		if k.Domain != "edge" || k.Rule != "zone" || len(k.Entries) != 1 || k.Entries[0].Value != zones[i] {
+			t.Errorf("key %d: got %+v, want zone %s of edge", i, k, zones[i])
+		}
+	}
+
+	var st admin.KeyView
+	get(t, h, "/v1/keys/state?key="+url.QueryEscape(all[0].Key), http.StatusOK, &st)
+	if len(st.Limits) != 1 || !st.Limits[0].Over || st.Limits[0].Remaining != 0 || st.Limits[0].ResetAfterSeconds <= 0 {
+		t.Fatalf("state of z1: got %+v, want its one limit over, 0 remaining, a reset time", st.Limits)
+	}
+	get(t, h, "/v1/keys/state?domain=edge&entry=zone=z2", http.StatusOK, &st)
+	if st.Limits[0].Over || st.Limits[0].Remaining != 0 {
+		t.Fatalf("state of z2 by descriptor: got %+v, want 0 remaining but not over", st.Limits)
+	}
+
+	post(t, h, "/v1/keys/reset?key="+url.QueryEscape(all[0].Key), http.StatusOK)
+	if resp := hit(t, e, rules.Entry{Key: "zone", Value: "z1"}); resp.Code != rules.OK {
+		t.Errorf("z1 after a reset: got %v, want OK", resp.Code)
+	}
+	post(t, h, "/v1/keys/reset?domain=edge&entry=zone=z2", http.StatusOK)
+	if resp := hit(t, e, rules.Entry{Key: "zone", Value: "z2"}); resp.Code != rules.OK {
+		t.Errorf("z2 after a reset by descriptor: got %v, want OK", resp.Code)
+	}
+}
+
+func TestKeysBadRequests(t *testing.T) {
+	e := keyEngine(t)
+	h := admin.Handler(admin.Options{Engine: e})
+	var body map[string]string
+	for path, want := range map[string]int{
+		"/v1/keys?cursor=xyz":                         http.StatusBadRequest,
+		"/v1/keys?limit=0":                            http.StatusBadRequest,
+		"/v1/keys/state":                              http.StatusBadRequest,
+		"/v1/keys/state?key=nope":                     http.StatusNotFound,
+		"/v1/keys/state?domain=nowhere&entry=zone=1":  http.StatusNotFound,
+		"/v1/keys/state?domain=edge&entry=zone":       http.StatusBadRequest,
+		"/v1/keys/state?domain=edge&entry=other=1":    http.StatusBadRequest,
+		"/v1/keys/state?domain=edge&entry=internal=1": http.StatusBadRequest, // unlimited: no state
+	} {
+		t.Run(path, func(t *testing.T) {
+			get(t, h, path, want, &body)
+			if body["error"] == "" || body["message"] == "" {
+				t.Errorf("got %v, want an error and a message", body)
+			}
+		})
+	}
+	off := admin.Handler(admin.Options{Engine: rules.NewEngine(config(t, envoyFile), nil)})
+	get(t, off, "/v1/keys", http.StatusNotImplemented, &body)
+}

@@ -1,0 +1,170 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// KeyIndex remembers the keys an engine decided most recently, up to a
+// bound, so that an operator can list them, look at their state and reset
+// them. Stores keep hashes or digests of keys, never the keys (that is how
+// they stay small and safe with client-controlled values), so this index
+// is where keys can be listed from. It is safe for concurrent use.
+type KeyIndex struct {
+	max int
+
+	mu    sync.Mutex
+	keys  map[string]*KeyInfo
+	order []string // ring of keys in the order they were first seen
+	next  int      // the ring's oldest entry once full
+}
+
+// KeyInfo is what the index knows of one key.
+type KeyInfo struct {
+	Key      string
+	Domain   string
+	Rule     *Rule
+	Entries  []Entry         // the descriptor, as matched (client IPs aggregated, plan left out)
+	Limits   []bouncer.Limit // the limits the key was last checked under
+	LastSeen time.Time
+}
+
+// NewKeyIndex returns an index of at most n keys (at least 1); past it,
+// the key first seen longest ago is forgotten.
+func NewKeyIndex(n int) *KeyIndex {
+	n = max(n, 1)
+	return &KeyIndex{max: n, keys: make(map[string]*KeyInfo, min(n, 1<<16))}
+}
+
+// note records the counted keys of one request, decided now.
+func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, m := range ms {
+		if m == nil || m.unlimited || len(m.limits) == 0 {
+			continue
+		}
+		if k, ok := x.keys[m.key]; ok {
+			k.LastSeen, k.Rule, k.Limits = now, m.rule, m.limits
+			continue
+		}
+		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: slices.Clone(m.entries), Limits: m.limits, LastSeen: now}
+		if len(x.order) < x.max {
+			x.order = append(x.order, m.key)
+		} else {
+			delete(x.keys, x.order[x.next])
+			x.order[x.next] = m.key
+			x.next = (x.next + 1) % x.max
+		}
+		x.keys[m.key] = k
+	}
+}
+
+// Get returns what the index knows of key.
+func (x *KeyIndex) Get(key string) (KeyInfo, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	k, ok := x.keys[key]
+	if !ok {
+		return KeyInfo{}, false
+	}
+	return *k, true
+}
+
+// List returns up to n keys that sort after after (all keys when after is
+// ""), in key order, and whether more follow.
+func (x *KeyIndex) List(after string, n int) ([]KeyInfo, bool) {
+	x.mu.Lock()
+	keys := make([]string, 0, len(x.keys))
+	for k := range x.keys {
+		if k > after {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	more := len(keys) > n
+	keys = keys[:min(n, len(keys))]
+	out := make([]KeyInfo, len(keys))
+	for i, k := range keys {
+		out[i] = *x.keys[k]
+	}
+	x.mu.Unlock()
+	return out, more
+}
+
+// Len returns how many keys the index holds.
+func (x *KeyIndex) Len() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.keys)
+}
+
+// LimitState is one limit's state for a key, as a peek sees it.
+type LimitState struct {
+	Limit      bouncer.Limit
+	Allowed    bool // whether a peek passes: false once a charge_denied window is over
+	Remaining  int64
+	ResetAfter time.Duration
+	RetryAfter time.Duration
+}
+
+// State peeks at every limit of a key, each on its own, so that each
+// reports its own remaining and reset: it charges nothing.
+func (e *Engine) State(ctx context.Context, key string, limits []bouncer.Limit) ([]LimitState, error) {
+	out := make([]LimitState, len(limits))
+	for i, l := range limits {
+		peek, err := e.Limiter.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = LimitState{Limit: l, Allowed: peek.Allowed, Remaining: peek.Remaining, ResetAfter: peek.ResetAfter, RetryAfter: peek.RetryAfter}
+	}
+	return out, nil
+}
+
+// Reset gives every limit of a key back its full capacity (a refund of
+// more than it can hold, which stores cap), so that the key starts fresh.
+func (e *Engine) Reset(ctx context.Context, key string, limits []bouncer.Limit) error {
+	for _, l := range limits {
+		// A charge_denied window can be counted one past its capacity.
+		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: l.Capacity() + 1}
+		if err := e.Limiter.Refund(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Resolve finds the key and limits that a descriptor of domain is counted
+// under, as Decide would match it: for looking a key up by its
+// descriptor when the index has forgotten it.
+func (e *Engine) Resolve(domain string, entries []Entry) (KeyInfo, error) {
+	d := e.Config().Domain(domain)
+	if d == nil {
+		return KeyInfo{}, fmt.Errorf("%w: %q", ErrUnknownDomain, domain)
+	}
+	r := Request{Domain: domain, Descriptors: []Descriptor{{Entries: entries}}}
+	if err := r.validate(); err != nil {
+		return KeyInfo{}, err
+	}
+	var m matched
+	values := make([]string, MaxEntries)
+	if !d.match(&r, 0, r.Descriptors[0], values, &m) || m.unlimited || len(m.limits) == 0 {
+		return KeyInfo{}, fmt.Errorf("%w: no limited rule matches %s", ErrInvalidRequest, describeEntries(entries))
+	}
+	return KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: entries, Limits: m.limits}, nil
+}
+
+func describeEntries(entries []Entry) string {
+	parts := make([]string, len(entries))
+	for i, e := range entries {
+		parts[i] = e.Key + "=" + e.Value
+	}
+	return strings.Join(parts, ",")
+}
