@@ -3,10 +3,14 @@ package rls
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,6 +32,11 @@ type Server struct {
 	// (response_headers_to_add); header.Off adds none, as
 	// envoyproxy/ratelimit does by default.
 	Headers header.Mode
+
+	// Tracer, if not nil, traces every call (a span per call, a child of
+	// the caller's trace); nil traces nothing. Take it from
+	// otel.Tracer(TracerName) once a tracer provider is set up.
+	Tracer trace.Tracer
 }
 
 // New returns a server deciding with e and adding headers of mode.
@@ -40,7 +49,7 @@ func (s *Server) Register(g *grpc.Server) { pb.RegisterRateLimitServiceServer(g,
 
 // ShouldRateLimit decides one request.
 func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (out *pb.RateLimitResponse, err error) {
-	ctx, span := startSpan(ctx)
+	ctx, span := s.startSpan(ctx)
 	var resp rules.Response
 	defer func() { endSpan(span, in.GetDomain(), len(in.GetDescriptors()), &resp, err) }()
 	req, err := Request(in)
@@ -52,6 +61,49 @@ func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (
 		return nil, statusOf(err)
 	}
 	return Response(&resp, s.Headers), nil
+}
+
+// limits holds one current_limit message per distinct limit reported,
+// shared by every response that reports it: marshalling only reads a
+// message, so responses on many goroutines may share one. It is bounded,
+// since overrides in requests can name any limit.
+var (
+	limitMsgs  sync.Map // rules.CurrentLimit → *pb.RateLimitResponse_RateLimit
+	headerMsgs sync.Map // header.Field → *core.HeaderValue, for fields that repeat
+	shared     atomic.Int64
+)
+
+const maxShared = 1 << 14
+
+func currentLimit(l rules.CurrentLimit) *pb.RateLimitResponse_RateLimit {
+	if m, ok := limitMsgs.Load(l); ok {
+		return m.(*pb.RateLimitResponse_RateLimit)
+	}
+	m := &pb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: unitToProto(l.Unit)}
+	if shared.Load() < maxShared {
+		if _, loaded := limitMsgs.LoadOrStore(l, m); !loaded {
+			shared.Add(1)
+		}
+	}
+	return m
+}
+
+// headerValue returns f as a message, shared for the fields that are the
+// same in every answer under one limit (its policy and quota).
+func headerValue(f header.Field) *core.HeaderValue {
+	if !f.Constant {
+		return &core.HeaderValue{Key: f.Name, Value: f.Value}
+	}
+	if m, ok := headerMsgs.Load(f); ok {
+		return m.(*core.HeaderValue)
+	}
+	m := &core.HeaderValue{Key: f.Name, Value: f.Value}
+	if shared.Load() < maxShared {
+		if _, loaded := headerMsgs.LoadOrStore(f, m); !loaded {
+			shared.Add(1)
+		}
+	}
+	return m
 }
 
 // statusOf maps an error of Decide to a gRPC status: the one table of
@@ -104,19 +156,28 @@ func Request(in *pb.RateLimitRequest) (rules.Request, error) {
 // Response converts a decision to an RLS response, adding headers of
 // mode; header.Off adds none.
 func Response(resp *rules.Response, mode header.Mode) *pb.RateLimitResponse {
+	n := len(resp.Statuses)
 	out := &pb.RateLimitResponse{
 		OverallCode: code(resp.Code),
-		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(resp.Statuses)),
+		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, n),
 	}
+	// One allocation each for the statuses and their durations, rather
+	// than one per descriptor.
+	statuses := make([]pb.RateLimitResponse_DescriptorStatus, n)
+	var durations []durationpb.Duration
 	for i := range resp.Statuses {
 		st := &resp.Statuses[i]
-		ds := &pb.RateLimitResponse_DescriptorStatus{Code: code(st.Code), LimitRemaining: st.Remaining}
+		ds := &statuses[i]
+		ds.Code, ds.LimitRemaining = code(st.Code), st.Remaining
 		if l := st.Limit; l != nil {
-			ds.CurrentLimit = &pb.RateLimitResponse_RateLimit{
-				Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: unitToProto(l.Unit),
-			}
+			ds.CurrentLimit = currentLimit(*l)
 			if st.ResetAfter > 0 {
-				ds.DurationUntilReset = durationpb.New(st.ResetAfter)
+				if durations == nil {
+					durations = make([]durationpb.Duration, n)
+				}
+				d := &durations[i]
+				d.Seconds, d.Nanos = int64(st.ResetAfter/time.Second), int32(st.ResetAfter%time.Second)
+				ds.DurationUntilReset = d
 			}
 		}
 		out.Statuses[i] = ds
@@ -127,8 +188,10 @@ func Response(resp *rules.Response, mode header.Mode) *pb.RateLimitResponse {
 		// none unless asked.
 		return out
 	}
-	for _, f := range resp.Headers(mode) {
-		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &core.HeaderValue{Key: f.Name, Value: f.Value})
+	fields := resp.Headers(mode)
+	out.ResponseHeadersToAdd = make([]*core.HeaderValue, len(fields))
+	for i, f := range fields {
+		out.ResponseHeadersToAdd[i] = headerValue(f)
 	}
 	return out
 }

@@ -12,19 +12,26 @@ import (
 	"github.com/bouncerhq/bouncer/rules"
 )
 
-var tracer = otel.Tracer("github.com/bouncerhq/bouncer/rls")
+// TracerName names the tracer a Server's Tracer should come from.
+const TracerName = "github.com/bouncerhq/bouncer/rls"
 
 // startSpan starts the span of one call, as a child of the trace the
-// caller sent in its metadata (Envoy sends traceparent). With tracing
-// off (package tracing not started) it is a no-op span.
-func startSpan(ctx context.Context) (context.Context, trace.Span) {
+// caller sent in its metadata (Envoy sends traceparent). With no tracer
+// it starts nothing and costs nothing.
+func (s *Server) startSpan(ctx context.Context) (context.Context, trace.Span) {
+	if s.Tracer == nil {
+		return ctx, nil
+	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		ctx = otel.GetTextMapPropagator().Extract(ctx, carrier(md))
 	}
-	return tracer.Start(ctx, "ShouldRateLimit", trace.WithSpanKind(trace.SpanKindServer))
+	return s.Tracer.Start(ctx, "ShouldRateLimit", trace.WithSpanKind(trace.SpanKindServer))
 }
 
 func endSpan(span trace.Span, domain string, n int, resp *rules.Response, err error) {
+	if span == nil {
+		return
+	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("bouncer.domain", domain), attribute.Int("bouncer.descriptors", n))
 		if err != nil {

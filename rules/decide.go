@@ -265,7 +265,8 @@ func (d *Domain) checkOverrides(r *Request, supports func(bouncer.Limit) error) 
 // storeKey is the key a descriptor is counted under: the domain and the
 // entries' keys and values, escaped and bounded by bouncer.KeyOf.
 func storeKey(domain string, entries []Entry, values []string) string {
-	parts := make([]string, 0, 1+2*len(entries))
+	var buf [9]string // a domain and four entries without allocating
+	parts := buf[:0]
 	parts = append(parts, domain)
 	for i, e := range entries {
 		parts = append(parts, e.Key, values[i])

@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,8 +38,13 @@ func ParseMode(s string) (Mode, bool) {
 	return Off, false
 }
 
-// Field is one header.
-type Field struct{ Name, Value string }
+// Field is one header. Constant marks a field that is the same in every
+// answer under one limit (its policy, its quota), which a transport may
+// build once and reuse.
+type Field struct {
+	Name, Value string
+	Constant    bool
+}
 
 // Values describe the binding limit of an answer.
 type Values struct {
@@ -59,23 +66,52 @@ type Values struct {
 // mode.
 func (v Values) Append(dst []Field, mode Mode) []Field {
 	if mode&IETF != 0 {
-		name := sfString(v.Policy)
+		p := policyOf(v)
 		dst = append(dst,
-			Field{"RateLimit-Policy", name + ";q=" + itoa(v.Limit) + ";w=" + itoa(Seconds(v.Window))},
-			Field{"RateLimit", name + ";r=" + itoa(v.Remaining) + ";t=" + itoa(Seconds(v.Reset))},
+			Field{"RateLimit-Policy", p.policy, true},
+			Field{"RateLimit", p.name + ";r=" + itoa(v.Remaining) + ";t=" + itoa(Seconds(v.Reset)), false},
 		)
 	}
 	if mode&XRateLimit != 0 {
 		dst = append(dst,
-			Field{"X-RateLimit-Limit", itoa(v.Limit)},
-			Field{"X-RateLimit-Remaining", itoa(v.Remaining)},
-			Field{"X-RateLimit-Reset", itoa(Seconds(v.Reset))},
+			Field{"X-RateLimit-Limit", itoa(v.Limit), true},
+			Field{"X-RateLimit-Remaining", itoa(v.Remaining), false},
+			Field{"X-RateLimit-Reset", itoa(Seconds(v.Reset)), false},
 		)
 	}
 	if v.Denied && v.RetryAfter != math.MaxInt64 {
-		dst = append(dst, Field{"Retry-After", itoa(max(Seconds(v.RetryAfter), 1))})
+		dst = append(dst, Field{"Retry-After", itoa(max(Seconds(v.RetryAfter), 1)), false})
 	}
 	return dst
+}
+
+type policyKey struct {
+	name          string
+	limit, window int64
+}
+
+type policy struct{ name, policy string }
+
+// policies caches the policy fields of the limits seen (bounded), since
+// they are the same in every answer under a limit.
+var (
+	policies     sync.Map // policyKey → policy
+	policiesSeen atomic.Int64
+)
+
+func policyOf(v Values) policy {
+	k := policyKey{v.Policy, v.Limit, Seconds(v.Window)}
+	if p, ok := policies.Load(k); ok {
+		return p.(policy)
+	}
+	name := sfString(v.Policy)
+	p := policy{name, name + ";q=" + itoa(v.Limit) + ";w=" + itoa(k.window)}
+	if policiesSeen.Load() < 1<<14 {
+		if _, loaded := policies.LoadOrStore(k, p); !loaded {
+			policiesSeen.Add(1)
+		}
+	}
+	return p
 }
 
 // Seconds is d in whole seconds, rounded up; never negative.

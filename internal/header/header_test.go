@@ -11,12 +11,12 @@ func TestAppend(t *testing.T) {
 	cases := map[string]struct {
 		v    Values
 		mode Mode
-		want []Field
+		want [][2]string
 	}{
 		"allowed, all": {
 			Values{Policy: "per_minute", Limit: 100, Window: time.Minute, Remaining: 42, Reset: 1500 * time.Millisecond},
 			All,
-			[]Field{
+			[][2]string{
 				{"RateLimit-Policy", `"per_minute";q=100;w=60`},
 				{"RateLimit", `"per_minute";r=42;t=2`},
 				{"X-RateLimit-Limit", "100"}, {"X-RateLimit-Remaining", "42"}, {"X-RateLimit-Reset", "2"},
@@ -25,22 +25,34 @@ func TestAppend(t *testing.T) {
 		"denied, off: Retry-After alone, at least 1s": {
 			Values{Policy: "x", Limit: 1, Denied: true, RetryAfter: 10 * time.Millisecond},
 			Off,
-			[]Field{{"Retry-After", "1"}},
+			[][2]string{{"Retry-After", "1"}},
 		},
 		"denied for good: no Retry-After": {
 			Values{Policy: "x", Limit: 1, Denied: true, RetryAfter: math.MaxInt64},
 			XRateLimit,
-			[]Field{{"X-RateLimit-Limit", "1"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "0"}},
+			[][2]string{{"X-RateLimit-Limit", "1"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "0"}},
 		},
 		"hostile name": {
 			Values{Policy: "a\"b\\c\nd\xff", Limit: 1, Window: time.Second},
 			IETF,
-			[]Field{{"RateLimit-Policy", `"a\"b\\c_d_";q=1;w=1`}, {"RateLimit", `"a\"b\\c_d_";r=0;t=0`}},
+			[][2]string{{"RateLimit-Policy", `"a\"b\\c_d_";q=1;w=1`}, {"RateLimit", `"a\"b\\c_d_";r=0;t=0`}},
 		},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := c.v.Append(nil, c.mode); !reflect.DeepEqual(got, c.want) {
+			fields := c.v.Append(nil, c.mode)
+			got := make([][2]string, len(fields))
+			for i, f := range fields {
+				got[i] = [2]string{f.Name, f.Value}
+				constant := f.Name == "RateLimit-Policy" || f.Name == "X-RateLimit-Limit"
+				if f.Constant != constant {
+					t.Errorf("%s: Constant is %v, want %v", f.Name, f.Constant, constant)
+				}
+			}
+			if len(got) == 0 {
+				got = nil
+			}
+			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("got %q, want %q", got, c.want)
 			}
 		})
