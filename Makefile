@@ -66,4 +66,4 @@ redis-down:
 .PHONY: bench-rls
 
 bench-rls:
-	cd bench && bash ../scripts/with-redis.sh $(GO) test -run '^$$' -bench '^BenchmarkRLS$$' -benchtime 2s -count 3 ./... | tee rls-out.txt
+	bash scripts/with-redis.sh bash scripts/bench-rls.sh

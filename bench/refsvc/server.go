@@ -56,12 +56,24 @@ func (s *Server) Stop() {
 // and error (at most 64 KiB).
 func (s *Server) Output() string { return s.out.String() }
 
+// ServerCPUsEnv names the environment variable that, when set to a CPU
+// list such as "0", makes every server start pinned to those CPUs (with
+// taskset). The benchmarks of docs/benchmarks.md pin the servers to one
+// CPU and the load generator and Redis to the other, so that each server
+// is measured on a CPU of its own.
+const ServerCPUsEnv = "BOUNCER_BENCH_SERVER_CPUS"
+
 // spawn starts the binary at path with args and exactly the environment
 // env (plus PATH, HOME and TMPDIR of this process), then calls ready
 // until it returns nil, the process exits, or ctx (bounded by
 // StartTimeout) ends. On failure the process is stopped and cleanup run.
 func spawn(ctx context.Context, name, addr, path string, args, env []string, cleanup func(), ready func(ctx context.Context) error) (*Server, error) {
 	cmd := exec.Command(path, args...)
+	if cpus := os.Getenv(ServerCPUsEnv); cpus != "" {
+		// Pin the server under test, so that the load generator (and
+		// Redis) running on the other CPUs do not take its time.
+		cmd = exec.Command("taskset", append([]string{"-c", cpus, path}, args...)...)
+	}
 	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)
