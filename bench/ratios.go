@@ -4,7 +4,8 @@
 // input and writes the tables of docs/benchmarks.md: the results, and
 // every bouncer implementation's ratio to every peer, computed rather
 // than typed. The Redis benchmarks' results, when there are any, get
-// tables of their own after the in-process ones.
+// tables of their own after the in-process ones, and so do the RLS
+// benchmarks' (BenchmarkRLS: rate-limit servers over gRPC) after those.
 //
 //	go run ratios.go < out.txt
 package main
@@ -13,6 +14,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -21,11 +23,13 @@ import (
 )
 
 // result is one benchmark line: its parameters and its metrics by unit.
-// Topology and callers are set by the Redis benchmarks only.
+// Topology and callers are set by the Redis benchmarks only; server,
+// store, descriptors and streams by the RLS benchmarks only.
 type result struct {
-	bench, impl, keys, mode string
-	topology, callers       string
-	metrics                 map[string]float64
+	bench, impl, keys, mode             string
+	topology, callers                   string
+	server, store, descriptors, streams string
+	metrics                             map[string]float64
 }
 
 // procs is the -GOMAXPROCS suffix go test adds to a benchmark's name.
@@ -47,30 +51,38 @@ func main() {
 	bytes := filter(results, "BenchmarkBytesPerKey")
 	redisCheck := filter(results, "BenchmarkRedisCheck")
 	redisBytes := filter(results, "BenchmarkRedisBytesPerKey")
+	rls := filter(results, "BenchmarkRLS")
 	if len(check) > 0 {
 		checkTables(w, check)
 	}
 	if len(bytes) > 0 {
 		bytesTables(w, bytes)
 	}
-	// The in-process targets, unless the input holds only Redis results.
-	inProcess := len(check)+len(bytes) > 0 || len(redisCheck)+len(redisBytes) == 0
+	// The in-process targets, unless the input holds only Redis or RLS
+	// results.
+	inProcess := len(check)+len(bytes) > 0 || len(redisCheck)+len(redisBytes)+len(rls) == 0
 	if inProcess {
 		targets(w, check, bytes)
 	}
-	if len(redisCheck)+len(redisBytes) == 0 {
-		return
+	redis := len(redisCheck)+len(redisBytes) > 0
+	if redis {
+		if inProcess {
+			fmt.Fprintln(w)
+		}
+		if len(redisCheck) > 0 {
+			redisCheckTables(w, redisCheck)
+		}
+		if len(redisBytes) > 0 {
+			redisBytesTables(w, redisBytes)
+		}
+		redisTargets(w, redisCheck, redisBytes)
 	}
-	if inProcess {
-		fmt.Fprintln(w)
+	if len(rls) > 0 {
+		if inProcess || redis {
+			fmt.Fprintln(w)
+		}
+		rlsTables(w, rls)
 	}
-	if len(redisCheck) > 0 {
-		redisCheckTables(w, redisCheck)
-	}
-	if len(redisBytes) > 0 {
-		redisBytesTables(w, redisBytes)
-	}
-	redisTargets(w, redisCheck, redisBytes)
 }
 
 func parse(r io.Reader) ([]result, error) {
@@ -96,6 +108,14 @@ func parse(r io.Reader) ([]result, error) {
 				res.topology = v
 			case "callers":
 				res.callers = v
+			case "server":
+				res.server = v
+			case "store":
+				res.store = v
+			case "descriptors":
+				res.descriptors = v
+			case "streams":
+				res.streams = v
 			default:
 				res.mode = p
 			}
@@ -119,7 +139,8 @@ func medians(rs []result) ([]result, int) {
 	var out []result
 	groups := map[string][]result{}
 	id := func(r result) string {
-		return r.bench + "/" + r.impl + "/" + r.keys + "/" + r.mode + "/" + r.topology + "/" + r.callers
+		return r.bench + "/" + r.impl + "/" + r.keys + "/" + r.mode + "/" + r.topology + "/" + r.callers +
+			"/" + r.server + "/" + r.store + "/" + r.descriptors + "/" + r.streams
 	}
 	for _, r := range rs {
 		if groups[id(r)] == nil {
@@ -343,10 +364,14 @@ func ratio(peer, ours float64) string {
 }
 
 // num formats v with three significant digits, or as an integer when it
-// is one.
+// is one or has more than three digits before the point (the median of
+// an even number of runs can end in .5: 21706.5 is 21707, not 2.17e+04).
 func num(v float64) string {
 	if v == float64(int64(v)) {
 		return strconv.FormatInt(int64(v), 10)
+	}
+	if math.Abs(v) >= 999.5 {
+		return strconv.FormatFloat(math.Round(v), 'f', 0, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
@@ -542,4 +567,155 @@ func redisTargets(w io.Writer, check, bytes []result) {
 				c, b, p, ratio(pv, r.metrics["B/key"]), num(r.metrics["B/key"]), num(pv), met)
 		}
 	}
+}
+
+// The RLS benchmarks' throughput metric (see rls_test.go); their latencies
+// are unitP50, unitP99 and unitP999.
+const unitChecks = "checks/s"
+
+// rlsBouncer is Bouncer's server in the RLS benchmarks.
+const rlsBouncer = "bouncer"
+
+// rlsPair is a comparison of the RLS benchmarks: Bouncer's server on
+// store beside peer's on the same store, named label in the tables.
+type rlsPair struct {
+	store, peer, label string
+	// lowerP99 is whether the target also asks for a lower p99.
+	lowerP99 bool
+}
+
+var rlsPairs = []rlsPair{
+	{store: "memory", peer: "gubernator", label: "gubernator"},
+	{store: "redis", peer: "envoy-ratelimit", label: "envoyproxy/ratelimit", lowerP99: true},
+}
+
+// The RLS targets: at rlsTargetStreams streams, at least rlsTargetRatio×
+// each pair's peer's checks/s (with a lower p99 where the pair says so).
+const (
+	rlsTargetStreams = "64"
+	rlsTargetRatio   = 2.0
+)
+
+// rlsCaseOf is an RLS result's case: its descriptors per request and its
+// streams.
+func rlsCaseOf(r result) string {
+	return "descriptors=" + r.descriptors + ", streams=" + r.streams
+}
+
+// rlsCases returns the distinct RLS cases in rs in order of appearance.
+func rlsCases(rs []result) []string {
+	var cs []string
+	for _, r := range rs {
+		if c := rlsCaseOf(r); !slices.Contains(cs, c) {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+func rlsFind(rs []result, server, store, c string) (result, bool) {
+	for _, r := range rs {
+		if r.server == server && r.store == store && rlsCaseOf(r) == c {
+			return r, true
+		}
+	}
+	return result{}, false
+}
+
+// rlsPairsIn returns the pairs of which rs holds both sides in some case.
+func rlsPairsIn(rs []result) []rlsPair {
+	var ps []rlsPair
+	for _, p := range rlsPairs {
+		for _, c := range rlsCases(rs) {
+			_, ok1 := rlsFind(rs, rlsBouncer, p.store, c)
+			_, ok2 := rlsFind(rs, p.peer, p.store, c)
+			if ok1 && ok2 {
+				ps = append(ps, p)
+				break
+			}
+		}
+	}
+	return ps
+}
+
+func rlsTables(w io.Writer, rs []result) {
+	// Results: Bouncer's servers first, then the peers', each in order of
+	// appearance.
+	fmt.Fprintf(w, "### RLS check: checks/s and latency (µs)\n\n| server | store | descriptors | streams | checks/s | p50 | p99 | p99.9 |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, bouncer := range []bool{true, false} {
+		for _, r := range rs {
+			if (r.server == rlsBouncer) != bouncer {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s |", r.server, r.store, r.descriptors, r.streams)
+			for _, m := range []string{unitChecks, unitP50, unitP99, unitP999} {
+				fmt.Fprintf(w, " %s |", num(r.metrics[m]))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+
+	pairs := rlsPairsIn(rs)
+	if len(pairs) > 0 {
+		var cols []string
+		for _, p := range pairs {
+			cols = append(cols,
+				"bouncer ("+p.store+") / "+p.label,
+				"p99 (µs): bouncer vs "+p.label,
+				"bouncer's p99 lower")
+		}
+		ratioHeader(w, "\n### RLS check: ratios (checks/s: bouncer's ÷ the peer's on the same store; above 1 means bouncer is faster)",
+			[]string{"case"}, cols[:len(cols)-1], cols[len(cols)-1])
+		for _, c := range rlsCases(rs) {
+			fmt.Fprintf(w, "| %s |", c)
+			for _, p := range pairs {
+				br, ok1 := rlsFind(rs, rlsBouncer, p.store, c)
+				pr, ok2 := rlsFind(rs, p.peer, p.store, c)
+				if !ok1 || !ok2 {
+					fmt.Fprintf(w, " – | – | – |")
+					continue
+				}
+				bp, pp := br.metrics[unitP99], pr.metrics[unitP99]
+				fmt.Fprintf(w, " %s | %s vs %s | %s |", better(br.metrics[unitChecks], pr.metrics[unitChecks], true), num(bp), num(pp), yes(bp < pp))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
+	rlsTargets(w, rs)
+}
+
+// rlsTargets checks the RLS goals, for every descriptor count: at 64
+// streams at least 2× envoyproxy/ratelimit's checks/s with a lower p99
+// (both on Redis), and at least 2× gubernator's (both in memory).
+func rlsTargets(w io.Writer, rs []result) {
+	fmt.Fprintf(w, "### RLS targets\n\n| target | case | bouncer | peer | ratio | met |\n|---|---|---|---|---:|---|\n")
+	for _, p := range rlsPairsIn(rs) {
+		target := fmt.Sprintf("checks/s at %s streams ≥ %.0f× %s", rlsTargetStreams, rlsTargetRatio, p.label)
+		if p.lowerP99 {
+			target += ", with a lower p99"
+		}
+		for _, c := range rlsCases(rs) {
+			if !strings.HasSuffix(c, ", streams="+rlsTargetStreams) {
+				continue
+			}
+			br, ok1 := rlsFind(rs, rlsBouncer, p.store, c)
+			pr, ok2 := rlsFind(rs, p.peer, p.store, c)
+			if !ok1 || !ok2 {
+				continue
+			}
+			bc, pc := br.metrics[unitChecks], pr.metrics[unitChecks]
+			bp, pp := br.metrics[unitP99], pr.metrics[unitP99]
+			met := pc > 0 && bc/pc >= rlsTargetRatio && (!p.lowerP99 || bp < pp)
+			fmt.Fprintf(w, "| %s | %s | bouncer (%s) | %s (%s) | %s (%s vs %s checks/s; p99 %s vs %s µs) | %s |\n",
+				target, c, p.store, p.label, p.store, better(bc, pc, true), num(bc), num(pc), num(bp), num(pp), yes(met))
+		}
+	}
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -13,6 +14,10 @@ import (
 // the connections a topology refresh replaced five seconds later, in a
 // goroutine of its own that outlives the client by design.
 func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		// A test started this binary as `bouncer`: see startProcess.
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
 }
 

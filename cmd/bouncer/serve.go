@@ -58,6 +58,7 @@ type serveConfig struct {
 	logFormat       string
 	shutdownTimeout time.Duration
 	adminKeys       int
+	watch           bool
 	otelEndpoint    string
 	otelInsecure    bool
 	otelSample      float64
@@ -83,6 +84,7 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.otelEndpoint, "otel-endpoint", "", "OpenTelemetry: send traces over OTLP/gRPC to this collector (host:port); empty: tracing off")
 	fs.BoolVar(&c.otelInsecure, "otel-insecure", false, "OpenTelemetry: send traces without TLS (a collector on the same host or pod)")
 	fs.Float64Var(&c.otelSample, "otel-sample-ratio", 1, "OpenTelemetry: share of traces started here that are kept (calls whose caller sampled them always are)")
+	fs.BoolVar(&c.watch, "watch", true, "reload the config when its files change (SIGHUP reloads it either way)")
 	fs.IntVar(&c.adminKeys, "admin-keys", 10000, "how many recently decided keys the admin API can list (/v1/keys); 0 turns the index off")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "BOUNCER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -374,13 +376,15 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	}
 	watchCtx, cancel := context.WithCancel(ctx)
 	s.watchStop = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.reloader.Watch(watchCtx); err != nil {
-			log.Warn("not watching the config for changes; reload with SIGHUP", "err", err)
-		}
-	}()
+	if c.watch {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.reloader.Watch(watchCtx); err != nil {
+				log.Warn("not watching the config for changes; reload with SIGHUP", "err", err)
+			}
+		}()
+	}
 	log.Info("serving", "grpc", s.grpcAddr, "http", s.httpAddr, "admin", s.adminAddr,
 		"store", redactURL(c.store), "config", c.config, "version", cfg.Version)
 	return s, nil

@@ -155,6 +155,7 @@ func startTest(t *testing.T, files map[string]string, opts ...func(*serveConfig)
 		logLevel:        "info",
 		logFormat:       "text",
 		shutdownTimeout: 10 * time.Second,
+		watch:           true,
 	}
 	for _, o := range opts {
 		o(&c)
