@@ -1,23 +1,18 @@
 package rlsload
 
 import (
-	"context"
 	"fmt"
 
 	guber "github.com/gubernator-io/gubernator/v2"
-	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
-// gubernatorCaller calls GetRateLimits with one RateLimitReq per key:
-// reqs[k] checks keys k, k+1, ... (mod Keys), each a token bucket of
-// Limit per Period named Domain_DescriptorKey.
-type gubernatorCaller struct {
-	client guber.V1Client
-	reqs   []*guber.GetRateLimitsReq
-	limit  int64
-}
-
-func newGubernator(cfg *Config) func(*grpc.ClientConn) caller {
+// newGubernator returns the GetRateLimits calls of cfg, with one
+// RateLimitReq per key: reqs[k] checks keys k, k+1, ... (mod Keys), each
+// a token bucket of Limit per Period named Domain_DescriptorKey. An
+// answer must carry one response per key, each without error and with
+// Limit as its limit.
+func newGubernator(cfg *Config) *workload {
 	name := cfg.Domain + "_" + cfg.DescriptorKey
 	one := make([]*guber.RateLimitReq, cfg.Keys)
 	for k := range one {
@@ -30,7 +25,7 @@ func newGubernator(cfg *Config) func(*grpc.ClientConn) caller {
 			Algorithm: guber.Algorithm_TOKEN_BUCKET,
 		}
 	}
-	reqs := make([]*guber.GetRateLimitsReq, cfg.Keys)
+	reqs := make([]proto.Message, cfg.Keys)
 	for k := range reqs {
 		r := &guber.GetRateLimitsReq{}
 		for j := range cfg.Descriptors {
@@ -38,30 +33,31 @@ func newGubernator(cfg *Config) func(*grpc.ClientConn) caller {
 		}
 		reqs[k] = r
 	}
-	return func(cc *grpc.ClientConn) caller {
-		return &gubernatorCaller{client: guber.NewV1Client(cc), reqs: reqs, limit: cfg.Limit}
+	w := &workload{
+		method:  guber.V1_GetRateLimits_FullMethodName,
+		reqs:    reqs,
+		newResp: func() proto.Message { return new(guber.GetRateLimitsResp) },
 	}
-}
-
-func (c *gubernatorCaller) call(ctx context.Context, k int) (outcome, error) {
-	req := c.reqs[k]
-	resp, err := c.client.GetRateLimits(ctx, req)
-	if err != nil {
-		return failed, err
-	}
-	if got, want := len(resp.GetResponses()), len(req.Requests); got != want {
-		return failed, fmt.Errorf("rlsload: %d rate limit responses, want %d", got, want)
-	}
-	o := allowed
-	for _, r := range resp.GetResponses() {
-		switch {
-		case r.GetError() != "":
-			return failed, fmt.Errorf("rlsload: gubernator: %s", r.GetError())
-		case r.GetLimit() != c.limit:
-			return failed, fmt.Errorf("rlsload: limit %d in the answer, want %d", r.GetLimit(), c.limit)
-		case r.GetStatus() == guber.Status_OVER_LIMIT:
-			o = denied
+	limit, n := cfg.Limit, cfg.Descriptors
+	w.judge = func(_ int, m proto.Message) (outcome, error) {
+		resp := m.(*guber.GetRateLimitsResp)
+		if got := len(resp.GetResponses()); got != n {
+			return failed, fmt.Errorf("rlsload: %d rate limit responses, want %d", got, n)
 		}
+		o := allowed
+		for _, r := range resp.GetResponses() {
+			switch {
+			case r.GetError() != "":
+				return failed, fmt.Errorf("rlsload: gubernator: %s", r.GetError())
+			case r.GetLimit() != limit:
+				return failed, fmt.Errorf("rlsload: limit %d in the answer, want %d", r.GetLimit(), limit)
+			case r.GetStatus() == guber.Status_OVER_LIMIT:
+				o = denied
+			}
+		}
+		return o, nil
 	}
-	return o, nil
+	w.judgeWire = func(_ int, b []byte) (outcome, error) { return judgeGubernatorWire(b, n, limit) }
+	w.marshal()
+	return w
 }

@@ -132,29 +132,31 @@ func TestRun(t *testing.T) {
 		{"rls/few", RLS, 1000, 1, 1000, Spec{Streams: 3, Calls: 6}, 6, 0, 6, 6},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			addr, c := serve(t, tt.protocol, tt.limit, false)
-			l, err := New(Config{Addr: addr, Protocol: tt.protocol, Conns: 2, Keys: tt.keys, Descriptors: tt.descriptors, Limit: tt.limit})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			r, err := l.Run(context.Background(), tt.spec)
-			if err != nil {
-				t.Fatalf("Run: %v (%v)", err, r)
-			}
-			if r.Calls != tt.spec.Calls || r.Allowed != tt.allowed || r.Denied != tt.denied || r.Failed != 0 || r.Keys != tt.distinct {
-				t.Errorf("got %d calls, %d allowed, %d denied, %d failed, %d keys; want %d, %d, %d, 0, %d",
-					r.Calls, r.Allowed, r.Denied, r.Failed, r.Keys, tt.spec.Calls, tt.allowed, tt.denied, tt.distinct)
-			}
-			if got := c.total(); got != tt.hits {
-				t.Errorf("server counted %d hits, want %d", got, tt.hits)
-			}
-			if r.P50 <= 0 || r.P50 > r.P99 || r.P99 > r.P999 || r.P999 > r.Max || r.PerSecond() <= 0 {
-				t.Errorf("got p50 %v, p99 %v, p99.9 %v, max %v, %f calls/s; want 0 < p50 ≤ p99 ≤ p99.9 ≤ max, calls/s > 0",
-					r.P50, r.P99, r.P999, r.Max, r.PerSecond())
-			}
-		})
+		for _, client := range []Client{Lean, GRPC} {
+			t.Run(tt.name+"/"+client.String(), func(t *testing.T) {
+				addr, c := serve(t, tt.protocol, tt.limit, false)
+				l, err := New(Config{Addr: addr, Protocol: tt.protocol, Client: client, Conns: 2, Keys: tt.keys, Descriptors: tt.descriptors, Limit: tt.limit})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				r, err := l.Run(context.Background(), tt.spec)
+				if err != nil {
+					t.Fatalf("Run: %v (%v)", err, r)
+				}
+				if r.Calls != tt.spec.Calls || r.Allowed != tt.allowed || r.Denied != tt.denied || r.Failed != 0 || r.Keys != tt.distinct {
+					t.Errorf("got %d calls, %d allowed, %d denied, %d failed, %d keys; want %d, %d, %d, 0, %d",
+						r.Calls, r.Allowed, r.Denied, r.Failed, r.Keys, tt.spec.Calls, tt.allowed, tt.denied, tt.distinct)
+				}
+				if got := c.total(); got != tt.hits {
+					t.Errorf("server counted %d hits, want %d", got, tt.hits)
+				}
+				if r.P50 <= 0 || r.P50 > r.P99 || r.P99 > r.P999 || r.P999 > r.Max || r.PerSecond() <= 0 {
+					t.Errorf("got p50 %v, p99 %v, p99.9 %v, max %v, %f calls/s; want 0 < p50 ≤ p99 ≤ p99.9 ≤ max, calls/s > 0",
+						r.P50, r.P99, r.P999, r.Max, r.PerSecond())
+				}
+			})
+		}
 	}
 }
 
@@ -175,9 +177,15 @@ func TestRunDuration(t *testing.T) {
 }
 
 func TestRunFailures(t *testing.T) {
+	for _, client := range []Client{Lean, GRPC} {
+		t.Run(client.String(), func(t *testing.T) { testRunFailures(t, client) })
+	}
+}
+
+func testRunFailures(t *testing.T, client Client) {
 	t.Run("down", func(t *testing.T) {
 		addr, _ := serve(t, RLS, 1000, true)
-		l, err := New(Config{Addr: addr})
+		l, err := New(Config{Addr: addr, Client: client})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +200,7 @@ func TestRunFailures(t *testing.T) {
 	})
 	t.Run("wrong limit", func(t *testing.T) {
 		addr, _ := serve(t, RLS, 1000, false)
-		l, err := New(Config{Addr: addr, Limit: 5})
+		l, err := New(Config{Addr: addr, Client: client, Limit: 5})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,10 @@
 //	go run ./cmd/rlsload -server gubernator -streams 64 -descriptors 3
 //	go run ./cmd/rlsload -server bouncer -server-args='--store memory'
 //
+// The calls are made with rlsload's own lean HTTP/2 client, which costs
+// a fraction of grpc-go's CPU per call; -client grpc makes them with
+// grpc-go instead.
+//
 // Run it from the bench module (cd bench). -redis defaults to
 // $BOUNCER_REDIS_ADDR. It exits 1 when the run failed as a workload (no
 // call made, every call failed, too few keys), or when -strict is set and
@@ -28,6 +32,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -52,6 +57,7 @@ func run() error {
 		cluster     = flag.Bool("cluster", false, "with -server envoy-ratelimit: -redis is a Redis Cluster")
 		streams     = flag.Int("streams", 64, "concurrent callers")
 		conns       = flag.Int("conns", 4, "gRPC connections the callers share")
+		client      = flag.String("client", "lean", "gRPC client: lean (rlsload's own HTTP/2 client) or grpc (grpc-go)")
 		keys        = flag.Int("keys", 10_000, "distinct descriptor values")
 		descriptors = flag.Int("descriptors", 1, "descriptors (keys) per call")
 		duration    = flag.Duration("duration", 10*time.Second, "how long to run (unless -calls)")
@@ -60,6 +66,7 @@ func run() error {
 		limit       = flag.Int64("limit", 1_000_000, "requests per unit per key: told to gubernator, configured in a started server, expected in RLS answers (0: not checked)")
 		unit        = flag.String("unit", "second", "the limit's unit: second, minute, hour or day")
 		strict      = flag.Bool("strict", false, "exit 1 if any call failed or was denied")
+		cpuProfile  = flag.String("cpuprofile", "", "write the load generator's CPU profile of the run to this file")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -76,6 +83,10 @@ func run() error {
 		}
 	}
 	proto, err := rlsload.ParseProtocol(*protocol)
+	if err != nil {
+		return err
+	}
+	cli, err := rlsload.ParseClient(*client)
 	if err != nil {
 		return err
 	}
@@ -113,7 +124,7 @@ func run() error {
 	}
 
 	l, err := rlsload.New(rlsload.Config{
-		Addr: *addr, Protocol: proto, Conns: *conns,
+		Addr: *addr, Protocol: proto, Client: cli, Conns: *conns,
 		Domain: *domain, Keys: *keys, Descriptors: *descriptors,
 		Limit: *limit, Period: period,
 	})
@@ -122,6 +133,17 @@ func run() error {
 	}
 	defer l.Close()
 	spec := rlsload.Spec{Streams: *streams, Calls: *calls, Duration: *duration}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r, err := l.Run(ctx, spec)
 	fmt.Println(r)
 	if err != nil {
