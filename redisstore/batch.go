@@ -41,6 +41,11 @@ type waiter struct {
 	done     chan batchReply // buffered: a worker never blocks on it
 }
 
+// waiters recycles the waiters whose reply was received: a worker sends
+// one reply and then forgets the waiter, but a waiter whose check gave up
+// may still get one, so it is left to the garbage collector.
+var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan batchReply, 1)} }}
+
 type batchReply struct {
 	res     []result
 	allowed bool
@@ -63,7 +68,8 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	dl, _ := cctx.Deadline()
-	w := &waiter{ctx: cctx, c: c, deadline: dl, done: make(chan batchReply, 1)}
+	w := waiters.Get().(*waiter)
+	w.ctx, w.c, w.deadline = cctx, c, dl
 	s.calls.Add(1)
 	var r batchReply
 	if err := cctx.Err(); err != nil {
@@ -74,6 +80,9 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 			b.ensureWorker()
 			select {
 			case r = <-w.done:
+				// The worker is done with w.
+				*w = waiter{done: w.done}
+				waiters.Put(w)
 			case <-cctx.Done():
 				r.err = wrap(cctx.Err())
 			}

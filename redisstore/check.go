@@ -59,7 +59,11 @@ func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 			s.undo(ctx, r.Cost, calls[:i])
 			return s.fallback(ctx, r, err)
 		}
-		results = append(results, res...)
+		if results == nil {
+			results = res
+		} else {
+			results = append(results, res...)
+		}
 		if !allowed {
 			s.settle(ctx, r.Cost, calls, i)
 			return merge(results, false), nil
@@ -174,9 +178,11 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 			if !s.cluster {
 				n = limitsOf(r.Keys)
 			}
-			c.args = make([]string, 4, 4+limitArgs*n)
+			// The arguments and the keys share one allocation.
+			na := 4 + limitArgs*n
+			buf := make([]string, na+n)
+			c.args, c.keys = buf[:4:na], buf[na:na]
 			c.args[0], c.args[1], c.args[2] = pinned, cost, mode
-			c.keys = make([]string, 0, n)
 			c.limits = make([]limitRef, 0, n)
 		}
 		for j := range k.Limits {
@@ -190,7 +196,7 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 			if li.log {
 				rk = logKey(s.prefix, li.id, d)
 			} else {
-				rk, field = hashKey(s.prefix, li.id, d.bucket), d.field
+				rk, field = hashField(s.prefix, li.id, d)
 			}
 			ki := indexOf(c.keys, rk)
 			if ki < 0 {

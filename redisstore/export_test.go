@@ -15,3 +15,9 @@ func BucketOf(key string) uint64 { return digestOf(key, DefaultBuckets).bucket }
 
 // LimitID is limitID, the name of a limit's state in Redis keys.
 func LimitID(l bouncer.Limit) string { return limitID(l) }
+
+// StateOf returns the Redis hash and field that hold key's one-word state
+// under l in a store of prefix and DefaultBuckets.
+func StateOf(prefix string, l bouncer.Limit, key string) (hash, field string) {
+	return hashField(prefix, limitID(l), digestOf(key, DefaultBuckets))
+}

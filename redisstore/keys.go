@@ -15,15 +15,14 @@ import (
 // with.
 type digest struct {
 	bucket uint64
-	field  string // 8 raw bytes
+	field  [8]byte
 }
 
 func digestOf(key string, buckets uint64) digest {
 	sum := sha256.Sum256([]byte(key))
-	return digest{
-		bucket: binary.BigEndian.Uint64(sum[0:8]) & (buckets - 1),
-		field:  string(sum[8:16]),
-	}
+	d := digest{bucket: binary.BigEndian.Uint64(sum[0:8]) & (buckets - 1)}
+	copy(d.field[:], sum[8:16])
+	return d
 }
 
 // limitID names a limit in Redis keys: a digest of everything that
@@ -49,7 +48,23 @@ func hashKey(prefix, lid string, bucket uint64) string {
 	return prefix + ":" + lid + ":{" + strconv.FormatUint(bucket, 10) + "}"
 }
 
+// hashField returns hashKey(prefix, lid, d.bucket) and d's field in that
+// hash. Every check needs them: they are made in one allocation.
+func hashField(prefix, lid string, d digest) (key, field string) {
+	var a [128]byte // a prefix of at most 64 bytes leaves room
+	b := append(a[:0], prefix...)
+	b = append(b, ':')
+	b = append(b, lid...)
+	b = append(b, ":{"...)
+	b = strconv.AppendUint(b, d.bucket, 10)
+	b = append(b, '}')
+	b = append(b, d.field[:]...)
+	s := string(b)
+	n := len(s) - len(d.field)
+	return s[:n], s[n:]
+}
+
 // logKey is the Redis string of a log limit's state for one key.
 func logKey(prefix, lid string, d digest) string {
-	return hashKey(prefix, lid, d.bucket) + ":" + hex.EncodeToString([]byte(d.field))
+	return hashKey(prefix, lid, d.bucket) + ":" + hex.EncodeToString(d.field[:])
 }

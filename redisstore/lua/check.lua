@@ -11,7 +11,8 @@
 -- ARGV[2]: cost (a non-negative integer).
 -- ARGV[3]: "c" to check, "r" to refund cost, "d" to charge cost to the
 --   limits that charge denied checks, as a check that is denied would
---   (a Cluster check that another call denied).
+--   (a Cluster check that another call denied); "b" for a batch of checks
+--   (see the end of the script).
 -- ARGV[4]: L, the number of limits; then 10 arguments per limit:
 --   key index (into KEYS), hash field ("" for a log key), algorithm
 --   (1 token bucket, 2 GCRA, 3 leaky bucket, 4 fixed window, 5 sliding
@@ -25,6 +26,12 @@
 --   check is denied, a limit that would have allowed reports itself as it
 --   was, peeked at with cost 0), remaining, reset-after, retry-after (-1:
 --   never), delay; in nanoseconds. For a refund or "d", the integer 0.
+--
+-- Redis runs the whole chunk on every call, and every function statement
+-- it passes makes a closure: the common checks are therefore decided as
+-- early as possible, before the code they do not need is even defined —
+-- a fixed window of whole seconds first (what bouncer serve checks for an
+-- envoyproxy/ratelimit config), then a bucket, then everything else.
 
 -- Every function is a field of F rather than a local: a closure costs
 -- Redis far more per call for each local it captures than for one table.
@@ -46,6 +53,240 @@ function F.fmt(s, n)
 		return string.format('%d', n)
 	end
 	return string.format('%d%09d', s, n)
+end
+
+-- fdiv is floor(a / b) for integers below 2^53, b > 0, corrected for the
+-- rounding of the double quotient.
+function F.fdiv(a, b)
+	local q = math.floor(a / b)
+	local r = a - q * b
+	while r < 0 do
+		q = q - 1
+		r = r + b
+	end
+	while r >= b do
+		q = q + 1
+		r = r - b
+	end
+	return q
+end
+
+-- Time, cost and mode.
+F.pinned = ARGV[1] ~= ''
+if F.pinned then
+	F.ns, F.nn = F.parse(ARGV[1])
+else
+	local t = redis.call('TIME')
+	F.ns, F.nn = tonumber(t[1]), tonumber(t[2]) * 1000
+end
+
+-- granule returns, in Unix milliseconds, the instant e ns from now
+-- (rounded up to a millisecond) and the instant to which a hash's TTL is
+-- extended for it: rounded up to a multiple of a step of 2^k seconds, at
+-- most about an eighth of e, so that a state whose expiry moves later on
+-- every check (a bucket charged again and again) extends its hash's TTL
+-- once in many checks, not on each.
+function F.granule(e)
+	local ms = F.ns * 1000 + math.floor(F.nn / 1000000) + math.floor(e / 1000000) + 1
+	local step = 1000
+	while step * 16 <= e / 1000000 do
+		step = step * 2
+	end
+	return ms, ms - ms % step + step
+end
+
+-- extend keeps key's TTL at least until e ns from now, for a field that
+-- existed before (expiring oe ns from now) or not. It returns true if the
+-- key had no TTL, which makes it a hash that the call has just created:
+-- any hash that held a field before got its TTL then.
+function F.extend(key, e, existed, oe)
+	if F.pinned then
+		-- Redis expires keys on its own clock, which a pinned time does
+		-- not drive: keep them for the test instead.
+		local ttl = math.max(math.floor(e / 1000000) + 1, 600000)
+		if redis.call('PEXPIRE', key, ttl, 'GT') == 0 then
+			return redis.call('PEXPIRE', key, ttl, 'NX') == 1
+		end
+		return false
+	end
+	-- Every write keeps the hash's expiry at or after the granule of each
+	-- of its fields' expiries. Steps are powers of two and never shrink as
+	-- an expiry comes nearer, so the granule of the old expiry, computed
+	-- now, is at most what its writer set: if it covers the new expiry,
+	-- the TTL does too.
+	local at, g = F.granule(e)
+	if existed and oe > 0 then
+		local _, og = F.granule(oe)
+		if og >= at then
+			return false
+		end
+	end
+	-- GT leaves a key without a TTL alone: only a new field may have made
+	-- the hash.
+	if redis.call('PEXPIREAT', key, g, 'GT') == 0 and not existed then
+		return redis.call('PEXPIREAT', key, g, 'NX') == 1
+	end
+	return false
+end
+
+-- sweep forgets up to two fields of key, other than field, whose states
+-- are fresh by expiry (a function of the stored value); a check calls it
+-- when it adds a field to a hash that held others, so that a busy hash
+-- does not keep idle keys. (A hash the call has just made holds the new
+-- field alone: sampling it would find nothing else.)
+function F.sweep(key, field, expiry)
+	local sample = redis.call('HRANDFIELD', key, 2, 'WITHVALUES')
+	for i = 1, #sample, 2 do
+		if sample[i] ~= field and expiry(sample[i + 1]) <= 0 then
+			redis.call('HDEL', key, sample[i])
+		end
+	end
+end
+
+-- A fixed window whose period is a whole number of seconds (every
+-- envoyproxy/ratelimit unit) starts its windows at whole seconds, so the
+-- window of an instant (s, n) is that of s: the window start, the count
+-- and the reply come from a few integer operations on seconds, without
+-- the general path's pair arithmetic, and the new state is
+-- start + count × unit, formatted as the general path formats it. The
+-- decisions, the state and its TTL are those of F.fixedWindow and F.save.
+
+-- fixedExpiry is F.expiry of a fixed window's stored value v, for the
+-- window of F.wps seconds and unit F.wunit (a function of F rather than a
+-- closure: see F).
+function F.fixedExpiry(v)
+	local s, n = F.parse(v)
+	local ws = s - s % F.wps
+	if F.fdiv((s - ws) * 1000000000 + n, F.wunit) == 0 then
+		return -1
+	end
+	return (ws + F.wps - F.ns) * 1000000000 - F.nn
+end
+
+-- fixed decides a check of cost whose one limit, described by the
+-- arguments from ARGV[base] on, is a fixed window of whole seconds, and
+-- appends its reply to out; it returns nil, having changed nothing, for
+-- any other limit (and for a stored instant so far from now that F.diff
+-- would clamp it: the general path decides those).
+function F.fixed(base, cost, out)
+	local period = tonumber(ARGV[base + 5])
+	if ARGV[base + 2] ~= '4' or period % 1000000000 ~= 0 then
+		return nil
+	end
+	-- F.parse, F.fdiv and F.fmt are written out: a call costs more than
+	-- their work. One correction makes a floored double quotient exact
+	-- below 2^53.
+	local ps, ns = period / 1000000000, F.ns
+	local key, field = KEYS[tonumber(ARGV[base])], ARGV[base + 1]
+	local unit = tonumber(ARGV[base + 7])
+	local v = redis.call('HGET', key, field)
+	local start, count, shifted = ns - ns % ps, 0, false -- now's window, in seconds
+	if v then
+		local len, s, n = #v, 0, 0
+		if len > 9 then
+			s, n = tonumber(string.sub(v, 1, len - 9)), tonumber(string.sub(v, len - 8))
+		else
+			n = tonumber(v)
+		end
+		if s - ns > 9000000 or ns - s > 9000000 then
+			return nil
+		end
+		local ws = s - s % ps
+		if ws >= start then
+			-- A window after now's means the clock stepped back: count in
+			-- the stored window, as of its start (algo's notBeforeWindow).
+			shifted, start = ws > start, ws
+			local m = (s - ws) * 1000000000 + n
+			count = math.floor(m / unit)
+			local r = m - count * unit
+			if r < 0 then
+				count = count - 1
+			elseif r >= unit then
+				count = count + 1
+			end
+		end
+	end
+	local rate, was = tonumber(ARGV[base + 3]), count
+	local e = (start + ps - ns) * 1000000000 - F.nn -- the window's end, from now
+	local reset, ok, retry, charge = e, 1, 0, nil
+	if shifted then
+		reset = period
+	end
+	if cost > rate or count + cost > rate then
+		ok = 0
+		if ARGV[base + 9] == '2' and cost > 0 and count <= rate then
+			-- Denied, and charged: count + cost > rate saturates at rate + 1.
+			count = rate + 1
+			charge = count
+		end
+		if cost > rate then
+			if count == 0 then
+				reset = 0
+			end
+			reset, retry = math.max(reset, 0), -1
+		else
+			retry = reset
+		end
+	else
+		count = count + cost
+		if cost > 0 then
+			charge = count
+		end
+		if count == 0 then
+			reset = 0
+		end
+	end
+	if charge then
+		-- The state: start + charge × unit, which is below a period.
+		local d = charge * unit
+		local q = math.floor(d / 1000000000)
+		local n = d - q * 1000000000
+		if n < 0 then
+			q, n = q - 1, n + 1000000000
+		elseif n >= 1000000000 then
+			q, n = q + 1, n - 1000000000
+		end
+		local w
+		if start + q == 0 then
+			w = string.format('%d', n)
+		else
+			w = string.format('%d%09d', start + q, n)
+		end
+		local added = redis.call('HSET', key, field, w) == 1
+		-- Once the field has counted in this window, the TTL covers the
+		-- window's end (F.extend would find the old expiry's granule
+		-- covers it, the expiry being the same).
+		local made = false
+		if was == 0 or F.pinned then
+			made = F.extend(key, e, v ~= false, -1)
+		end
+		if added and not made then
+			F.wps, F.wunit = ps, unit
+			F.sweep(key, field, F.fixedExpiry)
+		end
+	end
+	local o = #out
+	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = ok, ok, math.max(rate - count, 0), reset, retry, 0
+	return true
+end
+
+-- The calls of fixed windows alone are decided before anything else is
+-- defined. A batch is decided in turn as long as its checks are; the
+-- general batch loop at the end takes over from the first that is not.
+if ARGV[3] == 'b' then
+	local out, b, k, n = {}, 4, 0, tonumber(ARGV[2])
+	while k < n and ARGV[b + 1] == '1' and F.fixed(b + 2, tonumber(ARGV[b]), out) do
+		b, k = b + 12, k + 1
+	end
+	if k == n then
+		return out
+	end
+	F.out, F.b, F.k = out, b, k
+elseif ARGV[3] == 'c' and ARGV[4] == '1' then
+	local out = {}
+	if F.fixed(5, tonumber(ARGV[2]), out) then
+		return out
+	end
 end
 
 -- diff returns a - b in nanoseconds, exact below 2^53 and clamped to
@@ -74,31 +315,6 @@ function F.add(as, an, d)
 		s = s - 1
 	end
 	return s, n
-end
-
--- fdiv is floor(a / b) for integers below 2^53, b > 0, corrected for the
--- rounding of the double quotient.
-function F.fdiv(a, b)
-	local q = math.floor(a / b)
-	local r = a - q * b
-	while r < 0 do
-		q = q - 1
-		r = r + b
-	end
-	while r >= b do
-		q = q + 1
-		r = r - b
-	end
-	return q
-end
-
--- Time, cost and mode.
-F.pinned = ARGV[1] ~= ''
-if F.pinned then
-	F.ns, F.nn = F.parse(ARGV[1])
-else
-	local t = redis.call('TIME')
-	F.ns, F.nn = tonumber(t[1]), tonumber(t[2]) * 1000
 end
 
 -- The bucket algorithms — token bucket, GCRA, leaky bucket — on d, the
@@ -165,73 +381,12 @@ function F.leakyBucket(d, c, burst, interval, shape)
 end
 
 local buckets = { F.tokenBucket, F.gcra, F.leakyBucket }
-
--- granule returns, in Unix milliseconds, the instant e ns from now
--- (rounded up to a millisecond) and the instant to which a hash's TTL is
--- extended for it: rounded up to a multiple of a step of 2^k seconds, at
--- most about an eighth of e, so that a state whose expiry moves later on
--- every check (a bucket charged again and again) extends its hash's TTL
--- once in many checks, not on each.
-function F.granule(e)
-	local ms = F.ns * 1000 + math.floor(F.nn / 1000000) + math.floor(e / 1000000) + 1
-	local step = 1000
-	while step * 16 <= e / 1000000 do
-		step = step * 2
-	end
-	return ms, ms - ms % step + step
-end
-
--- extend keeps key's TTL at least until e ns from now, for a field that
--- existed before (expiring oe ns from now) or not.
-function F.extend(key, e, existed, oe)
-	if F.pinned then
-		-- Redis expires keys on its own clock, which a pinned time does
-		-- not drive: keep them for the test instead.
-		local ttl = math.max(math.floor(e / 1000000) + 1, 600000)
-		if redis.call('PEXPIRE', key, ttl, 'GT') == 0 then
-			redis.call('PEXPIRE', key, ttl, 'NX')
-		end
-		return
-	end
-	-- Every write keeps the hash's expiry at or after the granule of each
-	-- of its fields' expiries. Steps are powers of two and never shrink as
-	-- an expiry comes nearer, so the granule of the old expiry, computed
-	-- now, is at most what its writer set: if it covers the new expiry,
-	-- the TTL does too.
-	local at, g = F.granule(e)
-	if existed and oe > 0 then
-		local _, og = F.granule(oe)
-		if og >= at then
-			return
-		end
-	end
-	-- GT leaves a key without a TTL alone: only a new field may have made
-	-- the hash (any hash that held a field before got its TTL then).
-	if redis.call('PEXPIREAT', key, g, 'GT') == 0 and not existed then
-		redis.call('PEXPIREAT', key, g, 'NX')
-	end
-end
-
--- sweep forgets up to two fields of key, other than field, whose states
--- are fresh by expiry (a function of the stored value); a check calls it
--- when it adds a field, so that a busy hash does not keep idle keys.
-function F.sweep(key, field, expiry)
-	local sample = redis.call('HRANDFIELD', key, 2, 'WITHVALUES')
-	for i = 1, #sample, 2 do
-		if sample[i] ~= field and expiry(sample[i + 1]) <= 0 then
-			redis.call('HDEL', key, sample[i])
-		end
-	end
-end
-
 -- bucketExpiry is a bucket value's expiry relative to now: its instant.
 function F.bucketExpiry(v)
 	local s, n = F.parse(v)
 	return F.diff(s, n, F.ns, F.nn)
 end
 
--- The common check — one bucket limit of one key — runs before the rest
--- of the script is even defined.
 -- fast decides a check of cost whose one limit, described by the
 -- arguments from ARGV[base] on, is a bucket, and returns its reply; nil
 -- for any other limit.
@@ -253,10 +408,10 @@ function F.fast(base, cost)
 	end
 	if nd then
 		local s, n = F.add(F.ns, F.nn, nd)
-		if redis.call('HSET', key, field, F.fmt(s, n)) == 1 then
+		local added = redis.call('HSET', key, field, F.fmt(s, n)) == 1
+		if not F.extend(key, nd, v ~= false, d) and added then
 			F.sweep(key, field, F.bucketExpiry)
 		end
-		F.extend(key, nd, v ~= false, d)
 	end
 	return { 1, 1, rem, reset, retry, delay }
 end
@@ -840,16 +995,16 @@ function F.save(l, st, old)
 	if st.c2 then
 		v = v .. ':' .. string.format('%d', st.c2)
 	end
-	if redis.call('HSET', l.key, l.field, v) == 1 then
-		F.sweep(l.key, l.field, function(w)
-			return F.expiry(l, F.word(w))
-		end)
-	end
+	local added = redis.call('HSET', l.key, l.field, v) == 1
 	local oe = 0
 	if old.s then
 		oe = F.expiry(l, old)
 	end
-	F.extend(l.key, e, old.s ~= nil, oe)
+	if not F.extend(l.key, e, old.s ~= nil, oe) and added then
+		F.sweep(l.key, l.field, function(w)
+			return F.expiry(l, F.word(w))
+		end)
+	end
 end
 
 -- check decides a check of cost under its L limits, described from
@@ -952,20 +1107,23 @@ end
 -- A batch: ARGV[2] checks, each described from its own ARGV index on by
 -- its cost, its number of limits L and L × 10 limit arguments; the reply
 -- is theirs, one after another. Each check is decided as if it were a
--- call of its own, after the ones before it.
+-- call of its own, after the ones before it. The first F.k checks, fixed
+-- windows all, were decided at the start of the script.
 if ARGV[3] == 'b' then
-	local out, b = {}, 4
-	for _ = 1, tonumber(ARGV[2]) do
+	local out, b = F.out, F.b
+	for _ = F.k + 1, tonumber(ARGV[2]) do
 		local cost, L = tonumber(ARGV[b]), tonumber(ARGV[b + 1])
-		local r
-		if L == 1 then
-			r = F.fast(b + 2, cost)
-		end
-		if not r then
-			r = F.check(b + 2, cost, L, 'c')
-		end
-		for _, x in ipairs(r) do
-			out[#out + 1] = x
+		if not (L == 1 and F.fixed(b + 2, cost, out)) then
+			local r
+			if L == 1 then
+				r = F.fast(b + 2, cost)
+			end
+			if not r then
+				r = F.check(b + 2, cost, L, 'c')
+			end
+			for _, x in ipairs(r) do
+				out[#out + 1] = x
+			end
 		end
 		b = b + 2 + 10 * L
 	end
