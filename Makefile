@@ -25,9 +25,11 @@ unit:
 
 # Each fuzz target runs for FUZZTIME on top of its seed corpus.
 fuzz:
-	@for target in $$($(GO) test -list '^Fuzz' ./algo/ | grep '^Fuzz'); do \
-		echo "fuzz $$target"; \
-		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./algo/ || exit 1; \
+	@for pkg in ./algo/ ./rules/ ./jsonapi/; do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
 	done
 
 # The peers' benchmarks live in their own module; make sure they build and

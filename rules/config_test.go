@@ -172,3 +172,24 @@ func TestQuotaModeUnderBouncerSemantics(t *testing.T) {
 		t.Errorf("over a quota-mode limit: got code %v shadowed %v reset %v, want OK, shadowed, no reset", resp.Code, st.Shadowed, st.ResetAfter)
 	}
 }
+
+// Nested aliases that would expand to billions of values are refused,
+// quickly, rather than decoded.
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n  - &a0 {key: k0}\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "  - &a%d {key: k%d, descriptors: [", i, i)
+		for j := range 10 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]}\n")
+	}
+	_, err := rules.Parse("bomb.yaml", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "expands to more than") {
+		t.Errorf("got %v, want the file refused as too large", err)
+	}
+}

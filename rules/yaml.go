@@ -28,7 +28,14 @@ var (
 type decoder struct {
 	file string
 	errs *errorList
+
+	visits  int // nodes decoded, aliases counted each time they are used
+	tooMany bool
 }
+
+// maxNodes bounds the nodes one file decodes to, aliases expanded: a few
+// lines of nested aliases can otherwise stand for billions of nodes.
+const maxNodes = 1 << 17
 
 func (d *decoder) errorf(line int, format string, args ...any) {
 	d.errs.add(d.file, line, fmt.Sprintf(format, args...))
@@ -40,6 +47,13 @@ func (d *decoder) decode(n *yaml.Node, v any) {
 }
 
 func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
+	if d.visits++; d.visits > maxNodes {
+		if !d.tooMany {
+			d.tooMany = true
+			d.errorf(n.Line, "%s: the file expands to more than %d values (nested aliases?)", name(path), maxNodes)
+		}
+		return
+	}
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) == 0 {
 			return
