@@ -54,7 +54,7 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 			k.LastSeen, k.Rule, k.Limits = now, m.rule, m.limits
 			continue
 		}
-		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: slices.Clone(m.entries), Limits: m.limits, LastSeen: now}
+		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: shorten(m.entries), Limits: m.limits, LastSeen: now}
 		if len(x.order) < x.max {
 			x.order = append(x.order, m.key)
 		} else {
@@ -64,6 +64,26 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 		}
 		x.keys[m.key] = k
 	}
+}
+
+// maxShownValue bounds the entry values the index keeps: they come from
+// clients, and ten thousand keys of 32 entries of 4 KiB would hold over a
+// gigabyte. The key itself is bounded (bouncer.KeyOf) and stays exact.
+const maxShownValue = 64
+
+// shorten copies entries for the index, cutting long values to
+// maxShownValue bytes followed by "…".
+func shorten(entries []Entry) []Entry {
+	out := slices.Clone(entries)
+	for i, e := range out {
+		if len(e.Value) > maxShownValue {
+			out[i].Value = strings.ToValidUTF8(e.Value[:maxShownValue], "") + "…"
+		}
+		if len(e.Key) > maxShownValue {
+			out[i].Key = strings.ToValidUTF8(e.Key[:maxShownValue], "") + "…"
+		}
+	}
+	return out
 }
 
 // Get returns what the index knows of key.

@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,24 @@ func TestStateAndReset(t *testing.T) {
 	}
 	if _, err := e.Resolve("api", desc("nothing=1").Entries); err == nil {
 		t.Errorf("Resolve of a descriptor no rule matches: got no error")
+	}
+}
+
+// The index keeps long client values cut short, so that it stays small
+// whatever clients send; the key stays exact.
+func TestKeyIndexBoundsValues(t *testing.T) {
+	e, _ := newEngine(t, "testdata/envoy.yaml")
+	e.Keys = rules.NewKeyIndex(10)
+	long := strings.Repeat("v", rules.MaxValueLen)
+	resp := decide(t, e, "edge", desc("user_id="+long))
+	keys, _ := e.Keys.List("", 10)
+	if len(keys) != 1 {
+		t.Fatalf("got %d keys, want 1", len(keys))
+	}
+	if v := keys[0].Entries[0].Value; len(v) > 80 || !strings.HasSuffix(v, "…") {
+		t.Errorf("kept value: %d bytes %q, want it cut short", len(v), v)
+	}
+	if keys[0].Key != resp.Statuses[0].Key {
+		t.Errorf("key: got %q, want the exact store key %q", keys[0].Key, resp.Statuses[0].Key)
 	}
 }
