@@ -69,11 +69,11 @@ type serveConfig struct {
 func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.config, "config", "", "config file, or directory of *.yaml files (Bouncer's or envoyproxy/ratelimit's format); required")
+	fs.StringVar(&c.config, "config", "", "config file, or directory of *.yaml and *.yml files (Bouncer's or envoyproxy/ratelimit's format); required")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 gRPC listener")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "JSON API listener (POST /v1/check); empty to disable")
 	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:6070", "admin listener (health, metrics, pprof, rules); empty to disable")
-	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[:password@]host:port[,host:port...] (several addresses: a Cluster)")
+	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[[user]:password@]host:port[,host:port...] (several addresses: a Cluster)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call")
 	fs.StringVar(&c.onStoreError, "on-store-error", "allow", "when Redis fails, for rules that say nothing: allow, deny or local")
 	fs.StringVar(&c.headers, "headers", "all", "rate-limit headers to return: all, ietf, x-ratelimit or off")
@@ -127,7 +127,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		// The service's heap is small (tens of MB) and churns with every
-		// call: collecting at 4× the live heap instead of 2× halves the
+		// call: collecting at 5× the live heap instead of 2× halves the
 		// collector's CPU for a few MB more. GOGC overrides it.
 		debug.SetGCPercent(400)
 	}
