@@ -165,7 +165,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out.Statuses[i] = s
 	}
 	for _, f := range resp.Headers(h.Headers) {
-		w.Header()[f.Name] = []string{f.Value} // as written: RateLimit-Policy, not Ratelimit-Policy
+		w.Header().Set(f.Name, f.Value) // names are case-insensitive: Go sends Ratelimit-Policy
 	}
 	status := http.StatusOK
 	if resp.Code == rules.OverLimit {

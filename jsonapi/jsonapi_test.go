@@ -84,9 +84,8 @@ func check(domain, entries string) string {
 	return fmt.Sprintf(`{"domain": %q, "descriptors": [{"entries": [%s]}]}`, domain, entries)
 }
 
-// get returns a header's value whatever the case of its name: the
-// handler writes rate-limit headers as named (RateLimit-Policy), not in
-// Go's canonical form (Ratelimit-Policy).
+// get returns a header's value whatever the case of its name, as an HTTP
+// client reads it.
 func get(h http.Header, name string) string {
 	for k, v := range h {
 		if strings.EqualFold(k, name) && len(v) > 0 {

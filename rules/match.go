@@ -58,7 +58,6 @@ type match struct {
 func (n *node) lookup(entries []Entry, values []string) match {
 	var m match
 	cur := n
-	shared := false
 	for i, e := range entries {
 		next, viaWildcard := cur.exact[e], false
 		if next == nil {
@@ -75,7 +74,6 @@ func (n *node) lookup(entries []Entry, values []string) match {
 		values[i] = e.Value
 		if viaWildcard && next.share {
 			values[i] = next.pattern
-			shared = true
 		}
 		if next == nil {
 			break
@@ -88,7 +86,6 @@ func (n *node) lookup(entries []Entry, values []string) match {
 		}
 		cur = next
 	}
-	_ = shared
-	m.values = values[:len(entries)]
+	m.values = values[:len(entries)] // read only when a rule was found: all set then
 	return m
 }
