@@ -4,7 +4,8 @@
 # Redis servers to CPU 1, so that a server is measured on a CPU of its own
 # rather than sharing it with what drives it. Needs two CPUs and the Redis
 # servers of scripts/with-redis.sh (run it through that script, as
-# `make bench-rls` does). Extra arguments go to go test.
+# `make bench-rls` does). Extra arguments go to the test binary
+# (-test.benchtime 1s, say).
 set -euo pipefail
 cd "$(dirname "$0")/../bench"
 if [ "$(nproc)" -lt 2 ]; then
@@ -14,5 +15,13 @@ fi
 for pid in $(pgrep -x redis-server || true); do
 	taskset -pc 1 "$pid" >/dev/null
 done
-BOUNCER_BENCH_SERVER_CPUS=0 taskset -c 1 go test -run '^$' -bench '^BenchmarkRLS$' -benchtime 3s -count 3 "$@" . | tee rls-out.txt
+# Three rounds of one count each, rather than -count 3: go test repeats a
+# sub-benchmark's counts back to back, so a machine whose speed drifts
+# over minutes would favour whichever server ran when it was fast. Round
+# by round, every server runs once before any runs again.
+go test -c -o rls.test .
+for round in 1 2 3; do
+	BOUNCER_BENCH_SERVER_CPUS=0 taskset -c 1 ./rls.test -test.run '^$' -test.bench '^BenchmarkRLS$' -test.benchtime 3s -test.count 1 "$@"
+done | tee rls-out.txt
+rm -f rls.test
 go run ratios.go < rls-out.txt
