@@ -76,34 +76,34 @@ var (
 const maxShared = 1 << 14
 
 func currentLimit(l rules.CurrentLimit) *pb.RateLimitResponse_RateLimit {
-	if m, ok := limitMsgs.Load(l); ok {
-		return m.(*pb.RateLimitResponse_RateLimit)
-	}
-	m := &pb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: unitToProto(l.Unit)}
-	if shared.Load() < maxShared {
-		if _, loaded := limitMsgs.LoadOrStore(l, m); !loaded {
-			shared.Add(1)
-		}
-	}
-	return m
+	return shareOf(&limitMsgs, l, func() *pb.RateLimitResponse_RateLimit {
+		return &pb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: unitToProto(l.Unit)}
+	})
 }
 
 // headerValue returns f as a message, shared for the fields that are the
 // same in every answer under one limit (its policy and quota).
 func headerValue(f header.Field) *core.HeaderValue {
+	build := func() *core.HeaderValue { return &core.HeaderValue{Key: f.Name, Value: f.Value} }
 	if !f.Constant {
-		return &core.HeaderValue{Key: f.Name, Value: f.Value}
+		return build()
 	}
-	if m, ok := headerMsgs.Load(f); ok {
-		return m.(*core.HeaderValue)
+	return shareOf(&headerMsgs, f, build)
+}
+
+// shareOf returns the message kept in m for k, building and keeping it the
+// first time while fewer than maxShared are kept.
+func shareOf[K comparable, V any](m *sync.Map, k K, build func() V) V {
+	if v, ok := m.Load(k); ok {
+		return v.(V)
 	}
-	m := &core.HeaderValue{Key: f.Name, Value: f.Value}
+	v := build()
 	if shared.Load() < maxShared {
-		if _, loaded := headerMsgs.LoadOrStore(f, m); !loaded {
+		if _, loaded := m.LoadOrStore(k, v); !loaded {
 			shared.Add(1)
 		}
 	}
-	return m
+	return v
 }
 
 // statusOf maps an error of Decide to a gRPC status: the one table of

@@ -86,35 +86,36 @@ type matched struct {
 // Decide answers r. A non-nil error wraps ErrInvalidRequest or
 // ErrUnknownDomain, or is the store's failure; nothing is decided then.
 func (e *Engine) Decide(ctx context.Context, r Request) (Response, error) {
-	resp, err := e.decide(ctx, r)
+	resp, d, err := e.decide(ctx, r)
 	if e.Observe != nil {
-		domain := r.Domain
-		if e.Config().Domain(domain) == nil {
-			domain = "" // not a label value: clients choose it
+		domain := "" // a domain the config lacks is no label value: clients choose it
+		if d != nil {
+			domain = d.Name
 		}
 		e.Observe(domain, &resp, err)
 	}
 	return resp, err
 }
 
-func (e *Engine) decide(ctx context.Context, r Request) (Response, error) {
+// decide answers r, and returns the domain of the config it used (nil if
+// the config does not define r's).
+func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, error) {
+	d := e.config.Load().Domain(r.Domain)
 	if err := r.validate(); err != nil {
-		return Response{}, err
+		return Response{}, d, err
 	}
-	c := e.config.Load()
 	resp := Response{Code: OK, Statuses: make([]Status, len(r.Descriptors)), Binding: -1}
 	for i := range resp.Statuses {
 		resp.Statuses[i].Code = OK
 	}
-	d := c.Domain(r.Domain)
 	if d == nil {
 		if e.RejectUnknownDomains {
-			return Response{}, fmt.Errorf("%w: %q", ErrUnknownDomain, r.Domain)
+			return Response{}, nil, fmt.Errorf("%w: %q", ErrUnknownDomain, r.Domain)
 		}
-		return resp, nil
+		return resp, nil, nil
 	}
 	if err := d.checkOverrides(&r, e.Supports); err != nil {
-		return Response{}, err
+		return Response{}, d, err
 	}
 	ms := d.matchAll(&r)
 	if e.Keys != nil {
@@ -127,11 +128,15 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, error) {
 		err = e.decideTogether(ctx, ms, &resp)
 	}
 	if err != nil {
-		return Response{}, err
+		return Response{}, d, err
 	}
 	resp.finish()
-	return resp, nil
+	return resp, d, nil
 }
+
+// counted reports whether m is checked in the store: matched, limited,
+// and not unlimited.
+func (m *matched) counted() bool { return m != nil && !m.unlimited && len(m.limits) > 0 }
 
 // matchAll looks every descriptor up and applies replaces: a rule named in
 // the replaces of another matched rule does not apply.
@@ -303,7 +308,7 @@ func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp 
 		return e.checkConcurrently(ctx, ms, resp)
 	}
 	for i, m := range ms {
-		if m == nil || m.unlimited || len(m.limits) == 0 {
+		if !m.counted() {
 			continue
 		}
 		if err := e.checkOne(ctx, m, &resp.Statuses[i]); err != nil {
@@ -350,7 +355,7 @@ func (e *Engine) checkConcurrently(ctx context.Context, ms []*matched, resp *Res
 	var wg sync.WaitGroup
 	errs := make([]error, len(ms))
 	for i, m := range ms {
-		if m == nil || m.unlimited || len(m.limits) == 0 {
+		if !m.counted() {
 			continue
 		}
 		wg.Add(1)

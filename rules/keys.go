@@ -47,7 +47,7 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, m := range ms {
-		if m == nil || m.unlimited || len(m.limits) == 0 {
+		if !m.counted() {
 			continue
 		}
 		if k, ok := x.keys[m.key]; ok {
