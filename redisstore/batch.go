@@ -185,19 +185,22 @@ func (s *Store) runBatch(ws []*waiter) {
 func (s *Store) runOneBatch(ws []*waiter) {
 	var keys, args []string
 	deadline := ws[0].deadline
-	args = append(args, ws[0].c.args[0], strconv.Itoa(len(ws)), "b")
+	packed := true
 	for _, w := range ws {
 		if w.deadline.Before(deadline) {
 			deadline = w.deadline
 		}
-		a := w.c.args // pinned, cost, mode, L, then limitArgs per limit
-		args = append(args, a[1], a[3])
-		for i := 4; i < len(a); i += limitArgs {
-			ki, _ := strconv.Atoi(a[i])
-			args = append(args, strconv.Itoa(ki+len(keys)))
-			args = append(args, a[i+1:i+limitArgs]...)
+		packed = packed && w.c.packable()
+	}
+	if packed {
+		cs := make([]*call, len(ws))
+		for i, w := range ws {
+			cs[i] = w.c
+			keys = append(keys, w.c.keys...)
 		}
-		keys = append(keys, w.c.keys...)
+		args = packedArgs(ws[0].c.args[0], cs)
+	} else {
+		args = batchArgs(ws, &keys)
 	}
 	reply := func(r batchReply) {
 		for _, w := range ws {
@@ -225,6 +228,23 @@ func (s *Store) runOneBatch(ws []*waiter) {
 		w.done <- batchReply{res: res, allowed: allowed, err: perr}
 		vals = vals[n:]
 	}
+}
+
+// batchArgs returns the arguments of a batch of the checks of ws in the
+// general format ("b"), and appends their keys to keys.
+func batchArgs(ws []*waiter, keys *[]string) []string {
+	args := []string{ws[0].c.args[0], strconv.Itoa(len(ws)), "b"}
+	for _, w := range ws {
+		a := w.c.args // pinned, cost, mode, L, then limitArgs per limit
+		args = append(args, a[1], a[3])
+		for i := 4; i < len(a); i += limitArgs {
+			ki, _ := strconv.Atoi(a[i])
+			args = append(args, strconv.Itoa(ki+len(*keys)))
+			args = append(args, a[i+1:i+limitArgs]...)
+		}
+		*keys = append(*keys, w.c.keys...)
+	}
+	return args
 }
 
 func replyLen(ws []*waiter) int {

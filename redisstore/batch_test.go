@@ -50,3 +50,65 @@ func TestBatchedChecksStayExact(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent checks of one limit each are sent packed (see check.lua),
+// whatever their algorithm: batches of checks the script decides on its
+// fast paths alone, and batches where those and checks it hands to its
+// general path come in any order. Each key admits exactly its limit's
+// capacity.
+func TestPackedChecksStayExact(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
+	s := newStore(t, c, redisstore.Options{})
+	all := []struct {
+		l    bouncer.Limit
+		want int64
+	}{
+		{bouncer.Limit{Name: "gcra", Algorithm: bouncer.GCRA, Rate: 1, Period: time.Hour, Burst: 3}, 3},
+		{bouncer.Limit{Name: "tb", Algorithm: bouncer.TokenBucket, Rate: 1, Period: time.Hour, Burst: 4}, 4},
+		{bouncer.Limit{Name: "leaky", Algorithm: bouncer.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 2}, 2},
+		{bouncer.Limit{Name: "fw", Algorithm: bouncer.FixedWindow, Rate: 5, Period: 24 * time.Hour}, 5},
+		{bouncer.Limit{Name: "fw-cd", Algorithm: bouncer.FixedWindow, Rate: 6, Period: 24 * time.Hour, ChargeDenied: true}, 6},
+		{bouncer.Limit{Name: "fw-ms", Algorithm: bouncer.FixedWindow, Rate: 7, Period: 24*time.Hour + time.Millisecond}, 7},
+		{bouncer.Limit{Name: "log", Algorithm: bouncer.SlidingWindowLog, Rate: 4, Period: time.Hour}, 4},
+		{bouncer.Limit{Name: "swc", Algorithm: bouncer.SlidingWindowCounter, Rate: 3, Period: time.Hour}, 3},
+	}
+	const fast = 5 // the first five are decided on the fast paths
+	t.Run("fast", func(t *testing.T) { checkPackedExact(t, s, "fast", all[:fast]) })
+	t.Run("mixed", func(t *testing.T) { checkPackedExact(t, s, "mixed", all) })
+}
+
+func checkPackedExact(t *testing.T, s *redisstore.Store, prefix string, limits []struct {
+	l    bouncer.Limit
+	want int64
+}) {
+	const keys, workers, tries = 6, 4, 4
+	allowed := make([]atomic.Int64, len(limits)*keys)
+	var wg sync.WaitGroup
+	for i, lw := range limits {
+		for k := range keys {
+			for range workers {
+				wg.Go(func() {
+					req := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprintf("%s-%d", prefix, k), Limits: []bouncer.Limit{lw.l}}}, Cost: 1}
+					for range tries {
+						d, err := s.Check(context.Background(), req)
+						if err != nil || d.Degraded {
+							t.Errorf("%s, key %d: %+v, %v", lw.l.Name, k, d, err)
+							return
+						}
+						if d.Allowed {
+							allowed[i*keys+k].Add(1)
+						}
+					}
+				})
+			}
+		}
+	}
+	wg.Wait()
+	for i, lw := range limits {
+		for k := range keys {
+			if n := allowed[i*keys+k].Load(); n != lw.want {
+				t.Errorf("%s, key %d: %d allowed, want %d", lw.l.Name, k, n, lw.want)
+			}
+		}
+	}
+}

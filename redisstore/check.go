@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -18,12 +20,14 @@ type call struct {
 	keys   []string
 	args   []string
 	limits []limitRef
+	cost   int64
 }
 
 // limitRef names one limit of one key of the request.
 type limitRef struct {
 	key   string
 	limit *bouncer.Limit
+	info  *limitInfo
 }
 
 // result is one limit's part of a script's reply.
@@ -183,6 +187,7 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 			buf := make([]string, na+n)
 			c.args, c.keys = buf[:4:na], buf[na:na]
 			c.args[0], c.args[1], c.args[2] = pinned, cost, mode
+			c.cost = r.Cost
 			c.limits = make([]limitRef, 0, n)
 		}
 		for j := range k.Limits {
@@ -205,7 +210,7 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 			}
 			c.args = append(c.args, strconv.Itoa(ki+1), field)
 			c.args = append(c.args, li.args[:]...)
-			c.limits = append(c.limits, limitRef{key: k.Key, limit: l})
+			c.limits = append(c.limits, limitRef{key: k.Key, limit: l, info: li})
 		}
 	}
 	for i := range calls {
@@ -244,13 +249,17 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	s.calls.Add(1)
-	resp := s.exec(cctx, c)
+	x := c
+	if c.packable() {
+		x = &call{keys: c.keys, args: packedArgs(c.args[0], []*call{c})}
+	}
+	resp := s.exec(cctx, x)
 	for try := 0; tryAgain(resp) && try < 3 && cctx.Err() == nil; try++ {
 		// A Cluster slot is migrating and some of the call's keys have
 		// moved while others have not: the script did not run. Try again
 		// shortly, within the deadline.
 		time.Sleep(time.Duration(try+1) * 200 * time.Microsecond)
-		resp = s.exec(cctx, c)
+		resp = s.exec(cctx, x)
 	}
 	cancel()
 	res, allowed, err := parseReply(resp, c)
@@ -372,4 +381,51 @@ func duration(retry int64) time.Duration {
 		return bouncer.Never
 	}
 	return time.Duration(retry)
+}
+
+// packable reports whether c can be sent packed (see check.lua): a check
+// of one limit.
+func (c *call) packable() bool {
+	return len(c.limits) == 1 && c.args[2] == "c" && c.limits[0].info != nil
+}
+
+// packedArgs returns the arguments of a packed call of the checks cs,
+// packable all, whose keys are those of cs one after another: the limits
+// they use, each once, then one argument per check.
+func packedArgs(pinned string, cs []*call) []string {
+	var infos [8]*limitInfo
+	lis := infos[:0]
+	args := make([]string, 4, 4+1+len(cs))
+	args[0], args[1], args[2] = pinned, strconv.Itoa(len(cs)), "p"
+	idx := make([]uint16, len(cs))
+	size := 0
+	for i, c := range cs {
+		li := c.limits[0].info
+		j := slices.Index(lis, li)
+		if j < 0 {
+			lis = append(lis, li)
+			args = append(args, li.packed)
+			j = len(lis) - 1
+		}
+		idx[i] = uint16(j + 1)
+		size += 12 + len(c.args[5])
+	}
+	args[3] = strconv.Itoa(len(lis))
+	// The checks' arguments share one string.
+	buf := make([]byte, 0, size)
+	ki := 0
+	for i, c := range cs {
+		buf = binary.LittleEndian.AppendUint16(buf, uint16(ki+1)) // the key of a check of one limit is its call's first
+		buf = binary.LittleEndian.AppendUint16(buf, idx[i])
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(float64(c.cost)))
+		buf = append(buf, c.args[5]...) // the field
+		ki += len(c.keys)
+	}
+	all := string(buf)
+	for _, c := range cs {
+		n := 12 + len(c.args[5])
+		args = append(args, all[:n])
+		all = all[n:]
+	}
+	return args
 }

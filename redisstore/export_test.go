@@ -1,7 +1,10 @@
 package redisstore
 
 import (
+	"context"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
 )
@@ -20,4 +23,31 @@ func LimitID(l bouncer.Limit) string { return limitID(l) }
 // under l in a store of prefix and DefaultBuckets.
 func StateOf(prefix string, l bouncer.Limit, key string) (hash, field string) {
 	return hashField(prefix, limitID(l), digestOf(key, DefaultBuckets))
+}
+
+// BatchCall returns the keys and arguments of the one script call that a
+// batch of the checks reqs makes, packed or in the general batch format
+// ("b"), and runs such calls. Every request must be valid, with one key
+// and one limit.
+func BatchCall(s *Store, reqs []bouncer.Request, packed bool) (keys, args []string, err error) {
+	cs := make([]*call, len(reqs))
+	ws := make([]*waiter, len(reqs))
+	for i, r := range reqs {
+		calls, err := s.plan(r, "c")
+		if err != nil {
+			return nil, nil, err
+		}
+		cs[i], ws[i] = &calls[0], &waiter{c: &calls[0]}
+		keys = append(keys, calls[0].keys...)
+	}
+	if packed {
+		return keys, packedArgs(cs[0].args[0], cs), nil
+	}
+	var ks []string
+	return keys, batchArgs(ws, &ks), nil
+}
+
+// ExecScript runs the check script with keys and args.
+func ExecScript(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	return checkScript.Exec(ctx, c, keys, args)
 }

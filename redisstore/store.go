@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -244,10 +246,11 @@ func (s *Store) Stats() Stats {
 
 // limitInfo is what a check sends of a limit, computed once.
 type limitInfo struct {
-	id   string
-	args [8]string // algorithm, rate, burst, period, interval, unit, pair, flag (see check.lua)
-	log  bool
-	err  error
+	id     string
+	args   [8]string // algorithm, rate, burst, period, interval, unit, pair, flag (see check.lua)
+	packed string    // the same numbers as eight little-endian doubles, for a packed call
+	log    bool
+	err    error
 }
 
 // Supports reports an error wrapping bouncer.ErrInvalidLimit if the store
@@ -278,16 +281,18 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 		case l.ChargeDenied:
 			flag = "2"
 		}
-		li.args = [8]string{
-			strconv.Itoa(algorithmCode(l.Algorithm)),
-			strconv.FormatInt(l.Rate, 10),
-			strconv.FormatInt(l.Burst, 10),
-			strconv.FormatInt(int64(l.Period), 10),
-			strconv.FormatInt(int64(l.Interval()), 10),
-			strconv.FormatInt(unit, 10),
-			strconv.FormatInt(pair, 10),
-			flag,
+		nums := [8]int64{
+			int64(algorithmCode(l.Algorithm)), l.Rate, l.Burst, int64(l.Period),
+			int64(l.Interval()), unit, pair, int64(flag[0] - '0'),
 		}
+		packed := make([]byte, 0, 8*len(nums))
+		for i, v := range nums {
+			li.args[i] = strconv.FormatInt(v, 10)
+			// Every number is below 2^53 (MaxSpan keeps durations below
+			// 2^52), so a double holds it exactly.
+			packed = binary.LittleEndian.AppendUint64(packed, math.Float64bits(float64(v)))
+		}
+		li.packed = string(packed)
 	}
 	if s.cached.Load() >= maxCachedLimits {
 		return li // limits are config, not input; but stay bounded regardless

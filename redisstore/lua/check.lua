@@ -12,7 +12,9 @@
 -- ARGV[3]: "c" to check, "r" to refund cost, "d" to charge cost to the
 --   limits that charge denied checks, as a check that is denied would
 --   (a Cluster check that another call denied); "b" for a batch of checks
---   (see the end of the script).
+--   (see the end of the script); "p" for a packed batch of checks of one
+--   limit each (see "A packed batch" below), which the store sends for
+--   every check of one limit, batched or not.
 -- ARGV[4]: L, the number of limits; then 10 arguments per limit:
 --   key index (into KEYS), hash field ("" for a log key), algorithm
 --   (1 token bucket, 2 GCRA, 3 leaky bucket, 4 fixed window, 5 sliding
@@ -72,6 +74,7 @@ function F.fdiv(a, b)
 end
 
 -- Time, cost and mode.
+F.A = ARGV
 F.pinned = ARGV[1] ~= ''
 if F.pinned then
 	F.ns, F.nn = F.parse(ARGV[1])
@@ -163,22 +166,20 @@ function F.fixedExpiry(v)
 	return (ws + F.wps - F.ns) * 1000000000 - F.nn
 end
 
--- fixed decides a check of cost whose one limit, described by the
--- arguments from ARGV[base] on, is a fixed window of whole seconds, and
--- appends its reply to out; it returns nil, having changed nothing, for
--- any other limit (and for a stored instant so far from now that F.diff
--- would clamp it: the general path decides those).
-function F.fixed(base, cost, out)
-	local period = tonumber(ARGV[base + 5])
-	if ARGV[base + 2] ~= '4' or period % 1000000000 ~= 0 then
+-- fixed decides a check of cost of a fixed window of period ns, rate and
+-- unit (cd: it charges denied checks), whose state is field of hash key,
+-- and appends its reply to out; it returns nil, having changed nothing, if
+-- the period is not a whole number of seconds (or for a stored instant so
+-- far from now that F.diff would clamp it): the general path decides
+-- those.
+function F.fixed(key, field, period, rate, unit, cd, cost, out)
+	if period % 1000000000 ~= 0 then
 		return nil
 	end
 	-- F.parse, F.fdiv and F.fmt are written out: a call costs more than
 	-- their work. One correction makes a floored double quotient exact
 	-- below 2^53.
 	local ps, ns = period / 1000000000, F.ns
-	local key, field = KEYS[tonumber(ARGV[base])], ARGV[base + 1]
-	local unit = tonumber(ARGV[base + 7])
 	local v = redis.call('HGET', key, field)
 	local start, count, shifted = ns - ns % ps, 0, false -- now's window, in seconds
 	if v then
@@ -206,7 +207,7 @@ function F.fixed(base, cost, out)
 			end
 		end
 	end
-	local rate, was = tonumber(ARGV[base + 3]), count
+	local was = count
 	local e = (start + ps - ns) * 1000000000 - F.nn -- the window's end, from now
 	local reset, ok, retry, charge = e, 1, 0, nil
 	if shifted then
@@ -214,7 +215,7 @@ function F.fixed(base, cost, out)
 	end
 	if cost > rate or count + cost > rate then
 		ok = 0
-		if ARGV[base + 9] == '2' and cost > 0 and count <= rate then
+		if cd and cost > 0 and count <= rate then
 			-- Denied, and charged: count + cost > rate saturates at rate + 1.
 			count = rate + 1
 			charge = count
@@ -270,12 +271,22 @@ function F.fixed(base, cost, out)
 	return true
 end
 
+-- fixedAt is F.fixed for the one limit described by the arguments from
+-- ARGV[base] on; it returns nil for any other algorithm.
+function F.fixedAt(base, cost, out)
+	if ARGV[base + 2] ~= '4' then
+		return nil
+	end
+	return F.fixed(KEYS[tonumber(ARGV[base])], ARGV[base + 1], tonumber(ARGV[base + 5]),
+		tonumber(ARGV[base + 3]), tonumber(ARGV[base + 7]), ARGV[base + 9] == '2', cost, out)
+end
+
 -- The calls of fixed windows alone are decided before anything else is
 -- defined. A batch is decided in turn as long as its checks are; the
 -- general batch loop at the end takes over from the first that is not.
 if ARGV[3] == 'b' then
 	local out, b, k, n = {}, 4, 0, tonumber(ARGV[2])
-	while k < n and ARGV[b + 1] == '1' and F.fixed(b + 2, tonumber(ARGV[b]), out) do
+	while k < n and ARGV[b + 1] == '1' and F.fixedAt(b + 2, tonumber(ARGV[b]), out) do
 		b, k = b + 12, k + 1
 	end
 	if k == n then
@@ -284,7 +295,7 @@ if ARGV[3] == 'b' then
 	F.out, F.b, F.k = out, b, k
 elseif ARGV[3] == 'c' and ARGV[4] == '1' then
 	local out = {}
-	if F.fixed(5, tonumber(ARGV[2]), out) then
+	if F.fixedAt(5, tonumber(ARGV[2]), out) then
 		return out
 	end
 end
@@ -387,24 +398,21 @@ function F.bucketExpiry(v)
 	return F.diff(s, n, F.ns, F.nn)
 end
 
--- fast decides a check of cost whose one limit, described by the
--- arguments from ARGV[base] on, is a bucket, and returns its reply; nil
--- for any other limit.
-function F.fast(base, cost)
-	local a = tonumber(ARGV[base + 2])
-	if a > 3 then
-		return nil
-	end
-	local key, field = KEYS[tonumber(ARGV[base])], ARGV[base + 1]
+-- bucketOne decides a check of cost of a bucket (algorithm a, burst,
+-- interval, shape), whose state is field of hash key, and appends its
+-- reply to out.
+function F.bucketOne(key, field, a, burst, interval, shape, cost, out)
 	local v = redis.call('HGET', key, field)
 	local d = -9007199254740992
 	if v then
 		local s, n = F.parse(v)
 		d = F.diff(s, n, F.ns, F.nn)
 	end
-	local nd, ok, rem, reset, retry, delay = buckets[a](d, cost, tonumber(ARGV[base + 4]), tonumber(ARGV[base + 6]), ARGV[base + 9] == '1')
+	local nd, ok, rem, reset, retry, delay = buckets[a](d, cost, burst, interval, shape)
+	local o = #out
 	if not ok then
-		return { 0, 0, rem, reset, retry, delay }
+		out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 0, 0, rem, reset, retry, delay
+		return
 	end
 	if nd then
 		local s, n = F.add(F.ns, F.nn, nd)
@@ -413,7 +421,21 @@ function F.fast(base, cost)
 			F.sweep(key, field, F.bucketExpiry)
 		end
 	end
-	return { 1, 1, rem, reset, retry, delay }
+	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 1, 1, rem, reset, retry, delay
+end
+
+-- fast decides a check of cost whose one limit, described by the
+-- arguments from ARGV[base] on, is a bucket, and returns its reply; nil
+-- for any other limit.
+function F.fast(base, cost)
+	local a = tonumber(ARGV[base + 2])
+	if a > 3 then
+		return nil
+	end
+	local out = {}
+	F.bucketOne(KEYS[tonumber(ARGV[base])], ARGV[base + 1], a, tonumber(ARGV[base + 4]),
+		tonumber(ARGV[base + 6]), ARGV[base + 9] == '1', cost, out)
+	return out
 end
 
 -- The common call — one check of one bucket limit — is decided before the
@@ -425,24 +447,61 @@ if ARGV[3] == 'c' and ARGV[4] == '1' then
 	end
 end
 
--- A limit: the i-th of a check whose limits are described from ARGV[base]
--- on, and while deciding, its state relative to now.
+-- A packed batch ("p"): ARGV[2] checks of one limit each. ARGV[4] is M,
+-- the number of limits; ARGV[5] to ARGV[4 + M] describe them, each packed
+-- as eight little-endian doubles (algorithm, rate, burst, period,
+-- interval, unit, pair, flag: the numbers of a limit's arguments); then
+-- one argument per check, packed as two little-endian 16-bit integers and
+-- a double — its key index (into KEYS), its limit (1 to M) and its cost —
+-- followed by its hash field ("" for a log key). The reply is that of a
+-- batch. Packed, a check is 1 argument instead of 12, which Redis reads,
+-- copies and converts far more cheaply. Buckets and fixed windows of whole
+-- seconds are decided here; from the first check that is neither, the
+-- loop at the end of the script takes over.
+if ARGV[3] == 'p' then
+	local m, n = tonumber(ARGV[4]), tonumber(ARGV[2])
+	local D = {}
+	for i = 1, m do
+		D[i] = { struct.unpack('<dddddddd', ARGV[4 + i]) }
+	end
+	local out, k = {}, 0
+	while k < n do
+		local arg = ARGV[5 + m + k]
+		local ki, li, cost = struct.unpack('<HHd', arg)
+		local l = D[li]
+		local a = l[1]
+		if a <= 3 then
+			F.bucketOne(KEYS[ki], string.sub(arg, 13), a, l[3], l[5], l[8] == 1, cost, out)
+		elseif a ~= 4 or not F.fixed(KEYS[ki], string.sub(arg, 13), l[4], l[2], l[6], l[8] == 2, cost, out) then
+			break
+		end
+		k = k + 1
+	end
+	if k == n then
+		return out
+	end
+	F.out, F.D, F.k = out, D, k
+end
+
+-- A limit: the i-th of a check whose limits are described from F.A[base]
+-- on (F.A is ARGV, or the arguments a packed check stands for), and while
+-- deciding, its state relative to now.
 -- A limit that charges denied checks (cd) counts up to top = rate + 1 in a
 -- window, "over"; other limits up to top = rate.
 function F.limitAt(base, i)
 	local b = base - 1 + (i - 1) * 10
 	local l = {
-		key = KEYS[tonumber(ARGV[b + 1])],
-		field = ARGV[b + 2],
-		algo = tonumber(ARGV[b + 3]),
-		rate = tonumber(ARGV[b + 4]),
-		burst = tonumber(ARGV[b + 5]),
-		period = tonumber(ARGV[b + 6]),
-		interval = tonumber(ARGV[b + 7]),
-		unit = tonumber(ARGV[b + 8]),
-		pair = tonumber(ARGV[b + 9]),
-		shape = ARGV[b + 10] == '1',
-		cd = ARGV[b + 10] == '2',
+		key = KEYS[tonumber(F.A[b + 1])],
+		field = F.A[b + 2],
+		algo = tonumber(F.A[b + 3]),
+		rate = tonumber(F.A[b + 4]),
+		burst = tonumber(F.A[b + 5]),
+		period = tonumber(F.A[b + 6]),
+		interval = tonumber(F.A[b + 7]),
+		unit = tonumber(F.A[b + 8]),
+		pair = tonumber(F.A[b + 9]),
+		shape = F.A[b + 10] == '1',
+		cd = F.A[b + 10] == '2',
 	}
 	l.top = l.rate
 	if l.cd then
@@ -1113,7 +1172,7 @@ if ARGV[3] == 'b' then
 	local out, b = F.out, F.b
 	for _ = F.k + 1, tonumber(ARGV[2]) do
 		local cost, L = tonumber(ARGV[b]), tonumber(ARGV[b + 1])
-		if not (L == 1 and F.fixed(b + 2, cost, out)) then
+		if not (L == 1 and F.fixedAt(b + 2, cost, out)) then
 			local r
 			if L == 1 then
 				r = F.fast(b + 2, cost)
@@ -1126,6 +1185,28 @@ if ARGV[3] == 'b' then
 			end
 		end
 		b = b + 2 + 10 * L
+	end
+	return out
+end
+
+-- The rest of a packed batch (see ARGV[3] == 'p' above): a check that is
+-- not decided on the way is decided on the general path, from the
+-- arguments it stands for.
+if ARGV[3] == 'p' then
+	local out, D, m = F.out, F.D, tonumber(ARGV[4])
+	for k = F.k, tonumber(ARGV[2]) - 1 do
+		local arg = ARGV[5 + m + k]
+		local ki, li, cost = struct.unpack('<HHd', arg)
+		local l, field = D[li], string.sub(arg, 13)
+		local a = l[1]
+		if a <= 3 then
+			F.bucketOne(KEYS[ki], field, a, l[3], l[5], l[8] == 1, cost, out)
+		elseif a ~= 4 or not F.fixed(KEYS[ki], field, l[4], l[2], l[6], l[8] == 2, cost, out) then
+			F.A = { ki, field, a, l[2], l[3], l[4], l[5], l[6], l[7], tostring(l[8]) }
+			for _, x in ipairs(F.check(1, cost, 1, 'c')) do
+				out[#out + 1] = x
+			end
+		end
 	end
 	return out
 end
