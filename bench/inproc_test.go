@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"hash/maphash"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -102,5 +103,150 @@ func verify(b *testing.B, l limiter, keys []string, denied, failed int) {
 		if !l.held(k) {
 			b.Fatalf("does not hold %q after the run", k)
 		}
+	}
+}
+
+// BenchmarkCheckFloor measures the least work of one check on a table of
+// per-key state shared by all goroutines, with BenchmarkCheck's workload at
+// 100 000 keys: the same keys, the same serial loop and the same parallel
+// loop. A check here hashes the key with hash/maphash, finds its slot by
+// linear probing in an open-addressing table of 16-byte slots (a hash and
+// one word of value) sized as memstore sizes its tables (a power of two, at
+// most 7/8 full: 131 072 slots), and adds 1 to the value with one atomic
+// load and compare-and-swap. It reads no clock and decides nothing: an
+// exact limiter that keeps its per-key state in such a table does at least
+// this much.
+//
+// In parallel both goroutines walk all the keys, so nearly every check
+// finds its slot last written by the other goroutine, on the other vCPU:
+// its cache line must move from that vCPU's cache before the
+// compare-and-swap can complete. The parallel figure is therefore about
+// the cost of one such transfer per check, a floor for the parallel cases
+// of BenchmarkCheck. Serially only one core touches the table, and no line
+// moves between cores.
+//
+// Afterwards the benchmark fails if any key was not found or if the values
+// do not add up to b.N: a failed compare-and-swap is retried, so every
+// check adds exactly 1.
+func BenchmarkCheckFloor(b *testing.B) {
+	const n = 100_000
+	keys := benchKeys[:n]
+	b.Run(fmt.Sprintf("keys=%d/serial", n), func(b *testing.B) {
+		t := newFloorTable(b, keys)
+		runtime.GC()
+		b.ReportAllocs()
+		i, missed := 0, 0
+		for b.Loop() {
+			if !t.check(keys[i]) {
+				missed++
+			}
+			if i++; i == n {
+				i = 0
+			}
+		}
+		t.verify(b, missed)
+	})
+	b.Run(fmt.Sprintf("keys=%d/parallel", n), func(b *testing.B) {
+		t := newFloorTable(b, keys)
+		runtime.GC()
+		var next atomic.Uint64
+		var missed atomic.Int64
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(next.Add(7919)) % n
+			var m int64
+			for pb.Next() {
+				if !t.check(keys[i]) {
+					m++
+				}
+				if i++; i == n {
+					i = 0
+				}
+			}
+			missed.Add(m)
+		})
+		b.StopTimer()
+		t.verify(b, int(missed.Load()))
+	})
+}
+
+// floorTable is BenchmarkCheckFloor's table: an open-addressing table from
+// a key's hash to a count, laid out like memstore's tables.
+type floorTable struct {
+	seed  maphash.Seed
+	slots []floorSlot // a power of two long
+}
+
+type floorSlot struct {
+	h atomic.Uint64 // 0: empty
+	v atomic.Int64
+}
+
+// newFloorTable returns a table holding every key with value 0, in the
+// fewest slots, a power of two, that keep it at most 7/8 full.
+func newFloorTable(b *testing.B, keys []string) *floorTable {
+	b.Helper()
+	size := 8
+	for size*7 < len(keys)*8 {
+		size *= 2
+	}
+	t := &floorTable{seed: maphash.MakeSeed(), slots: make([]floorSlot, size)}
+	mask := size - 1
+	for _, k := range keys {
+		h := t.hash(k)
+		i := int(h) & mask
+		for ; t.slots[i].h.Load() != 0; i = (i + 1) & mask {
+			if t.slots[i].h.Load() == h {
+				b.Fatalf("%q has the same 64-bit hash as another key", k)
+			}
+		}
+		t.slots[i].h.Store(h)
+	}
+	return t
+}
+
+// hash returns key's hash, never 0, which marks an empty slot.
+func (t *floorTable) hash(key string) uint64 {
+	h := maphash.String(t.seed, key)
+	if h == 0 {
+		return 1
+	}
+	return h
+}
+
+// check adds 1 to key's value and reports whether it found key.
+func (t *floorTable) check(key string) bool {
+	h := t.hash(key)
+	mask := len(t.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch t.slots[i].h.Load() {
+		case h:
+			v := &t.slots[i].v
+			for {
+				old := v.Load()
+				if v.CompareAndSwap(old, old+1) {
+					return true
+				}
+			}
+		case 0:
+			return false
+		}
+	}
+}
+
+// verify fails b if any check missed its key or if the values do not add
+// up to b.N.
+func (t *floorTable) verify(b *testing.B, missed int) {
+	b.Helper()
+	if missed > 0 {
+		b.Fatalf("%d checks did not find their key", missed)
+	}
+	var sum int64
+	for i := range t.slots {
+		sum += t.slots[i].v.Load()
+	}
+	if sum != int64(b.N) {
+		b.Fatalf("values add up to %d, want b.N = %d", sum, b.N)
 	}
 }
