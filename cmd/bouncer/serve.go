@@ -267,6 +267,11 @@ type service struct {
 
 // startService loads the config, opens the store and the listeners, and
 // starts serving; ctx ends the config watch.
+// redisStreamWorkers is how many gRPC stream workers serve with a Redis
+// store: as many calls as are commonly in flight at once, each waiting
+// for its round trip (see startService).
+const redisStreamWorkers = 256
+
 func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logger) (*service, error) {
 	cfg, err := rules.Load(c.config)
 	if err != nil {
@@ -347,8 +352,16 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		return nil, err
 	}
 	// Stream workers reuse goroutines (and their grown stacks) across
-	// calls instead of starting one per call.
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+	// calls instead of starting one per call. A call that finds every
+	// worker busy gets a goroutine of its own, which grows its stack
+	// again: with the memory store a call never waits, so one worker per
+	// CPU keeps up; with Redis each call waits a round trip, so as many
+	// workers as calls are commonly in flight.
+	workers := uint32(runtime.GOMAXPROCS(0))
+	if o.redisAddrs != nil {
+		workers = max(workers, redisStreamWorkers)
+	}
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(workers))
 	rlsServer := rls.New(e, o.headers)
 	jsonHandler := &jsonapi.Handler{Engine: e, Headers: o.headers}
 	if stopTracing != nil {
