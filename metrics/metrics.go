@@ -142,6 +142,21 @@ func (t *timed) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 	return d, err
 }
 
+// CheckEach forwards to the store's CheckEach (see bouncer.CheckEach) and
+// observes the time it took once per request, each having waited for it.
+func (t *timed) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
+	start := time.Now()
+	bouncer.CheckEach(ctx, t.next, rs, ds, errs)
+	took := time.Since(start).Seconds()
+	for _, err := range errs {
+		o := t.ok
+		if err != nil {
+			o = t.failed
+		}
+		o.Observe(took)
+	}
+}
+
 func (t *timed) Refund(ctx context.Context, r bouncer.Request) error { return t.next.Refund(ctx, r) }
 
 // GaugeFunc registers a gauge read from f at every scrape, such as a

@@ -35,16 +35,30 @@ type batcher struct {
 
 // waiter is one check waiting for its batch.
 type waiter struct {
-	ctx      context.Context // the check's, with the store's Timeout
+	ctx      context.Context // the caller's
 	c        *call
-	deadline time.Time
+	deadline time.Time       // the earlier of ctx's and the store's Timeout from the check's start
 	done     chan batchReply // buffered: a worker never blocks on it
+	timer    *time.Timer     // fires at deadline; stopped between uses
+	queued   bool            // sent to the workers
+	err      error           // why it was not, if not
 }
 
 // waiters recycles the waiters whose reply was received: a worker sends
 // one reply and then forgets the waiter, but a waiter whose check gave up
-// may still get one, so it is left to the garbage collector.
-var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan batchReply, 1)} }}
+// may still get one, so it is left to the garbage collector. A waiter
+// brings its own timer, so that a check waits for its deadline without
+// making a context (and a timer) of its own.
+var waiters = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &waiter{done: make(chan batchReply, 1), timer: t}
+}}
+
+// expired reports whether w's caller gave up or its deadline passed.
+func (w *waiter) expired() bool {
+	return w.ctx.Err() != nil || !time.Now().Before(w.deadline)
+}
 
 type batchReply struct {
 	res     []result
@@ -64,32 +78,78 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 	if b.closed.Load() {
 		return b.s.run(ctx, c)
 	}
-	s := b.s
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	dl, _ := cctx.Deadline()
+	r := b.wait(ctx, b.enqueue(ctx, c, b.deadline(ctx)))
+	return r.res, r.allowed, r.err
+}
+
+// doEach runs the calls cs, each of its own check, as do runs one: queued
+// together, they go out in the same batches when they fit. It stores
+// their replies in rs.
+func (b *batcher) doEach(ctx context.Context, cs []*call, rs []batchReply) {
+	dl := b.deadline(ctx)
+	var buf [8]*waiter
+	ws := buf[:0]
+	for _, c := range cs {
+		ws = append(ws, b.enqueue(ctx, c, dl))
+	}
+	for i, w := range ws {
+		rs[i] = b.wait(ctx, w)
+	}
+}
+
+// deadline is the earlier of ctx's deadline and the store's Timeout from
+// now.
+func (b *batcher) deadline(ctx context.Context) time.Time {
+	dl := time.Now().Add(b.s.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	return dl
+}
+
+// enqueue queues c for a batch, unless ctx is done or dl passes first,
+// and returns its waiter.
+func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time) *waiter {
 	w := waiters.Get().(*waiter)
-	w.ctx, w.c, w.deadline = cctx, c, dl
-	s.calls.Add(1)
+	w.ctx, w.c, w.deadline = ctx, c, dl
+	w.timer.Reset(time.Until(dl))
+	b.s.calls.Add(1)
+	if err := ctx.Err(); err != nil {
+		w.err = wrap(err)
+		return w
+	}
+	select {
+	case b.in <- w:
+		w.queued = true
+		b.ensureWorker()
+	case <-w.timer.C:
+		w.err = wrap(context.DeadlineExceeded)
+	case <-ctx.Done():
+		w.err = wrap(ctx.Err())
+	}
+	return w
+}
+
+// wait returns w's reply, or an error once ctx is done or w's deadline
+// passes, and keeps the store's accounts.
+func (b *batcher) wait(ctx context.Context, w *waiter) batchReply {
 	var r batchReply
-	if err := cctx.Err(); err != nil {
-		r.err = wrap(err)
-	} else {
+	switch {
+	case !w.queued:
+		r.err = w.err
+		w.recycle()
+	default:
 		select {
-		case b.in <- w:
-			b.ensureWorker()
-			select {
-			case r = <-w.done:
-				// The worker is done with w.
-				*w = waiter{done: w.done}
-				waiters.Put(w)
-			case <-cctx.Done():
-				r.err = wrap(cctx.Err())
-			}
-		case <-cctx.Done():
-			r.err = wrap(cctx.Err())
+		case r = <-w.done:
+			// The worker is done with w.
+			w.recycle()
+		case <-w.timer.C:
+			r.err = wrap(context.DeadlineExceeded)
+		case <-ctx.Done():
+			r.err = wrap(ctx.Err())
 		}
 	}
+	s := b.s
 	switch {
 	case r.err == nil:
 		s.breaker.done(false, false)
@@ -100,7 +160,14 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 		s.breaker.done(false, true)
 		s.noteFailure(r.err)
 	}
-	return r.res, r.allowed, r.err
+	return r
+}
+
+// recycle returns w, which no worker holds, to the pool.
+func (w *waiter) recycle() {
+	w.timer.Stop()
+	*w = waiter{done: w.done, timer: w.timer}
+	waiters.Put(w)
 }
 
 // ensureWorker starts a worker unless enough run. A worker that stops
@@ -165,7 +232,7 @@ func (s *Store) runBatch(ws []*waiter) {
 	// waited has returned already: it must not be charged.
 	live := ws[:0]
 	for _, w := range ws {
-		if w.ctx.Err() == nil {
+		if !w.expired() {
 			live = append(live, w)
 		}
 	}

@@ -2,11 +2,14 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/redisstore"
@@ -111,4 +114,59 @@ func checkPackedExact(t *testing.T, s *redisstore.Store, prefix string, limits [
 			}
 		}
 	}
+}
+
+// CheckEach decides each request as Check would: concurrent CheckEach
+// calls of distinct keys admit exactly each limit's capacity, an invalid
+// request gets its own error without spoiling the others, on a standalone
+// server (where the requests share batches) and on a Cluster (where they
+// run concurrently).
+func TestCheckEachStaysExact(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
+		s := newStore(t, c, redisstore.Options{Prefix: freshPrefix()})
+		limits := []bouncer.Limit{
+			{Name: "fw", Algorithm: bouncer.FixedWindow, Rate: 5, Period: 24 * time.Hour, ChargeDenied: true},
+			{Name: "gcra", Algorithm: bouncer.GCRA, Rate: 1, Period: time.Hour, Burst: 3},
+			{Name: "log", Algorithm: bouncer.SlidingWindowLog, Rate: 4, Period: time.Hour},
+		}
+		want := []int64{5, 3, 4}
+		const keys, workers, tries = 8, 4, 4
+		allowed := make([]atomic.Int64, keys*len(limits))
+		var wg sync.WaitGroup
+		for k := range keys {
+			for range workers {
+				wg.Go(func() {
+					rs := make([]bouncer.Request, 0, len(limits)+1)
+					for _, l := range limits {
+						rs = append(rs, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprintf("each-%d", k), Limits: []bouncer.Limit{l}}}, Cost: 1})
+					}
+					rs = append(rs, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "each-invalid"}}, Cost: 1}) // no limits
+					ds, errs := make([]bouncer.Decision, len(rs)), make([]error, len(rs))
+					for range tries {
+						s.CheckEach(context.Background(), rs, ds, errs)
+						if !errors.Is(errs[len(limits)], bouncer.ErrInvalidRequest) {
+							t.Errorf("invalid request: error %v, want ErrInvalidRequest", errs[len(limits)])
+						}
+						for i := range limits {
+							if errs[i] != nil || ds[i].Degraded {
+								t.Errorf("key %d, %s: %+v, %v", k, limits[i].Name, ds[i], errs[i])
+								return
+							}
+							if ds[i].Allowed {
+								allowed[k*len(limits)+i].Add(1)
+							}
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		for k := range keys {
+			for i, l := range limits {
+				if n := allowed[k*len(limits)+i].Load(); n != want[i] {
+					t.Errorf("key %d, %s: %d allowed, want %d", k, l.Name, n, want[i])
+				}
+			}
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -74,6 +75,52 @@ func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 		}
 	}
 	return merge(results, true), nil
+}
+
+var _ bouncer.EachLimiter = (*Store)(nil)
+
+// CheckEach decides each of rs on its own, as Check would; see
+// bouncer.EachLimiter. On a standalone server (or Sentinel) the checks are
+// queued together and go out in the same batched script calls; on a
+// Cluster, or without batching, they run concurrently, a call each.
+func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
+	if s.batch == nil || s.batch.closed.Load() || !s.breaker.closed() || len(rs) == 1 {
+		if len(rs) == 1 {
+			ds[0], errs[0] = s.Check(ctx, rs[0])
+			return
+		}
+		var wg sync.WaitGroup
+		for i := range rs {
+			wg.Go(func() { ds[i], errs[i] = s.Check(ctx, rs[i]) })
+		}
+		wg.Wait()
+		return
+	}
+	var cbuf [8]*call
+	var ibuf [8]int
+	cs, idx := cbuf[:0], ibuf[:0]
+	for i, r := range rs {
+		calls, err := s.plan(r, "c")
+		if err != nil {
+			ds[i], errs[i] = bouncer.Decision{}, err
+			continue
+		}
+		cs, idx = append(cs, &calls[0]), append(idx, i) // one call: a standalone server
+	}
+	var rbuf [8]batchReply
+	replies := rbuf[:0]
+	for range cs {
+		replies = append(replies, batchReply{})
+	}
+	s.batch.doEach(ctx, cs, replies)
+	for k, r := range replies {
+		i := idx[k]
+		if r.err != nil {
+			ds[i], errs[i] = s.fallback(ctx, rs[i], r.err)
+			continue
+		}
+		ds[i], errs[i] = merge(r.res, r.allowed), nil
+	}
 }
 
 // Refund gives r.Cost back to every limit of every key in r; see

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -320,17 +319,28 @@ func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp 
 
 // checkOne charges one descriptor on its own and fills its status.
 func (e *Engine) checkOne(ctx context.Context, m *matched, st *Status) error {
+	dec, err := e.Limiter.Check(ctx, m.request())
+	if err != nil {
+		return err
+	}
+	m.fill(st, dec)
+	return nil
+}
+
+// request is the check of m's descriptor on its own.
+func (m *matched) request() bouncer.Request {
 	cost := m.cost
 	if m.zero {
 		cost *= 2 // see zeroLimit
 	}
-	dec, err := e.Limiter.Check(ctx, bouncer.Request{
+	return bouncer.Request{
 		Keys: []bouncer.KeyLimits{{Key: m.key, Limits: m.limits}},
 		Cost: cost,
-	})
-	if err != nil {
-		return err
 	}
+}
+
+// fill fills in st from dec, the decision of m.request().
+func (m *matched) fill(st *Status, dec bouncer.Decision) {
 	st.Remaining = clamp32(dec.Remaining)
 	if m.zero {
 		st.Remaining = 0
@@ -345,26 +355,35 @@ func (e *Engine) checkOne(ctx context.Context, m *matched, st *Status) error {
 			}
 		}
 	}
-	return nil
 }
 
-// checkConcurrently runs checkOne for every descriptor at once: for a
-// store with round trips, the answer then takes one of them, not one per
-// descriptor. Only for distinct keys, whose order does not matter.
+// checkConcurrently checks every descriptor at once (bouncer.CheckEach):
+// for a store with round trips, the answer then takes one of them, not
+// one per descriptor. Only for distinct keys, whose order does not matter.
 func (e *Engine) checkConcurrently(ctx context.Context, ms []*matched, resp *Response) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(ms))
+	var (
+		rbuf [4]bouncer.Request
+		dbuf [4]bouncer.Decision
+		ebuf [4]error
+		ibuf [4]int
+	)
+	rs, idx := rbuf[:0], ibuf[:0]
 	for i, m := range ms {
-		if !m.counted() {
-			continue
+		if m.counted() {
+			rs, idx = append(rs, m.request()), append(idx, i)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = e.checkOne(ctx, m, &resp.Statuses[i])
-		}()
 	}
-	wg.Wait()
+	ds, errs := dbuf[:0], ebuf[:0]
+	if len(rs) > len(dbuf) {
+		ds, errs = make([]bouncer.Decision, 0, len(rs)), make([]error, 0, len(rs))
+	}
+	ds, errs = ds[:len(rs)], errs[:len(rs)]
+	bouncer.CheckEach(ctx, e.Limiter, rs, ds, errs)
+	for k, i := range idx {
+		if errs[k] == nil {
+			ms[i].fill(&resp.Statuses[i], ds[k])
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -100,6 +100,25 @@ func (t *traced) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision
 	return d, nil
 }
 
+// CheckEach makes one span for the requests the store decides together
+// (see bouncer.CheckEach).
+func (t *traced) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
+	ctx, span := t.tracer.Start(ctx, "store.CheckEach", trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	bouncer.CheckEach(ctx, t.next, rs, ds, errs)
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			span.RecordError(err)
+			failed++
+		}
+	}
+	if failed > 0 {
+		span.SetStatus(codes.Error, "store failed")
+	}
+	span.SetAttributes(attribute.Int("bouncer.requests", len(rs)), attribute.Int("bouncer.failed", failed))
+}
+
 func (t *traced) Refund(ctx context.Context, r bouncer.Request) error {
 	ctx, span := t.tracer.Start(ctx, "store.Refund", trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()

@@ -1,0 +1,107 @@
+package bouncer_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// counter admits the first 2 checks of each key, and fails the key "bad".
+type counter struct {
+	mu     sync.Mutex
+	counts map[string]int
+	checks atomic.Int64
+}
+
+var errBad = errors.New("bad key")
+
+func (c *counter) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	c.checks.Add(1)
+	k := r.Keys[0].Key
+	if k == "bad" {
+		return bouncer.Decision{}, errBad
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts[k]++
+	return bouncer.Decision{Allowed: c.counts[k] <= 2, Remaining: int64(max(0, 2-c.counts[k]))}, nil
+}
+
+func (c *counter) Refund(context.Context, bouncer.Request) error { return nil }
+
+// eachCounter is a counter with CheckEach, which decides the requests in
+// order and counts its calls.
+type eachCounter struct {
+	counter
+	calls atomic.Int64
+}
+
+func (c *eachCounter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
+	c.calls.Add(1)
+	for i, r := range rs {
+		ds[i], errs[i] = c.Check(ctx, r)
+	}
+}
+
+func requests(keys ...string) []bouncer.Request {
+	l := bouncer.Limit{Name: "l", Algorithm: bouncer.FixedWindow, Rate: 2, Period: time.Minute}
+	rs := make([]bouncer.Request, len(keys))
+	for i, k := range keys {
+		rs[i] = bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k, Limits: []bouncer.Limit{l}}}, Cost: 1}
+	}
+	return rs
+}
+
+// CheckEach decides each request on its own, through the limiter's
+// CheckEach when it has one, and with concurrent Checks otherwise.
+func TestCheckEach(t *testing.T) {
+	plain := &counter{counts: map[string]int{}}
+	each := &eachCounter{counter: counter{counts: map[string]int{}}}
+	for _, l := range []bouncer.Limiter{plain, each} {
+		rs := requests("a", "b", "bad", "a", "a", "c")
+		ds, errs := make([]bouncer.Decision, len(rs)), make([]error, len(rs))
+		bouncer.CheckEach(context.Background(), l, rs, ds, errs)
+		allowed := map[string]int{}
+		for i, r := range rs {
+			k := r.Keys[0].Key
+			if k == "bad" {
+				if !errors.Is(errs[i], errBad) {
+					t.Errorf("%T: request %d: error %v, want %v", l, i, errs[i], errBad)
+				}
+				continue
+			}
+			if errs[i] != nil {
+				t.Errorf("%T: request %d: %v", l, i, errs[i])
+			}
+			if ds[i].Allowed {
+				allowed[k]++
+			}
+		}
+		if want := map[string]int{"a": 2, "b": 1, "c": 1}; !equal(allowed, want) {
+			t.Errorf("%T: allowed %v, want %v", l, allowed, want)
+		}
+	}
+	if plain.checks.Load() != 6 {
+		t.Errorf("plain limiter: %d checks, want 6", plain.checks.Load())
+	}
+	if each.calls.Load() != 1 || each.checks.Load() != 6 {
+		t.Errorf("each limiter: %d CheckEach calls and %d checks, want 1 and 6", each.calls.Load(), each.checks.Load())
+	}
+}
+
+func equal(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
