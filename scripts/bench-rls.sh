@@ -12,15 +12,24 @@ if [ "$(nproc)" -lt 2 ]; then
 	echo "bench-rls: needs at least 2 CPUs" >&2
 	exit 1
 fi
+# The Redis servers go to CPU 1 for the run and back to every CPU after
+# it, so that later runs (make bench, tests) find them as they were.
+unpin() {
+	for pid in $(pgrep -x redis-server || true); do
+		taskset -pc "0-$(($(nproc) - 1))" "$pid" >/dev/null || true
+	done
+}
+trap unpin EXIT
 for pid in $(pgrep -x redis-server || true); do
 	taskset -pc 1 "$pid" >/dev/null
 done
-# Three rounds of one count each, rather than -count 3: go test repeats a
-# sub-benchmark's counts back to back, so a machine whose speed drifts
-# over minutes would favour whichever server ran when it was fast. Round
-# by round, every server runs once before any runs again.
+# Rounds of one count each (five, or BOUNCER_BENCH_ROUNDS), rather than
+# -count 5: go test repeats a sub-benchmark's counts back to back, so a
+# machine whose speed drifts over minutes would favour whichever server
+# ran when it was fast. Round by round, every server runs once before any
+# runs again; ratios.go reports each figure's median over the rounds.
 go test -c -o rls.test .
-for round in 1 2 3; do
+for round in $(seq "${BOUNCER_BENCH_ROUNDS:-5}"); do
 	BOUNCER_BENCH_SERVER_CPUS=0 taskset -c 1 ./rls.test -test.run '^$' -test.bench '^BenchmarkRLS$' -test.benchtime 3s -test.count 1 "$@"
 done | tee rls-out.txt
 rm -f rls.test
