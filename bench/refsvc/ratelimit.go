@@ -89,7 +89,8 @@ func (r EnvoyRatelimit) Start(ctx context.Context) (*Server, error) {
 	}
 	cleanup := func() { os.RemoveAll(root) }
 	confDir := filepath.Join(root, "ratelimit", "config")
-	if err := os.MkdirAll(confDir, 0o755); err == nil {
+	err = os.MkdirAll(confDir, 0o755)
+	if err == nil {
 		err = os.WriteFile(filepath.Join(confDir, "config.yaml"), []byte(r.Config), 0o644)
 	}
 	if err != nil {
