@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -85,15 +84,7 @@ var _ bouncer.EachLimiter = (*Store)(nil)
 // Cluster, or without batching, they run concurrently, a call each.
 func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
 	if s.batch == nil || s.batch.closed.Load() || !s.breaker.closed() || len(rs) == 1 {
-		if len(rs) == 1 {
-			ds[0], errs[0] = s.Check(ctx, rs[0])
-			return
-		}
-		var wg sync.WaitGroup
-		for i := range rs {
-			wg.Go(func() { ds[i], errs[i] = s.Check(ctx, rs[i]) })
-		}
-		wg.Wait()
+		bouncer.CheckConcurrently(ctx, s, rs, ds, errs)
 		return
 	}
 	var cbuf [8]*call
@@ -109,9 +100,10 @@ func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bounce
 	}
 	var rbuf [8]batchReply
 	replies := rbuf[:0]
-	for range cs {
-		replies = append(replies, batchReply{})
+	if len(cs) > len(rbuf) {
+		replies = make([]batchReply, 0, len(cs))
 	}
+	replies = replies[:len(cs)]
 	s.batch.doEach(ctx, cs, replies)
 	for k, r := range replies {
 		i := idx[k]

@@ -458,6 +458,25 @@ end
 -- copies and converts far more cheaply. Buckets and fixed windows of whole
 -- seconds are decided here; from the first check that is neither, the
 -- loop at the end of the script takes over.
+-- packedAt decides the k-th check (from 0) of a packed batch whose M
+-- limits are D on a fast path, appending its reply to out, and returns
+-- true; or false, deciding nothing, and what the general path needs: the
+-- check's key index, field, limit and cost.
+function F.packedAt(k, m, D, out)
+	local arg = ARGV[5 + m + k]
+	local ki, li, cost = struct.unpack('<HHd', arg)
+	local l, field = D[li], string.sub(arg, 13)
+	local a = l[1]
+	if a <= 3 then
+		F.bucketOne(KEYS[ki], field, a, l[3], l[5], l[8] == 1, cost, out)
+		return true
+	end
+	if a == 4 and F.fixed(KEYS[ki], field, l[4], l[2], l[6], l[8] == 2, cost, out) then
+		return true
+	end
+	return false, ki, field, l, cost
+end
+
 if ARGV[3] == 'p' then
 	local m, n = tonumber(ARGV[4]), tonumber(ARGV[2])
 	local D = {}
@@ -465,16 +484,7 @@ if ARGV[3] == 'p' then
 		D[i] = { struct.unpack('<dddddddd', ARGV[4 + i]) }
 	end
 	local out, k = {}, 0
-	while k < n do
-		local arg = ARGV[5 + m + k]
-		local ki, li, cost = struct.unpack('<HHd', arg)
-		local l = D[li]
-		local a = l[1]
-		if a <= 3 then
-			F.bucketOne(KEYS[ki], string.sub(arg, 13), a, l[3], l[5], l[8] == 1, cost, out)
-		elseif a ~= 4 or not F.fixed(KEYS[ki], string.sub(arg, 13), l[4], l[2], l[6], l[8] == 2, cost, out) then
-			break
-		end
+	while k < n and F.packedAt(k, m, D, out) do
 		k = k + 1
 	end
 	if k == n then
@@ -1195,14 +1205,9 @@ end
 if ARGV[3] == 'p' then
 	local out, D, m = F.out, F.D, tonumber(ARGV[4])
 	for k = F.k, tonumber(ARGV[2]) - 1 do
-		local arg = ARGV[5 + m + k]
-		local ki, li, cost = struct.unpack('<HHd', arg)
-		local l, field = D[li], string.sub(arg, 13)
-		local a = l[1]
-		if a <= 3 then
-			F.bucketOne(KEYS[ki], field, a, l[3], l[5], l[8] == 1, cost, out)
-		elseif a ~= 4 or not F.fixed(KEYS[ki], field, l[4], l[2], l[6], l[8] == 2, cost, out) then
-			F.A = { ki, field, a, l[2], l[3], l[4], l[5], l[6], l[7], tostring(l[8]) }
+		local ok, ki, field, l, cost = F.packedAt(k, m, D, out)
+		if not ok then
+			F.A = { ki, field, l[1], l[2], l[3], l[4], l[5], l[6], l[7], tostring(l[8]) }
 			for _, x in ipairs(F.check(1, cost, 1, 'c')) do
 				out[#out + 1] = x
 			end
