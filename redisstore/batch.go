@@ -1,21 +1,27 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // Batching. Every script call costs Redis a fixed price — parsing the
 // command, converting its arguments, running the script's preamble —
-// besides the work of each check. On a standalone server (or Sentinel),
-// where every key lives on one node, checks that arrive while others are
-// in flight are merged into one script call: the script decides them one
-// after another, each as if it were a call of its own, so nothing about a
-// check's meaning changes. Up to batchWorkers calls are in flight at once;
+// besides the work of each check. Checks that arrive while others are in
+// flight are merged into one script call — on a standalone server (or
+// Sentinel), where every key lives on one node, any checks; on a Cluster,
+// the checks of one limit whose keys one node serves (see slots.go): the
+// script decides them one after another, each as if it were a call of its
+// own, so nothing about a check's meaning changes. Up to batchWorkers
+// batches are in flight at once;
 // a worker that finds nothing to do for batchIdle stops, and the next check
 // starts one again, so an idle store runs no goroutine.
 const (
@@ -242,8 +248,66 @@ func (s *Store) runBatch(ws []*waiter) {
 		for n < len(ws) && ws[n].c.args[0] == ws[0].c.args[0] {
 			n++
 		}
-		s.runOneBatch(ws[:n])
+		if s.cluster {
+			s.runNodeBatches(ws[:n])
+		} else {
+			s.runOneBatch(ws[:n])
+		}
 		ws = ws[n:]
+	}
+}
+
+// runNodeBatches makes one script call for the checks of ws whose keys
+// each node serves, all at once (see slots.go). Without a map of slots,
+// each check makes a call of its own.
+func (s *Store) runNodeBatches(ws []*waiter) {
+	m := s.slotMap(ws[0].deadline)
+	if m == nil {
+		s.runAlone(ws)
+		return
+	}
+	// Group the checks by node, each group in the order of ws.
+	var gbuf [8][]*waiter
+	var nbuf [8]uint16
+	groups, nodes := gbuf[:0], nbuf[:0]
+	for _, w := range ws {
+		n := m.node[keySlot(w.c.keys[0])]
+		g := slices.Index(nodes, n)
+		if g < 0 {
+			nodes = append(nodes, n)
+			groups = append(groups, make([]*waiter, 0, len(ws)))
+			g = len(groups) - 1
+		}
+		groups[g] = append(groups[g], w)
+	}
+	var wg sync.WaitGroup
+	for g, gws := range groups {
+		switch {
+		case nodes[g] == 0: // a slot no master serves: let rueidis find one
+			s.runAlone(gws)
+		case g == len(groups)-1:
+			s.runOneBatch(gws)
+		default:
+			wg.Go(func() { s.runOneBatch(gws) })
+		}
+	}
+	wg.Wait()
+}
+
+// runAlone makes one call for each check of ws, one after another, each
+// by its own deadline.
+func (s *Store) runAlone(ws []*waiter) {
+	for _, w := range ws {
+		var r batchReply
+		if w.expired() {
+			r.err = wrap(context.DeadlineExceeded)
+		} else {
+			ctx, cancel := context.WithDeadline(context.Background(), w.deadline)
+			resp := s.call(ctx, w.c)
+			cancel()
+			r.res, r.allowed, r.err = parseReply(resp, w.c)
+		}
+		w.done <- r
 	}
 }
 
@@ -259,14 +323,21 @@ func (s *Store) runOneBatch(ws []*waiter) {
 		}
 		packed = packed && w.c.packable()
 	}
-	if packed {
+	switch {
+	case s.cluster: // packable all (see Store.batchable)
+		cs := make([]*call, len(ws))
+		for i, w := range ws {
+			cs[i] = w.c
+		}
+		keys, args = ws[0].c.keys[:1], packedArgs(ws[0].c.args[0], cs, true)
+	case packed:
 		cs := make([]*call, len(ws))
 		for i, w := range ws {
 			cs[i] = w.c
 			keys = append(keys, w.c.keys...)
 		}
-		args = packedArgs(ws[0].c.args[0], cs)
-	} else {
+		args = packedArgs(ws[0].c.args[0], cs, false)
+	default:
 		args = batchArgs(ws, &keys)
 	}
 	reply := func(r batchReply) {
@@ -281,6 +352,10 @@ func (s *Store) runOneBatch(ws []*waiter) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	resp := s.exec(ctx, &call{keys: keys, args: args})
+	if s.cluster {
+		s.nodeReply(ws, resp)
+		return
+	}
 	vals, err := resp.AsIntSlice()
 	if err == nil && len(vals) != replyLen(ws) {
 		err = errors.New("malformed script reply")
@@ -312,6 +387,65 @@ func batchArgs(ws []*waiter, keys *[]string) []string {
 		*keys = append(*keys, w.c.keys...)
 	}
 	return args
+}
+
+// nodeReply hands each check of ws, a Cluster's batch, its part of resp.
+// A batch that stopped part way (see "On a Cluster" in check.lua) replies
+// with the checks it decided and then its error: when the error says a
+// key was elsewhere, the checks from there on go again, a call each, and
+// the map of slots is read again; otherwise they fail with it.
+func (s *Store) nodeReply(ws []*waiter, resp rueidis.RedisResult) {
+	msgs, err := resp.ToArray()
+	if err != nil {
+		for _, w := range ws {
+			w.done <- batchReply{err: wrap(err)}
+		}
+		return
+	}
+	var stop error
+	if len(msgs) > 0 {
+		if msg, err := msgs[len(msgs)-1].ToString(); err == nil {
+			stop = errors.New(msg)
+			msgs = msgs[:len(msgs)-1]
+		}
+	}
+	var vbuf [16]int64
+	for i, w := range ws {
+		n := 1 + 5*len(w.c.limits)
+		if len(msgs) < n {
+			rest := ws[i:]
+			switch {
+			case stop == nil || len(msgs) > 0:
+				for _, w := range rest {
+					w.done <- batchReply{err: wrap(errors.New("malformed script reply"))}
+				}
+			case routingError(stop.Error()):
+				s.slots.stale.Store(true)
+				s.rerouted.Add(uint64(len(rest)))
+				s.runAlone(rest)
+			default:
+				for _, w := range rest {
+					w.done <- batchReply{err: wrap(stop)}
+				}
+			}
+			return
+		}
+		vals := vbuf[:0]
+		var perr error
+		for _, m := range msgs[:n] {
+			v, err := m.AsInt64()
+			perr = cmp.Or(perr, err)
+			vals = append(vals, v)
+		}
+		msgs = msgs[n:]
+		var r batchReply
+		if perr != nil {
+			r.err = wrap(perr)
+		} else {
+			r.res, r.allowed, r.err = parseVals(w.c, vals)
+		}
+		w.done <- r
+	}
 }
 
 func replyLen(ws []*waiter) int {

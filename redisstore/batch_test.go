@@ -57,10 +57,14 @@ func TestBatchedChecksStayExact(t *testing.T) {
 // Concurrent checks of one limit each are sent packed (see check.lua),
 // whatever their algorithm: batches of checks the script decides on its
 // fast paths alone, and batches where those and checks it hands to its
-// general path come in any order. Each key admits exactly its limit's
-// capacity.
+// general path come in any order — on a standalone server, and on a
+// Cluster, whose batches hold the keys of many slots of one node. Each key
+// admits exactly its limit's capacity.
 func TestPackedChecksStayExact(t *testing.T) {
-	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
+	forEachTopology(t, func(t *testing.T, c rueidis.Client) { packedChecksStayExact(t, c) })
+}
+
+func packedChecksStayExact(t *testing.T, c rueidis.Client) {
 	s := newStore(t, c, redisstore.Options{})
 	all := []struct {
 		l    bouncer.Limit
@@ -119,8 +123,8 @@ func checkPackedExact(t *testing.T, s *redisstore.Store, prefix string, limits [
 // CheckEach decides each request as Check would: concurrent CheckEach
 // calls of distinct keys admit exactly each limit's capacity, an invalid
 // request gets its own error without spoiling the others, on a standalone
-// server (where the requests share batches) and on a Cluster (where they
-// run concurrently).
+// server and on a Cluster (where the requests share batches, one per
+// node).
 func TestCheckEachStaysExact(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
 		s := newStore(t, c, redisstore.Options{Prefix: freshPrefix()})

@@ -53,7 +53,7 @@ func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 		var res []result
 		var allowed bool
 		var err error
-		if s.batch != nil && len(calls) == 1 && s.breaker.closed() {
+		if len(calls) == 1 && s.batchable(&calls[0]) && s.breaker.closed() {
 			res, allowed, err = s.batch.do(ctx, &calls[0])
 		} else {
 			res, allowed, err = s.run(ctx, &calls[i])
@@ -76,12 +76,20 @@ func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 	return merge(results, true), nil
 }
 
+// batchable reports whether c, a request's one call, may go in a batch:
+// on a standalone server (or Sentinel) any may; on a Cluster, a check of
+// one limit (see slots.go).
+func (s *Store) batchable(c *call) bool {
+	return s.batch != nil && (!s.cluster || c.packable())
+}
+
 var _ bouncer.EachLimiter = (*Store)(nil)
 
 // CheckEach decides each of rs on its own, as Check would; see
-// bouncer.EachLimiter. On a standalone server (or Sentinel) the checks are
-// queued together and go out in the same batched script calls; on a
-// Cluster, or without batching, they run concurrently, a call each.
+// bouncer.EachLimiter. The checks are queued together and go out in the
+// same batched script calls; without batching, or on a Cluster when one of
+// them cannot be batched (see Store.batchable), they run concurrently, a
+// call each.
 func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
 	if s.batch == nil || s.batch.closed.Load() || !s.breaker.closed() || len(rs) == 1 {
 		bouncer.CheckConcurrently(ctx, s, rs, ds, errs)
@@ -96,7 +104,11 @@ func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bounce
 			ds[i], errs[i] = bouncer.Decision{}, err
 			continue
 		}
-		cs, idx = append(cs, &calls[0]), append(idx, i) // one call: a standalone server
+		if len(calls) != 1 || !s.batchable(&calls[0]) {
+			bouncer.CheckConcurrently(ctx, s, rs, ds, errs)
+			return
+		}
+		cs, idx = append(cs, &calls[0]), append(idx, i)
 	}
 	var rbuf [8]batchReply
 	replies := rbuf[:0]
@@ -288,18 +300,7 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	s.calls.Add(1)
-	x := c
-	if c.packable() {
-		x = &call{keys: c.keys, args: packedArgs(c.args[0], []*call{c})}
-	}
-	resp := s.exec(cctx, x)
-	for try := 0; tryAgain(resp) && try < 3 && cctx.Err() == nil; try++ {
-		// A Cluster slot is migrating and some of the call's keys have
-		// moved while others have not: the script did not run. Try again
-		// shortly, within the deadline.
-		time.Sleep(time.Duration(try+1) * 200 * time.Microsecond)
-		resp = s.exec(cctx, x)
-	}
+	resp := s.call(cctx, c)
 	cancel()
 	res, allowed, err := parseReply(resp, c)
 	switch {
@@ -322,6 +323,24 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 		return nil, false, err
 	}
 	return res, allowed, nil
+}
+
+// call makes c's script call, packed if it can be, and tries it again
+// while a Cluster slot migrates, within ctx's deadline.
+func (s *Store) call(ctx context.Context, c *call) rueidis.RedisResult {
+	x := c
+	if c.packable() {
+		x = &call{keys: c.keys, args: packedArgs(c.args[0], []*call{c}, false)}
+	}
+	resp := s.exec(ctx, x)
+	for try := 0; tryAgain(resp) && try < 3 && ctx.Err() == nil; try++ {
+		// A Cluster slot is migrating and some of the call's keys have
+		// moved while others have not: the script did not run. Try again
+		// shortly, within the deadline.
+		time.Sleep(time.Duration(try+1) * 200 * time.Microsecond)
+		resp = s.exec(ctx, x)
+	}
+	return resp
 }
 
 // noteFailure counts a failed call in the store's Stats.
@@ -429,13 +448,20 @@ func (c *call) packable() bool {
 }
 
 // packedArgs returns the arguments of a packed call of the checks cs,
-// packable all, whose keys are those of cs one after another: the limits
-// they use, each once, then one argument per check.
-func packedArgs(pinned string, cs []*call) []string {
+// packable all: the limits they use, each once, then one argument per
+// check. The call's keys are those of cs one after another, or, inArgs (a
+// Cluster's batch, "P"), they follow as arguments.
+func packedArgs(pinned string, cs []*call, inArgs bool) []string {
 	var infos [8]*limitInfo
 	lis := infos[:0]
-	args := make([]string, 4, 4+1+len(cs))
-	args[0], args[1], args[2] = pinned, strconv.Itoa(len(cs)), "p"
+	n := 4 + 1 + len(cs)
+	mode := "p"
+	if inArgs {
+		n += len(cs)
+		mode = "P"
+	}
+	args := make([]string, 4, n)
+	args[0], args[1], args[2] = pinned, strconv.Itoa(len(cs)), mode
 	idx := make([]uint16, len(cs))
 	size := 0
 	for i, c := range cs {
@@ -453,6 +479,9 @@ func packedArgs(pinned string, cs []*call) []string {
 	// The checks' arguments share one string.
 	buf := make([]byte, 0, size)
 	ki := 0
+	if inArgs {
+		ki = len(args) + len(cs) // the first key's index in ARGV, less one
+	}
 	for i, c := range cs {
 		buf = binary.LittleEndian.AppendUint16(buf, uint16(ki+1)) // the key of a check of one limit is its call's first
 		buf = binary.LittleEndian.AppendUint16(buf, idx[i])
@@ -465,6 +494,11 @@ func packedArgs(pinned string, cs []*call) []string {
 		n := 12 + len(c.args[5])
 		args = append(args, all[:n])
 		all = all[n:]
+	}
+	if inArgs {
+		for _, c := range cs {
+			args = append(args, c.keys...)
+		}
 	}
 	return args
 }

@@ -41,7 +41,7 @@ func BatchCall(s *Store, reqs []bouncer.Request, packed bool) (keys, args []stri
 		keys = append(keys, calls[0].keys...)
 	}
 	if packed {
-		return keys, packedArgs(cs[0].args[0], cs), nil
+		return keys, packedArgs(cs[0].args[0], cs, false), nil
 	}
 	var ks []string
 	return keys, batchArgs(ws, &ks), nil
@@ -50,4 +50,46 @@ func BatchCall(s *Store, reqs []bouncer.Request, packed bool) (keys, args []stri
 // ExecScript runs the check script with keys and args.
 func ExecScript(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
 	return checkScript.Exec(ctx, c, keys, args)
+}
+
+// ClusterBatchCall returns the keys and arguments of the script call that
+// a Cluster's batch of the checks reqs makes ("P"). Every request must be
+// valid, with one key and one limit.
+func ClusterBatchCall(s *Store, reqs []bouncer.Request) (keys, args []string, err error) {
+	cs := make([]*call, len(reqs))
+	for i, r := range reqs {
+		calls, err := s.plan(r, "c")
+		if err != nil {
+			return nil, nil, err
+		}
+		cs[i] = &calls[0]
+	}
+	return cs[0].keys[:1], packedArgs(cs[0].args[0], cs, true), nil
+}
+
+// KeySlot is keySlot, the Cluster slot of a key.
+func KeySlot(key string) uint16 { return keySlot(key) }
+
+// MisplaceSlots makes s believe, until it reads the Cluster's map again,
+// that one node serves every slot.
+func MisplaceSlots(s *Store) {
+	m := &slotMap{at: time.Now()}
+	for i := range m.node {
+		m.node[i] = 1
+	}
+	s.slots.cur.Store(m)
+	s.slots.stale.Store(false)
+}
+
+// SlotMapNodes is how many nodes s's map of slots names (0 without one).
+func SlotMapNodes(s *Store) int {
+	m := s.slots.cur.Load()
+	if m == nil {
+		return 0
+	}
+	seen := map[uint16]bool{}
+	for _, n := range m.node {
+		seen[n] = true
+	}
+	return len(seen)
 }

@@ -79,9 +79,10 @@ type Options struct {
 	// Breaker configures the circuit breaker.
 	Breaker BreakerOptions
 
-	// NoBatch turns off batching: on a standalone server or Sentinel, the
-	// store merges checks that arrive while others are in flight into one
-	// script call, which decides them one after another (see batch.go).
+	// NoBatch turns off batching: the store merges checks that arrive
+	// while others are in flight into one script call (on a Cluster, one
+	// per node, for checks of one limit), which decides them one after
+	// another (see batch.go and slots.go).
 	NoBatch bool
 
 	// now, when set (by tests only), pins the time the scripts use
@@ -102,7 +103,8 @@ type Store struct {
 	local     *memstore.Store
 	ownLocal  bool
 	breaker   *breaker
-	batch     *batcher // nil on a Cluster or with Options.NoBatch
+	batch     *batcher // nil with Options.NoBatch
+	slots     slots    // on a Cluster: which node serves each slot
 	now       func() time.Time
 
 	limits sync.Map // bouncer.Limit → *limitInfo
@@ -111,6 +113,7 @@ type Store struct {
 	calls    atomic.Uint64
 	failures atomic.Uint64
 	degraded atomic.Uint64
+	rerouted atomic.Uint64
 	lastErr  atomic.Pointer[error]
 
 	guardUntil atomic.Int64 // since epoch: calls run guarded until then (see exec)
@@ -163,7 +166,7 @@ func New(o Options) (*Store, error) {
 		s.client, s.ownClient = c, true
 	}
 	s.cluster = s.client.Mode() == rueidis.ClientModeCluster
-	if !s.cluster && !o.NoBatch {
+	if !o.NoBatch {
 		s.batch = newBatcher(s)
 	}
 	s.preload()
@@ -229,6 +232,7 @@ type Stats struct {
 	Calls        uint64 // checks and refunds sent to Redis (a batched call of n checks counts n)
 	Failures     uint64 // calls that failed (error or deadline)
 	Degraded     uint64 // checks decided by policy without Redis
+	Rerouted     uint64 // checks of a Cluster's batch sent again on their own, their key having moved
 	Breaker      string // BreakerClosed, BreakerOpen or BreakerHalfOpen
 	BreakerOpens uint64 // times the breaker opened
 	LastError    error  // the last failure, or nil
@@ -236,7 +240,7 @@ type Stats struct {
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Calls: s.calls.Load(), Failures: s.failures.Load(), Degraded: s.degraded.Load()}
+	st := Stats{Calls: s.calls.Load(), Failures: s.failures.Load(), Degraded: s.degraded.Load(), Rerouted: s.rerouted.Load()}
 	st.Breaker, st.BreakerOpens = s.breaker.state()
 	if e := s.lastErr.Load(); e != nil {
 		st.LastError = *e

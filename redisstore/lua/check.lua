@@ -14,7 +14,8 @@
 --   (a Cluster check that another call denied); "b" for a batch of checks
 --   (see the end of the script); "p" for a packed batch of checks of one
 --   limit each (see "A packed batch" below), which the store sends for
---   every check of one limit, batched or not.
+--   every check of one limit, batched or not; "P" for a packed batch on a
+--   Cluster, whose keys are arguments (see "On a Cluster" below).
 -- ARGV[4]: L, the number of limits; then 10 arguments per limit:
 --   key index (into KEYS), hash field ("" for a log key), algorithm
 --   (1 token bucket, 2 GCRA, 3 leaky bucket, 4 fixed window, 5 sliding
@@ -73,8 +74,9 @@ function F.fdiv(a, b)
 	return q
 end
 
--- Time, cost and mode.
-F.A = ARGV
+-- Time, cost and mode. F.K is where key indexes point: KEYS, or ARGV
+-- for a packed batch on a Cluster ("P", below).
+F.A, F.K = ARGV, KEYS
 F.pinned = ARGV[1] ~= ''
 if F.pinned then
 	F.ns, F.nn = F.parse(ARGV[1])
@@ -277,7 +279,7 @@ function F.fixedAt(base, cost, out)
 	if ARGV[base + 2] ~= '4' then
 		return nil
 	end
-	return F.fixed(KEYS[tonumber(ARGV[base])], ARGV[base + 1], tonumber(ARGV[base + 5]),
+	return F.fixed(F.K[tonumber(ARGV[base])], ARGV[base + 1], tonumber(ARGV[base + 5]),
 		tonumber(ARGV[base + 3]), tonumber(ARGV[base + 7]), ARGV[base + 9] == '2', cost, out)
 end
 
@@ -433,7 +435,7 @@ function F.fast(base, cost)
 		return nil
 	end
 	local out = {}
-	F.bucketOne(KEYS[tonumber(ARGV[base])], ARGV[base + 1], a, tonumber(ARGV[base + 4]),
+	F.bucketOne(F.K[tonumber(ARGV[base])], ARGV[base + 1], a, tonumber(ARGV[base + 4]),
 		tonumber(ARGV[base + 6]), ARGV[base + 9] == '1', cost, out)
 	return out
 end
@@ -468,29 +470,78 @@ function F.packedAt(k, m, D, out)
 	local l, field = D[li], string.sub(arg, 13)
 	local a = l[1]
 	if a <= 3 then
-		F.bucketOne(KEYS[ki], field, a, l[3], l[5], l[8] == 1, cost, out)
+		F.bucketOne(F.K[ki], field, a, l[3], l[5], l[8] == 1, cost, out)
 		return true
 	end
-	if a == 4 and F.fixed(KEYS[ki], field, l[4], l[2], l[6], l[8] == 2, cost, out) then
+	if a == 4 and F.fixed(F.K[ki], field, l[4], l[2], l[6], l[8] == 2, cost, out) then
 		return true
 	end
 	return false, ki, field, l, cost
 end
 
-if ARGV[3] == 'p' then
-	local m, n = tonumber(ARGV[4]), tonumber(ARGV[2])
+-- On a Cluster ("P"), a packed batch holds the checks of keys of many
+-- slots that one node serves. Its keys follow the checks' arguments, each
+-- once, and a check's key index points into ARGV; KEYS[1], one of them,
+-- only routes the call to its node. Redis lets a script without flags
+-- reach keys of other slots of its node, not of other nodes: when the
+-- Store's map of slots is behind the Cluster's, a check's key may have
+-- moved. A check's first access to its key is a read, so a check whose
+-- key is elsewhere fails before it changes anything; the batch stops
+-- there and replies with the checks decided so far, then the error (a
+-- string). The store sends the rest again, one call each.
+-- packedRun decides the checks of a packed batch from F.k on, on the fast
+-- path while they allow it (to the end if general is set).
+function F.packedRun(general)
+	local out, D, m, n = F.out, F.D, F.m, F.n
+	while F.k < n do
+		local ok, ki, field, l, cost = F.packedAt(F.k, m, D, out)
+		if not ok then
+			if not general then
+				return
+			end
+			F.A = { ki, field, l[1], l[2], l[3], l[4], l[5], l[6], l[7], tostring(l[8]) }
+			for _, x in ipairs(F.check(1, cost, 1, 'c')) do
+				out[#out + 1] = x
+			end
+		end
+		F.k = F.k + 1
+	end
+end
+
+-- packedStop runs F.packedRun(general) and returns nil; on a Cluster,
+-- where an error may stop the batch part way, it returns the reply then:
+-- the checks decided, then the error.
+function F.packedStop(general)
+	if ARGV[3] == 'p' then
+		return F.packedRun(general)
+	end
+	local ok, e = pcall(F.packedRun, general)
+	if not ok then
+		if type(e) == 'table' then
+			e = e.err
+		end
+		F.out[#F.out + 1] = tostring(e)
+		return F.out
+	end
+end
+
+if ARGV[3] == 'p' or ARGV[3] == 'P' then
+	F.m, F.n = tonumber(ARGV[4]), tonumber(ARGV[2])
 	local D = {}
-	for i = 1, m do
+	for i = 1, F.m do
 		D[i] = { struct.unpack('<dddddddd', ARGV[4 + i]) }
 	end
-	local out, k = {}, 0
-	while k < n and F.packedAt(k, m, D, out) do
-		k = k + 1
+	F.out, F.D, F.k = {}, D, 0
+	if ARGV[3] == 'P' then
+		F.K = ARGV
 	end
-	if k == n then
-		return out
+	local r = F.packedStop(false)
+	if r then
+		return r
 	end
-	F.out, F.D, F.k = out, D, k
+	if F.k == F.n then
+		return F.out
+	end
 end
 
 -- A limit: the i-th of a check whose limits are described from F.A[base]
@@ -501,7 +552,7 @@ end
 function F.limitAt(base, i)
 	local b = base - 1 + (i - 1) * 10
 	local l = {
-		key = KEYS[tonumber(F.A[b + 1])],
+		key = F.K[tonumber(F.A[b + 1])],
 		field = F.A[b + 2],
 		algo = tonumber(F.A[b + 3]),
 		rate = tonumber(F.A[b + 4]),
@@ -1202,18 +1253,8 @@ end
 -- The rest of a packed batch (see ARGV[3] == 'p' above): a check that is
 -- not decided on the way is decided on the general path, from the
 -- arguments it stands for.
-if ARGV[3] == 'p' then
-	local out, D, m = F.out, F.D, tonumber(ARGV[4])
-	for k = F.k, tonumber(ARGV[2]) - 1 do
-		local ok, ki, field, l, cost = F.packedAt(k, m, D, out)
-		if not ok then
-			F.A = { ki, field, l[1], l[2], l[3], l[4], l[5], l[6], l[7], tostring(l[8]) }
-			for _, x in ipairs(F.check(1, cost, 1, 'c')) do
-				out[#out + 1] = x
-			end
-		end
-	end
-	return out
+if ARGV[3] == 'p' or ARGV[3] == 'P' then
+	return F.packedStop(true) or F.out
 end
 
 return F.check(5, tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[3])

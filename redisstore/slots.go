@@ -1,0 +1,147 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Batching on a Cluster. The keys of one script call must share a slot,
+// but a script may reach the keys of every slot of the node it runs on: a
+// batch there holds the checks whose keys one node serves, routed by one of
+// them (KEYS[1]) and naming the others among its arguments ("P" in
+// check.lua). To group checks by node, the store keeps a map of the
+// Cluster's slots, read with CLUSTER SLOTS when it is older than
+// slotMapAge or a batch found it wrong. A map that is behind the Cluster
+// costs speed, never a decision: a check whose key has moved fails in the
+// script before it changes anything, and goes again as a call of its own,
+// which rueidis routes (MOVED, ASK) by the Cluster's own map.
+
+const (
+	slotCount = 16384
+	// slotMapAge is how long a map of slots serves before it is read
+	// again; slotMapRetry how long after a failed read the next is tried.
+	slotMapAge   = 5 * time.Second
+	slotMapRetry = 100 * time.Millisecond
+)
+
+// slotMap is which master served each slot when it was read.
+type slotMap struct {
+	node [slotCount]uint16 // 1 + the master's index; 0: no master
+	at   time.Time
+}
+
+// slots holds a store's map of a Cluster's slots.
+type slots struct {
+	cur      atomic.Pointer[slotMap]
+	stale    atomic.Bool // a batch found the map wrong
+	mu       sync.Mutex  // one reader at a time
+	failedAt time.Time   // under mu: the last failed read
+}
+
+// slotMap returns the store's map of slots, read again first if it is old
+// or wrong and no other worker is reading it (that one is not waited for:
+// the old map serves meanwhile); nil when there is none yet.
+func (s *Store) slotMap(deadline time.Time) *slotMap {
+	m := s.slots.cur.Load()
+	if m != nil && !s.slots.stale.Load() && time.Since(m.at) < slotMapAge {
+		return m
+	}
+	if !s.slots.mu.TryLock() {
+		return m
+	}
+	defer s.slots.mu.Unlock()
+	if m = s.slots.cur.Load(); m != nil && !s.slots.stale.Load() && time.Since(m.at) < slotMapAge {
+		return m // another worker has just read it
+	}
+	if time.Since(s.slots.failedAt) < slotMapRetry {
+		return m
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	nm, err := s.readSlots(ctx)
+	if err != nil {
+		s.slots.failedAt = time.Now()
+		return m
+	}
+	s.slots.stale.Store(false)
+	s.slots.cur.Store(nm)
+	return nm
+}
+
+// readSlots reads the map of slots with CLUSTER SLOTS.
+func (s *Store) readSlots(ctx context.Context) (*slotMap, error) {
+	ranges, err := s.client.Do(ctx, s.client.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	m := &slotMap{at: time.Now()}
+	var nodes []string
+	for _, r := range ranges {
+		e, err := r.ToArray()
+		if err != nil || len(e) < 3 {
+			return nil, errors.New("malformed CLUSTER SLOTS reply")
+		}
+		lo, err1 := e[0].AsInt64()
+		hi, err2 := e[1].AsInt64()
+		master, err3 := e[2].ToArray()
+		if err1 != nil || err2 != nil || err3 != nil || len(master) < 2 || lo < 0 || hi >= slotCount || lo > hi {
+			return nil, errors.New("malformed CLUSTER SLOTS reply")
+		}
+		host, _ := master[0].ToString()
+		port, _ := master[1].AsInt64()
+		addr := host + ":" + strconv.FormatInt(port, 10)
+		i := indexOf(nodes, addr)
+		if i < 0 {
+			nodes = append(nodes, addr)
+			i = len(nodes) - 1
+		}
+		for slot := lo; slot <= hi; slot++ {
+			m.node[slot] = uint16(i + 1)
+		}
+	}
+	return m, nil
+}
+
+// keySlot is the Cluster slot of key: CRC16 of its hash tag (or of the
+// whole key without one) modulo the slot count.
+func keySlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[k]]
+	}
+	return crc % slotCount
+}
+
+// crc16Table is the table of CRC-16/XMODEM (polynomial 0x1021), the CRC
+// that Redis Cluster hashes keys with.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// routingError reports whether msg, the error that stopped a Cluster's
+// batch, says a key was not on the node (moved, or moving): the checks from
+// there on can go again elsewhere, none of them having changed anything.
+func routingError(msg string) bool {
+	return strings.Contains(msg, "non local key")
+}
