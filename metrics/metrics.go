@@ -164,3 +164,9 @@ func (t *timed) Refund(ctx context.Context, r bouncer.Request) error { return t.
 func GaugeFunc(reg prometheus.Registerer, name, help string, f func() float64) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
+
+// CounterFunc registers a counter read from f at every scrape, such as a
+// store's count of some event since it started.
+func CounterFunc(reg prometheus.Registerer, name, help string, f func() float64) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+}

@@ -317,6 +317,9 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 			}
 			return 0
 		})
+		metrics.CounterFunc(reg, "bouncer_redis_rerouted_checks_total", "Checks of a Redis Cluster batch sent again on their own because their key had moved to another node.", func() float64 {
+			return float64(rs.Stats().Rerouted)
+		})
 	}
 	var stopTracing func(context.Context) error
 	if c.otelEndpoint != "" {

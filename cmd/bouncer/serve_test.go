@@ -338,6 +338,16 @@ func TestServeStores(t *testing.T) {
 			}, func(c *serveConfig) { c.store = store })
 			t.Run("envoy format", func(t *testing.T) { testAllowDeny(t, ts, run+"-envoy", "") })
 			t.Run("bouncer format", func(t *testing.T) { testAllowDeny(t, ts, run+"-native", "hourly") })
+			// The Redis store's own metrics are there with it, and only
+			// then: a closed breaker, and nothing rerouted on a Cluster
+			// that did not move.
+			_, body := ts.get(t, "/metrics")
+			for _, name := range []string{"bouncer_redis_breaker_open", "bouncer_redis_rerouted_checks_total"} {
+				v, ok := sample(body, name)
+				if ok != (st.env != "") || v != 0 {
+					t.Errorf("%s: %v (present %v), want 0 with a Redis store and absent without", name, v, ok)
+				}
+			}
 		})
 	}
 }
