@@ -294,21 +294,30 @@ func (s *Store) runNodeBatches(ws []*waiter) {
 	wg.Wait()
 }
 
-// runAlone makes one call for each check of ws, one after another, each
-// by its own deadline.
+// runAlone makes one call for each check of ws, all at once, each by its
+// own deadline, and returns when they are done.
 func (s *Store) runAlone(ws []*waiter) {
-	for _, w := range ws {
-		var r batchReply
-		if w.expired() {
-			r.err = wrap(context.DeadlineExceeded)
-		} else {
-			ctx, cancel := context.WithDeadline(context.Background(), w.deadline)
-			resp := s.call(ctx, w.c)
-			cancel()
-			r.res, r.allowed, r.err = parseReply(resp, w.c)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		one := func() {
+			var r batchReply
+			if w.expired() {
+				r.err = wrap(context.DeadlineExceeded)
+			} else {
+				ctx, cancel := context.WithDeadline(context.Background(), w.deadline)
+				resp := s.call(ctx, w.c)
+				cancel()
+				r.res, r.allowed, r.err = parseReply(resp, w.c)
+			}
+			w.done <- r
 		}
-		w.done <- r
+		if i == len(ws)-1 {
+			one()
+		} else {
+			wg.Go(one)
+		}
 	}
+	wg.Wait()
 }
 
 // runOneBatch makes one script call for the checks of ws. The call's

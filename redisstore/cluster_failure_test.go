@@ -198,14 +198,23 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 		// keys must move together.
 		{Name: "hour-swc", Algorithm: bouncer.SlidingWindowCounter, Rate: 2 * rate, Period: time.Hour},
 	}
+	// Each key is also checked under a limit of its own alone, which goes
+	// out in the store's batches by node (see slots.go): through the
+	// migration, batches find keys moved, stop, and send them again.
+	one := failurePerHour("one", rate, bouncer.StoreErrorDefault)
 	keys := failureKeyNames("tenant:", 3)
 	admitted := make([]atomic.Int64, len(keys))
+	admittedOne := make([]atomic.Int64, len(keys))
 	for i, k := range keys {
 		d := failureCheck(t, s, failureRequest(k, limits...))
 		if !d.Allowed || d.Degraded {
 			t.Fatalf("first check of %q: %+v", k, d)
 		}
 		admitted[i].Add(1)
+		if d := failureCheck(t, s, failureRequest(k, one)); !d.Allowed || d.Degraded {
+			t.Fatalf("first check of %q alone: %+v", k, d)
+		}
+		admittedOne[i].Add(1)
 	}
 
 	// Plan: each slot the keys use moves to the next master.
@@ -244,9 +253,9 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for g := range 4 {
+	for g := range 8 {
 		wg.Go(func() {
-			exhausted := make([]bool, len(keys))
+			exhausted := make([]bool, 2*len(keys)) // under limits, then under one
 			giveUp := time.Now().Add(60 * time.Second)
 			for i := g; ; i++ {
 				select {
@@ -261,10 +270,14 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 					fail("checks still running after 60s")
 					return
 				}
-				k := i % len(keys)
+				j := i % (2 * len(keys))
+				k, ls, count := j%len(keys), limits, admitted
+				if j >= len(keys) {
+					ls, count = []bouncer.Limit{one}, admittedOne
+				}
 				ph := phase.Load()
 				start := time.Now()
-				d, err := s.Check(context.Background(), failureRequest(keys[k], limits...))
+				d, err := s.Check(context.Background(), failureRequest(keys[k], ls...))
 				took := time.Since(start)
 				perPhase[ph].Add(1)
 				switch {
@@ -273,9 +286,9 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 				case d.Degraded:
 					fail("phase %d: check of %q degraded (%v): %+v", ph, keys[k], s.Stats().LastError, d)
 				case d.Allowed:
-					admitted[k].Add(1)
+					count[k].Add(1)
 				case migrated.Load():
-					exhausted[k] = true
+					exhausted[j] = true
 				}
 				if took > returnBound {
 					fail("phase %d: check of %q took %v", ph, keys[k], took)
@@ -380,9 +393,13 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 	}
 	t.Logf("migration of %d slots took %v; checks per phase (before, migrating, keys moved, reassigned, after): %v; admitted when it ended: %v of %d",
 		len(moves), took.Round(time.Millisecond), counts, atEnd, rate)
+	t.Logf("checks of one limit sent again on their own after their batch found their key moved: %d", s.Stats().Rerouted)
 	for i, k := range keys {
 		if n := admitted[i].Load(); n != rate {
 			t.Errorf("key %q: %d admitted across the migration, want exactly %d", k, n, rate)
+		}
+		if n := admittedOne[i].Load(); n != rate {
+			t.Errorf("key %q alone: %d admitted across the migration, want exactly %d", k, n, rate)
 		}
 		if atEnd[i] >= rate {
 			t.Errorf("key %q: its limit was exhausted before the migration ended, so checks did not overlap it; raise rate", k)
