@@ -33,8 +33,8 @@ const (
 type batcher struct {
 	s       *Store
 	in      chan *waiter
-	mu      sync.Mutex // guards workers
-	workers int
+	mu      sync.Mutex   // guards changes to workers
+	workers atomic.Int32 // read without mu on the fast path of ensureWorker
 	closed  atomic.Bool
 	wg      sync.WaitGroup
 }
@@ -178,14 +178,21 @@ func (w *waiter) recycle() {
 
 // ensureWorker starts a worker unless enough run. A worker that stops
 // for idleness checks under the same lock that the queue is empty, so a
-// check queued meanwhile always finds one.
+// check queued meanwhile always finds one. Under load every worker runs,
+// and a check sees so without taking the lock: workers only falls under
+// mu, one worker at a time, and a worker that saw the queue empty before
+// the check was queued leaves the others, which see it, running.
 func (b *batcher) ensureWorker() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed.Load() || b.workers >= batchWorkers || (b.workers > 0 && len(b.in) == 0) {
+	if n := b.workers.Load(); n >= batchWorkers || n > 0 && len(b.in) == 0 {
 		return
 	}
-	b.workers++
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.workers.Load()
+	if b.closed.Load() || n >= batchWorkers || (n > 0 && len(b.in) == 0) {
+		return
+	}
+	b.workers.Add(1)
 	b.wg.Add(1)
 	go b.work()
 }
@@ -214,7 +221,7 @@ func (b *batcher) work() {
 		case <-idle.C:
 			b.mu.Lock()
 			if len(b.in) == 0 || b.closed.Load() {
-				b.workers--
+				b.workers.Add(-1)
 				b.mu.Unlock()
 				return
 			}
