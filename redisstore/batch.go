@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -372,6 +371,22 @@ func (s *Store) runOneBatch(ws []*waiter) {
 		s.nodeReply(ws, resp)
 		return
 	}
+	if packed {
+		b, err := resp.ToString()
+		if err == nil && len(b) != packedReplyLen*len(ws) {
+			err = errors.New("malformed script reply")
+		}
+		if err != nil {
+			reply(batchReply{err: wrap(err)})
+			return
+		}
+		for _, w := range ws {
+			res, allowed, perr := parsePacked(w.c, b[:packedReplyLen])
+			w.done <- batchReply{res: res, allowed: allowed, err: perr}
+			b = b[packedReplyLen:]
+		}
+		return
+	}
 	vals, err := resp.AsIntSlice()
 	if err == nil && len(vals) != replyLen(ws) {
 		err = errors.New("malformed script reply")
@@ -405,62 +420,53 @@ func batchArgs(ws []*waiter, keys *[]string) []string {
 	return args
 }
 
-// nodeReply hands each check of ws, a Cluster's batch, its part of resp.
-// A batch that stopped part way (see "On a Cluster" in check.lua) replies
-// with the checks it decided and then its error: when the error says a
-// key was elsewhere, the checks from there on go again, a call each, and
-// the map of slots is read again; otherwise they fail with it.
+// nodeReply hands each check of ws, a Cluster's batch, its part of resp:
+// the packed replies of the checks the script decided, and the error that
+// stopped it part way, if one did (see "On a Cluster" in check.lua). When
+// the error says a key was elsewhere, the checks from there on go again, a
+// call each, and the map of slots is read again; otherwise they fail with
+// it.
 func (s *Store) nodeReply(ws []*waiter, resp rueidis.RedisResult) {
 	msgs, err := resp.ToArray()
+	var b string
+	if err == nil {
+		if len(msgs) == 0 || len(msgs) > 2 {
+			err = errors.New("malformed script reply")
+		} else {
+			b, err = msgs[0].ToString()
+		}
+	}
+	var stop string
+	if err == nil && len(msgs) == 2 {
+		stop, err = msgs[1].ToString()
+	}
+	if err == nil && (len(b)%packedReplyLen != 0 || len(b) > packedReplyLen*len(ws) ||
+		stop == "" && len(b) != packedReplyLen*len(ws)) {
+		err = errors.New("malformed script reply")
+	}
 	if err != nil {
 		for _, w := range ws {
 			w.done <- batchReply{err: wrap(err)}
 		}
 		return
 	}
-	var stop error
-	if len(msgs) > 0 {
-		if msg, err := msgs[len(msgs)-1].ToString(); err == nil {
-			stop = errors.New(msg)
-			msgs = msgs[:len(msgs)-1]
-		}
+	decided := len(b) / packedReplyLen
+	for _, w := range ws[:decided] {
+		res, allowed, perr := parsePacked(w.c, b[:packedReplyLen])
+		w.done <- batchReply{res: res, allowed: allowed, err: perr}
+		b = b[packedReplyLen:]
 	}
-	var vbuf [16]int64
-	for i, w := range ws {
-		n := 1 + 5*len(w.c.limits)
-		if len(msgs) < n {
-			rest := ws[i:]
-			switch {
-			case stop == nil || len(msgs) > 0:
-				for _, w := range rest {
-					w.done <- batchReply{err: wrap(errors.New("malformed script reply"))}
-				}
-			case routingError(stop.Error()):
-				s.slots.stale.Store(true)
-				s.rerouted.Add(uint64(len(rest)))
-				s.runAlone(rest)
-			default:
-				for _, w := range rest {
-					w.done <- batchReply{err: wrap(stop)}
-				}
-			}
-			return
+	rest := ws[decided:]
+	switch {
+	case len(rest) == 0:
+	case routingError(stop):
+		s.slots.stale.Store(true)
+		s.rerouted.Add(uint64(len(rest)))
+		s.runAlone(rest)
+	default:
+		for _, w := range rest {
+			w.done <- batchReply{err: wrap(errors.New(stop))}
 		}
-		vals := vbuf[:0]
-		var perr error
-		for _, m := range msgs[:n] {
-			v, err := m.AsInt64()
-			perr = cmp.Or(perr, err)
-			vals = append(vals, v)
-		}
-		msgs = msgs[n:]
-		var r batchReply
-		if perr != nil {
-			r.err = wrap(perr)
-		} else {
-			r.res, r.allowed, r.err = parseVals(w.c, vals)
-		}
-		w.done <- r
 	}
 }
 

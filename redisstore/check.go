@@ -361,6 +361,13 @@ func parseReply(resp rueidis.RedisResult, c *call) ([]result, bool, error) {
 		}
 		return nil, true, nil
 	}
+	if c.packable() { // sent packed by call, so answered packed
+		b, err := resp.ToString()
+		if err != nil {
+			return nil, false, wrap(err)
+		}
+		return parsePacked(c, b)
+	}
 	vals, err := resp.AsIntSlice()
 	if err != nil {
 		return nil, false, wrap(err)
@@ -379,6 +386,28 @@ func parseVals(c *call, vals []int64) ([]result, bool, error) {
 		res[i] = result{ref: c.limits[i], allowed: v[0] == 1, remaining: v[1], reset: v[2], retry: v[3], delay: v[4]}
 	}
 	return res, vals[0] == 1, nil
+}
+
+// packedReplyLen is the length of one check's reply in a packed batch's
+// reply: allowed as a byte, then remaining, reset-after, retry-after and
+// delay as little-endian doubles (F.emitPacked in check.lua).
+const packedReplyLen = 33
+
+// parsePacked parses the reply b of c, a check of one limit, in a packed
+// batch.
+func parsePacked(c *call, b string) ([]result, bool, error) {
+	if len(b) != packedReplyLen || b[0] > 1 {
+		return nil, false, errors.New("redisstore: malformed script reply")
+	}
+	num := func(i int) int64 {
+		s := b[1+8*i : 9+8*i]
+		u := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		return int64(math.Float64frombits(u))
+	}
+	allowed := b[0] == 1
+	res := []result{{ref: c.limits[0], allowed: allowed, remaining: num(0), reset: num(1), retry: num(2), delay: num(3)}}
+	return res, allowed, nil
 }
 
 func wrap(err error) error {

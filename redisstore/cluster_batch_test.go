@@ -76,15 +76,19 @@ func TestClusterBatchStopsAtMovedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reply) != 2*6+1 {
-		t.Fatalf("reply of %d elements, want two checks' (12) and the error", len(reply))
+	if len(reply) != 2 {
+		t.Fatalf("reply of %d elements, want the checks' packed replies and the error", len(reply))
+	}
+	packed, _ := reply[0].ToString()
+	if len(packed) != 2*redisstore.PackedReplyLen {
+		t.Fatalf("packed replies of %d bytes, want two checks' (%d)", len(packed), 2*redisstore.PackedReplyLen)
 	}
 	for i := range 2 {
-		if ok, _ := reply[6*i].AsInt64(); ok != 1 {
+		if ok := packed[i*redisstore.PackedReplyLen]; ok != 1 {
 			t.Errorf("check %d: allowed %d, want 1", i, ok)
 		}
 	}
-	if msg, _ := reply[12].ToString(); !strings.Contains(msg, "non local key") {
+	if msg, _ := reply[1].ToString(); !strings.Contains(msg, "non local key") {
 		t.Errorf("stopped with %q, want the Cluster's error for a key of another node", msg)
 	}
 	// The checks from the moved key on changed nothing: each key still

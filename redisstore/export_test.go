@@ -93,3 +93,6 @@ func SlotMapNodes(s *Store) int {
 	}
 	return len(seen)
 }
+
+// PackedReplyLen is the length of one check's reply in a packed batch.
+const PackedReplyLen = packedReplyLen

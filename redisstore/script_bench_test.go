@@ -76,7 +76,15 @@ func BenchmarkScriptBatch(b *testing.B) {
 					ctx := context.Background()
 					for pb.Next() {
 						call := calls[int(next.Add(1))%len(calls)]
-						vals, err := redisstore.ExecScript(ctx, c, call[0], call[1]).AsIntSlice()
+						resp := redisstore.ExecScript(ctx, c, call[0], call[1])
+						if packed {
+							b, err := resp.ToString()
+							if err != nil || len(b) != perCall*redisstore.PackedReplyLen || b[0] != 1 {
+								failed.Add(1)
+							}
+							continue
+						}
+						vals, err := resp.AsIntSlice()
 						if err != nil || len(vals) != perCall*6 || vals[0] != 1 {
 							failed.Add(1)
 						}

@@ -23,7 +23,8 @@
 --   period, interval, unit, pair (see algo.Params), flag (0; 1: shape;
 --   2: charge denied checks).
 --   Durations are in nanoseconds, each below 2^52.
--- Reply: for a check, 1 if every limit allows (and the cost was charged)
+-- Reply: for a packed batch ("p", "P"), see F.emitPacked and "On a
+--   Cluster". Otherwise, for a check, 1 if every limit allows (and the cost was charged)
 --   else 0 (and the cost was charged to the limits that charge denied
 --   checks only), then 5 integers per limit: allows (1 or 0; when the
 --   check is denied, a limit that would have allowed reports itself as it
@@ -148,6 +149,23 @@ function F.sweep(key, field, expiry)
 	end
 end
 
+-- emit appends a one-limit check's reply to out: allowed (1 or 0) twice
+-- (the check's and its limit's), then remaining, reset-after, retry-after
+-- and delay. A packed batch replaces it with F.emitPacked.
+function F.emit(out, ok, rem, reset, retry, delay)
+	local o = #out
+	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = ok, ok, rem, reset, retry, delay
+end
+
+-- emitPacked appends the same reply packed in one string: allowed as a
+-- byte, then the four numbers as little-endian doubles (33 bytes). A
+-- packed batch replies with those strings concatenated: one bulk string,
+-- which Redis sends and the client reads far more cheaply than six
+-- integers a check.
+function F.emitPacked(out, ok, rem, reset, retry, delay)
+	out[#out + 1] = struct.pack('<Bdddd', ok, rem, reset, retry, delay)
+end
+
 -- A fixed window whose period is a whole number of seconds (every
 -- envoyproxy/ratelimit unit) starts its windows at whole seconds, so the
 -- window of an instant (s, n) is that of s: the window start, the count
@@ -268,8 +286,7 @@ function F.fixed(key, field, period, rate, unit, cd, cost, out)
 			F.sweep(key, field, F.fixedExpiry)
 		end
 	end
-	local o = #out
-	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = ok, ok, math.max(rate - count, 0), reset, retry, 0
+	F.emit(out, ok, math.max(rate - count, 0), reset, retry, 0)
 	return true
 end
 
@@ -411,9 +428,8 @@ function F.bucketOne(key, field, a, burst, interval, shape, cost, out)
 		d = F.diff(s, n, F.ns, F.nn)
 	end
 	local nd, ok, rem, reset, retry, delay = buckets[a](d, cost, burst, interval, shape)
-	local o = #out
 	if not ok then
-		out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 0, 0, rem, reset, retry, delay
+		F.emit(out, 0, rem, reset, retry, delay)
 		return
 	end
 	if nd then
@@ -423,7 +439,7 @@ function F.bucketOne(key, field, a, burst, interval, shape, cost, out)
 			F.sweep(key, field, F.bucketExpiry)
 		end
 	end
-	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 1, 1, rem, reset, retry, delay
+	F.emit(out, 1, rem, reset, retry, delay)
 end
 
 -- fast decides a check of cost whose one limit, described by the
@@ -455,8 +471,9 @@ end
 -- interval, unit, pair, flag: the numbers of a limit's arguments); then
 -- one argument per check, packed as two little-endian 16-bit integers and
 -- a double — its key index (into KEYS), its limit (1 to M) and its cost —
--- followed by its hash field ("" for a log key). The reply is that of a
--- batch. Packed, a check is 1 argument instead of 12, which Redis reads,
+-- followed by its hash field ("" for a log key). The reply is one bulk
+-- string, 33 bytes a check (see F.emitPacked). Packed, a check is 1
+-- argument instead of 12, which Redis reads,
 -- copies and converts far more cheaply. Buckets and fixed windows of whole
 -- seconds are decided here; from the first check that is neither, the
 -- loop at the end of the script takes over.
@@ -487,8 +504,9 @@ end
 -- Store's map of slots is behind the Cluster's, a check's key may have
 -- moved. A check's first access to its key is a read, so a check whose
 -- key is elsewhere fails before it changes anything; the batch stops
--- there and replies with the checks decided so far, then the error (a
--- string). The store sends the rest again, one call each.
+-- there. Its reply is an array: the packed replies of the checks decided,
+-- then, if it stopped, the error. The store sends the rest again, one
+-- call each.
 -- packedRun decides the checks of a packed batch from F.k on, on the fast
 -- path while they allow it (to the end if general is set).
 function F.packedRun(general)
@@ -500,9 +518,8 @@ function F.packedRun(general)
 				return
 			end
 			F.A = { ki, field, l[1], l[2], l[3], l[4], l[5], l[6], l[7], tostring(l[8]) }
-			for _, x in ipairs(F.check(1, cost, 1, 'c')) do
-				out[#out + 1] = x
-			end
+			local r = F.check(1, cost, 1, 'c')
+			F.emit(out, r[1], r[3], r[4], r[5], r[6])
 		end
 		F.k = F.k + 1
 	end
@@ -520,9 +537,18 @@ function F.packedStop(general)
 		if type(e) == 'table' then
 			e = e.err
 		end
-		F.out[#F.out + 1] = tostring(e)
-		return F.out
+		return { table.concat(F.out), tostring(e) }
 	end
+end
+
+-- packedReply is the reply of a packed batch decided to the end: its
+-- checks' packed replies, one bulk string; on a Cluster, in an array of
+-- one (an error would be a second element).
+function F.packedReply()
+	if ARGV[3] == 'p' then
+		return table.concat(F.out)
+	end
+	return { table.concat(F.out) }
 end
 
 if ARGV[3] == 'p' or ARGV[3] == 'P' then
@@ -531,7 +557,7 @@ if ARGV[3] == 'p' or ARGV[3] == 'P' then
 	for i = 1, F.m do
 		D[i] = { struct.unpack('<dddddddd', ARGV[4 + i]) }
 	end
-	F.out, F.D, F.k = {}, D, 0
+	F.out, F.D, F.k, F.emit = {}, D, 0, F.emitPacked
 	if ARGV[3] == 'P' then
 		F.K = ARGV
 	end
@@ -540,7 +566,7 @@ if ARGV[3] == 'p' or ARGV[3] == 'P' then
 		return r
 	end
 	if F.k == F.n then
-		return F.out
+		return F.packedReply()
 	end
 end
 
@@ -1254,7 +1280,7 @@ end
 -- not decided on the way is decided on the general path, from the
 -- arguments it stands for.
 if ARGV[3] == 'p' or ARGV[3] == 'P' then
-	return F.packedStop(true) or F.out
+	return F.packedStop(true) or F.packedReply()
 end
 
 return F.check(5, tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[3])
