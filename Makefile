@@ -47,8 +47,7 @@ bench-check:
 bench:
 	cd bench && $(GO) test -run '^$$' -bench '^(BenchmarkCheck|BenchmarkBytesPerKey)$$' -benchtime 1s -count 3 ./... | tee out.txt
 	cd bench && $(GO) run ratios.go < out.txt
-	cd bench && bash ../scripts/with-redis.sh $(GO) test -run '^$$' -bench Redis -benchtime 2s -count 3 ./... | tee redis-out.txt
-	cd bench && $(GO) run ratios.go < redis-out.txt
+	bash scripts/with-redis.sh bash scripts/bench-redis.sh
 
 # Bouncer's main job on the in-memory default; see README.md.
 run:
@@ -64,6 +63,13 @@ redis-up:
 
 redis-down:
 	bash scripts/redis-down.sh
+
+# The Redis store beside redis_rate, ulule/limiter and throttled on the same
+# Redis servers, in rounds (scripts/bench-redis.sh).
+.PHONY: bench-redis
+
+bench-redis:
+	bash scripts/with-redis.sh bash scripts/bench-redis.sh
 
 # The rate limit services side by side over gRPC: bouncer serve,
 # envoyproxy/ratelimit on Redis and gubernator in memory (bench/rls_test.go;
