@@ -338,21 +338,19 @@ func (s *Store) runOneBatch(ws []*waiter) {
 		}
 		packed = packed && w.c.packable()
 	}
-	switch {
-	case s.cluster: // packable all (see Store.batchable)
+	if packed { // always on a Cluster (see Store.batchable)
 		cs := make([]*call, len(ws))
 		for i, w := range ws {
 			cs[i] = w.c
+			if !s.cluster {
+				keys = append(keys, w.c.keys...)
+			}
 		}
-		keys, args = ws[0].c.keys[:1], packedArgs(ws[0].c.args[0], cs, true)
-	case packed:
-		cs := make([]*call, len(ws))
-		for i, w := range ws {
-			cs[i] = w.c
-			keys = append(keys, w.c.keys...)
+		if s.cluster {
+			keys = ws[0].c.keys[:1] // routes the call; the keys go as arguments
 		}
-		args = packedArgs(ws[0].c.args[0], cs, false)
-	default:
+		args = packedArgs(ws[0].c.args[0], cs, s.cluster)
+	} else {
 		args = batchArgs(ws, &keys)
 	}
 	reply := func(r batchReply) {
@@ -380,11 +378,7 @@ func (s *Store) runOneBatch(ws []*waiter) {
 			reply(batchReply{err: wrap(err)})
 			return
 		}
-		for _, w := range ws {
-			res, allowed, perr := parsePacked(w.c, b[:packedReplyLen])
-			w.done <- batchReply{res: res, allowed: allowed, err: perr}
-			b = b[packedReplyLen:]
-		}
+		deliverPacked(ws, b)
 		return
 	}
 	vals, err := resp.AsIntSlice()
@@ -451,11 +445,7 @@ func (s *Store) nodeReply(ws []*waiter, resp rueidis.RedisResult) {
 		return
 	}
 	decided := len(b) / packedReplyLen
-	for _, w := range ws[:decided] {
-		res, allowed, perr := parsePacked(w.c, b[:packedReplyLen])
-		w.done <- batchReply{res: res, allowed: allowed, err: perr}
-		b = b[packedReplyLen:]
-	}
+	deliverPacked(ws[:decided], b)
 	rest := ws[decided:]
 	switch {
 	case len(rest) == 0:
@@ -467,6 +457,16 @@ func (s *Store) nodeReply(ws []*waiter, resp rueidis.RedisResult) {
 		for _, w := range rest {
 			w.done <- batchReply{err: wrap(errors.New(stop))}
 		}
+	}
+}
+
+// deliverPacked hands each check of ws its reply from b, their packed
+// replies one after another.
+func deliverPacked(ws []*waiter, b string) {
+	for _, w := range ws {
+		res, allowed, perr := parsePacked(w.c, b[:packedReplyLen])
+		w.done <- batchReply{res: res, allowed: allowed, err: perr}
+		b = b[packedReplyLen:]
 	}
 }
 

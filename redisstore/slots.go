@@ -48,14 +48,14 @@ type slots struct {
 // the old map serves meanwhile); nil when there is none yet.
 func (s *Store) slotMap(deadline time.Time) *slotMap {
 	m := s.slots.cur.Load()
-	if m != nil && !s.slots.stale.Load() && time.Since(m.at) < slotMapAge {
+	if s.slots.fresh(m) {
 		return m
 	}
 	if !s.slots.mu.TryLock() {
 		return m
 	}
 	defer s.slots.mu.Unlock()
-	if m = s.slots.cur.Load(); m != nil && !s.slots.stale.Load() && time.Since(m.at) < slotMapAge {
+	if m = s.slots.cur.Load(); s.slots.fresh(m) {
 		return m // another worker has just read it
 	}
 	if time.Since(s.slots.failedAt) < slotMapRetry {
@@ -71,6 +71,12 @@ func (s *Store) slotMap(deadline time.Time) *slotMap {
 	s.slots.stale.Store(false)
 	s.slots.cur.Store(nm)
 	return nm
+}
+
+// fresh reports whether m, the current map, serves without being read
+// again: younger than slotMapAge, and not found wrong.
+func (sl *slots) fresh(m *slotMap) bool {
+	return m != nil && !sl.stale.Load() && time.Since(m.at) < slotMapAge
 }
 
 // readSlots reads the map of slots with CLUSTER SLOTS.
