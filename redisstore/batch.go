@@ -13,29 +13,49 @@ import (
 )
 
 // Batching. Every script call costs Redis a fixed price — parsing the
-// command, converting its arguments, running the script's preamble —
-// besides the work of each check. Checks that arrive while others are in
-// flight are merged into one script call — on a standalone server (or
-// Sentinel), where every key lives on one node, any checks; on a Cluster,
-// the checks of one limit whose keys one node serves (see slots.go): the
-// script decides them one after another, each as if it were a call of its
-// own, so nothing about a check's meaning changes. Up to batchWorkers
-// batches are in flight at once;
-// a worker that finds nothing to do for batchIdle stops, and the next check
-// starts one again, so an idle store runs no goroutine.
+// command, converting its arguments, running the script's preamble, and on
+// a Cluster wrapping the script's writes for the replicas — besides the
+// work of each check. Checks that arrive while others are in flight are
+// merged into one script call — on a standalone server (or Sentinel),
+// where every key lives on one node, any checks; on a Cluster, the checks
+// of one limit whose keys one node serves (see slots.go): the script
+// decides them one after another, each as if it were a call of its own,
+// so nothing about a check's meaning changes.
+//
+// Checks queue in lanes, each with up to a few workers that take what has
+// queued (up to batchMax checks) as one batch. A standalone server has one
+// lane of batchWorkers workers. On a Cluster, a check goes to the lane of
+// the node that serves its key (by the store's map of slots; one lane may
+// serve several nodes of a large Cluster), whose clusterLaneWorkers
+// workers batch for that node alone: a batch is then as large as the
+// checks that queued for the node while its calls were in flight, not a
+// share of what queued for every node, which the fixed price per call
+// makes far cheaper for Redis. A worker that finds nothing to do for
+// batchIdle stops, and the next check starts one again, so an idle store
+// runs no goroutine.
 const (
-	batchWorkers = 4
-	batchMax     = 64
-	batchIdle    = 100 * time.Millisecond
+	batchWorkers       = 4
+	clusterLanes       = 16
+	clusterLaneWorkers = 2
+	clusterLaneBusy    = batchMax
+	batchMax           = 64
+	batchIdle          = 100 * time.Millisecond
 )
 
 type batcher struct {
-	s       *Store
+	s      *Store
+	lanes  []lane
+	closed atomic.Bool
+	wg     sync.WaitGroup
+}
+
+// lane is a queue of checks and the workers that batch them.
+type lane struct {
 	in      chan *waiter
+	max     int32        // workers at most
+	busy    int          // a worker more once this many checks queue
 	mu      sync.Mutex   // guards changes to workers
 	workers atomic.Int32 // read without mu on the fast path of ensureWorker
-	closed  atomic.Bool
-	wg      sync.WaitGroup
 }
 
 // waiter is one check waiting for its batch.
@@ -72,7 +92,30 @@ type batchReply struct {
 }
 
 func newBatcher(s *Store) *batcher {
-	return &batcher{s: s, in: make(chan *waiter, 4*batchMax)}
+	n, w, busy := 1, batchWorkers, 1
+	if s.cluster {
+		n, w, busy = clusterLanes, clusterLaneWorkers, clusterLaneBusy
+	}
+	b := &batcher{s: s, lanes: make([]lane, n)}
+	for i := range b.lanes {
+		b.lanes[i].in = make(chan *waiter, 4*batchMax)
+		b.lanes[i].max, b.lanes[i].busy = int32(w), busy
+	}
+	return b
+}
+
+// laneOf returns the lane of c: on a Cluster, that of the node that serves
+// its first key by the store's map of slots (the first lane without a
+// map); otherwise the one lane.
+func (b *batcher) laneOf(c *call) *lane {
+	if len(b.lanes) == 1 {
+		return &b.lanes[0]
+	}
+	var n uint16
+	if m := b.s.slots.cur.Load(); m != nil {
+		n = m.node[keySlot(c.keys[0])]
+	}
+	return &b.lanes[int(n)%len(b.lanes)]
 }
 
 // do runs c, a check's one call, in a batch, and returns by ctx's deadline
@@ -123,10 +166,11 @@ func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time) *waiter {
 		w.err = wrap(err)
 		return w
 	}
+	l := b.laneOf(c)
 	select {
-	case b.in <- w:
+	case l.in <- w:
 		w.queued = true
-		b.ensureWorker()
+		b.ensureWorker(l)
 	case <-w.timer.C:
 		w.err = wrap(context.DeadlineExceeded)
 	case <-ctx.Done():
@@ -175,40 +219,40 @@ func (w *waiter) recycle() {
 	waiters.Put(w)
 }
 
-// ensureWorker starts a worker unless enough run. A worker that stops
-// for idleness checks under the same lock that the queue is empty, so a
-// check queued meanwhile always finds one. Under load every worker runs,
-// and a check sees so without taking the lock: workers only falls under
-// mu, one worker at a time, and a worker that saw the queue empty before
-// the check was queued leaves the others, which see it, running.
-func (b *batcher) ensureWorker() {
-	if n := b.workers.Load(); n >= batchWorkers || n > 0 && len(b.in) == 0 {
+// ensureWorker starts a worker of l unless enough run. A worker that
+// stops for idleness checks under the same lock that the queue is empty,
+// so a check queued meanwhile always finds one. Under load every worker
+// runs, and a check sees so without taking the lock: workers only falls
+// under mu, one worker at a time, and a worker that saw the queue empty
+// before the check was queued leaves the others, which see it, running.
+func (b *batcher) ensureWorker(l *lane) {
+	if n := l.workers.Load(); n >= l.max || n > 0 && len(l.in) < l.busy {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := b.workers.Load()
-	if b.closed.Load() || n >= batchWorkers || (n > 0 && len(b.in) == 0) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.workers.Load()
+	if b.closed.Load() || n >= l.max || (n > 0 && len(l.in) < l.busy) {
 		return
 	}
-	b.workers.Add(1)
+	l.workers.Add(1)
 	b.wg.Add(1)
-	go b.work()
+	go b.work(l)
 }
 
-func (b *batcher) work() {
+func (b *batcher) work(l *lane) {
 	defer b.wg.Done()
 	idle := time.NewTimer(batchIdle)
 	defer idle.Stop()
 	batch := make([]*waiter, 0, batchMax)
 	for {
 		select {
-		case w := <-b.in:
+		case w := <-l.in:
 			batch = append(batch[:0], w)
 		collect:
 			for len(batch) < batchMax {
 				select {
-				case w := <-b.in:
+				case w := <-l.in:
 					batch = append(batch, w)
 				default:
 					break collect
@@ -216,18 +260,37 @@ func (b *batcher) work() {
 			}
 			b.s.runBatch(batch)
 			clear(batch)
-			idle.Reset(batchIdle)
-		case <-idle.C:
-			b.mu.Lock()
-			if len(b.in) == 0 || b.closed.Load() {
-				b.workers.Add(-1)
-				b.mu.Unlock()
+			if l.busy > 1 && b.spare(l) {
 				return
 			}
-			b.mu.Unlock()
+			idle.Reset(batchIdle)
+		case <-idle.C:
+			l.mu.Lock()
+			if len(l.in) == 0 || b.closed.Load() {
+				l.workers.Add(-1)
+				l.mu.Unlock()
+				return
+			}
+			l.mu.Unlock()
 			idle.Reset(batchIdle)
 		}
 	}
+}
+
+// spare reports whether a worker of l, which has just run a batch, is
+// one more than its lane needs: others run, and fewer than l.busy checks
+// are queued. The worker then stops (and spare counts it out).
+func (b *batcher) spare(l *lane) bool {
+	if l.workers.Load() == 1 || len(l.in) >= l.busy {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.workers.Load() == 1 || len(l.in) >= l.busy {
+		return false
+	}
+	l.workers.Add(-1)
+	return true
 }
 
 // close stops the workers once they are idle and waits for them.

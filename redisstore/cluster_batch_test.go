@@ -203,3 +203,44 @@ func TestClusterBatchesWithWrongSlotMap(t *testing.T) {
 	}
 	t.Errorf("the store's map names %d nodes after batches found it wrong, want the Cluster's 3 masters", redisstore.SlotMapNodes(s))
 }
+
+// On a Cluster, a check queues in the lane of the node that serves its key
+// (by the store's map of slots), so that a batch holds what queued for one
+// node: the keys of one node share a lane, and the Cluster's masters, fewer
+// than the lanes, each have their own.
+func TestClusterLanesFollowNodes(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_CLUSTER_ADDRS"))
+	l := bouncer.Limit{Name: "gcra", Algorithm: bouncer.GCRA, Rate: 1, Period: time.Hour, Burst: 3}
+	prefix := freshPrefix()
+	s := newStore(t, c, redisstore.Options{Prefix: prefix})
+	redisstore.ReadSlots(s)
+	lanes := map[string]map[int]bool{} // node: the lanes of its keys
+	for i := range 64 {
+		k := fmt.Sprintf("lane-%d", i)
+		hash, _ := redisstore.StateOf(prefix, l, k)
+		node := clusterOwner(t, c, redisstore.KeySlot(hash))
+		lane, err := redisstore.LaneOf(s, k, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lanes[node] == nil {
+			lanes[node] = map[int]bool{}
+		}
+		lanes[node][lane] = true
+	}
+	if len(lanes) != 3 {
+		t.Fatalf("64 keys on %d nodes, want the 3 masters", len(lanes))
+	}
+	owner := map[int]string{}
+	for node, ls := range lanes {
+		if len(ls) != 1 {
+			t.Errorf("keys of %s in lanes %v, want one", node, ls)
+		}
+		for lane := range ls {
+			if o, ok := owner[lane]; ok {
+				t.Errorf("lane %d serves %s and %s, want a lane per master", lane, o, node)
+			}
+			owner[lane] = node
+		}
+	}
+}

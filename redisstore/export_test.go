@@ -96,3 +96,41 @@ func SlotMapNodes(s *Store) int {
 
 // PackedReplyLen is the length of one check's reply in a packed batch.
 const PackedReplyLen = packedReplyLen
+
+// LaneOf is the batching lane (see batch.go) of a check of key under l:
+// on a Cluster, that of the node that serves the key by s's map of slots.
+func LaneOf(s *Store, key string, l bouncer.Limit) (int, error) {
+	calls, err := s.plan(bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1}, "c")
+	if err != nil {
+		return 0, err
+	}
+	ln := s.batch.laneOf(&calls[0])
+	for i := range s.batch.lanes {
+		if &s.batch.lanes[i] == ln {
+			return i, nil
+		}
+	}
+	panic("lane not found")
+}
+
+// ReadSlots makes s read its map of the Cluster's slots now.
+func ReadSlots(s *Store) {
+	s.slots.stale.Store(true)
+	s.slotMap(time.Now().Add(time.Second))
+}
+
+// LaneWorkers is how many workers each of s's batching lanes runs.
+func LaneWorkers(s *Store) []int {
+	n := make([]int, len(s.batch.lanes))
+	for i := range s.batch.lanes {
+		n[i] = int(s.batch.lanes[i].workers.Load())
+	}
+	return n
+}
+
+// LaneMaxWorkers is how many workers a lane of a Cluster's store runs at
+// most, and BatchMax how many checks one batch holds at most.
+const (
+	LaneMaxWorkers = clusterLaneWorkers
+	BatchMax       = batchMax
+)

@@ -20,12 +20,13 @@ import (
 // TestFailure runs the failure tests on one private set of servers (see
 // failure_servers_test.go): Redis stopped, frozen and restarted under each
 // StoreErrorPolicy; a Cluster master killed; a slot migrated while checks
-// run. Exactness is not required while Redis fails, but every decision
+// run; a paused master. Exactness is not required while Redis fails, but every decision
 // must follow the policy and return by its deadline.
 func TestFailure(t *testing.T) {
 	pr := startPrivateRedis(t)
 	t.Run("Standalone", func(t *testing.T) { testFailureStandalone(t, pr) })
 	t.Run("FrozenReconnect", func(t *testing.T) { testFailureFrozenReconnect(t, pr) })
+	t.Run("ClusterBusyLane", func(t *testing.T) { testFailureClusterBusyLane(t, pr) })
 	t.Run("ClusterMasterKilled", func(t *testing.T) { testFailureClusterMasterKilled(t, pr) })
 	t.Run("ClusterSlotMigration", func(t *testing.T) { testFailureClusterSlotMigration(t, pr) })
 }
@@ -464,5 +465,76 @@ func testFailureFrozenReconnect(t *testing.T, pr *privateRedis) {
 				t.Errorf("a check with Redis frozen took %v, more than %v with a deadline of %v: the deadline is not kept (see redisstore/deadline.go)", slowest.Round(time.Millisecond), bound, timeout)
 			}
 		})
+	}
+}
+
+// A lane runs one worker while its batches keep up, and starts another
+// (up to LaneMaxWorkers) only when a full batch's worth of checks waits:
+// here, while a master is paused (CLIENT PAUSE, on the private Cluster:
+// the shared one serves other tests meanwhile) with three batches' worth
+// queued. Once the queue drains, the extra workers stop, and an idle store
+// runs none.
+func testFailureClusterBusyLane(t *testing.T, pr *privateRedis) {
+	c := newClient(t, pr.clusterAddrs)
+	l := bouncer.Limit{Name: "fw", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	prefix := freshPrefix()
+	s := newStore(t, c, redisstore.Options{Prefix: prefix, Timeout: 20 * time.Second})
+	redisstore.ReadSlots(s)
+	ownerOf := func(k string) string {
+		hash, _ := redisstore.StateOf(prefix, l, k)
+		return clusterOwner(t, c, redisstore.KeySlot(hash))
+	}
+	node := ownerOf("busy-0")
+	lane, err := redisstore.LaneOf(s, "busy-0", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := 0; len(keys) < 3*redisstore.BatchMax; i++ {
+		if k := fmt.Sprintf("busy-%d", i); ownerOf(k) == node {
+			keys = append(keys, k)
+		}
+	}
+	// The node answers nothing for a while (CLIENT UNPAUSE would wait for
+	// the pause's end too); the checks queue meanwhile.
+	const pause = 1500 * time.Millisecond
+	nc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{node}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	paused := time.Now()
+	if err := nc.Do(context.Background(), nc.B().ClientPause().Timeout(pause.Milliseconds()).All().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			d, err := s.Check(context.Background(), bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k, Limits: []bouncer.Limit{l}}}, Cost: 1})
+			if err != nil || !d.Allowed || d.Degraded {
+				t.Errorf("key %s: %+v, %v", k, d, err)
+			}
+		})
+	}
+	most := 0
+	for time.Since(paused) < pause-200*time.Millisecond {
+		for i, n := range redisstore.LaneWorkers(s) {
+			if i != lane && n > 0 {
+				t.Errorf("lane %d runs %d workers; only lane %d has checks", i, n, lane)
+			}
+		}
+		most = max(most, redisstore.LaneWorkers(s)[lane])
+		time.Sleep(time.Millisecond)
+	}
+	if most != redisstore.LaneMaxWorkers {
+		t.Errorf("the paused node's lane ran %d workers at most, want %d", most, redisstore.LaneMaxWorkers)
+	}
+	wg.Wait()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n := redisstore.LaneWorkers(s)[lane]; n == 0 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("lane still runs %d workers 5 s after its checks", n)
+		}
 	}
 }
