@@ -134,3 +134,6 @@ const (
 	LaneMaxWorkers = clusterLaneWorkers
 	BatchMax       = batchMax
 )
+
+// CheckLua is the check script's source.
+var CheckLua = checkLua

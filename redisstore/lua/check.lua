@@ -86,18 +86,39 @@ else
 	F.ns, F.nn = tonumber(t[1]), tonumber(t[2]) * 1000
 end
 
--- granule returns, in Unix milliseconds, the instant e ns from now
--- (rounded up to a millisecond) and the instant to which a hash's TTL is
--- extended for it: rounded up to a multiple of a step of 2^k seconds, at
--- most about an eighth of e, so that a state whose expiry moves later on
--- every check (a bucket charged again and again) extends its hash's TTL
--- once in many checks, not on each.
-function F.granule(e)
-	local ms = F.ns * 1000 + math.floor(F.nn / 1000000) + math.floor(e / 1000000) + 1
-	local step = 1000
-	while step * 16 <= e / 1000000 do
+-- nowms is now in Unix milliseconds, rounded down.
+F.nowms = F.ns * 1000 + math.floor(F.nn / 1000000)
+
+-- step returns the step to which the TTL for an expiry ems milliseconds
+-- from now is rounded up: 1000 ms times the least power of two with
+-- step × 16 > ems, at most about an eighth of ems, so that a state whose
+-- expiry moves later on every check (a bucket charged again and again)
+-- extends its hash's TTL once in many checks, not on each. The exponent
+-- comes from math.frexp, then is corrected against the same comparison,
+-- so the step is exactly the least such power however the quotient
+-- rounds.
+function F.step(ems)
+	if ems < 16000 then
+		return 1000
+	end
+	local _, x = math.frexp(ems / 16000)
+	local step = 1000 * 2 ^ x
+	while step * 16 <= ems do
 		step = step * 2
 	end
+	while step > 1000 and step * 8 > ems do
+		step = step / 2
+	end
+	return step
+end
+
+-- granule returns, in Unix milliseconds, the instant e ns from now
+-- (rounded up to a millisecond) and the instant to which a hash's TTL is
+-- extended for it: rounded up to a multiple of its F.step.
+function F.granule(e)
+	local ems = e / 1000000
+	local ms = F.nowms + math.floor(ems) + 1
+	local step = F.step(ems)
 	return ms, ms - ms % step + step
 end
 
@@ -120,13 +141,14 @@ function F.extend(key, e, existed, oe)
 	-- an expiry comes nearer, so the granule of the old expiry, computed
 	-- now, is at most what its writer set: if it covers the new expiry,
 	-- the TTL does too.
-	local at, g = F.granule(e)
+	local at = F.nowms + math.floor(e / 1000000) + 1
 	if existed and oe > 0 then
 		local _, og = F.granule(oe)
 		if og >= at then
 			return false
 		end
 	end
+	local _, g = F.granule(e)
 	-- GT leaves a key without a TTL alone: only a new field may have made
 	-- the hash.
 	if redis.call('PEXPIREAT', key, g, 'GT') == 0 and not existed then
