@@ -212,7 +212,16 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 		pinned = strconv.FormatInt(s.now().UnixNano(), 10)
 	}
 	cost := strconv.FormatInt(r.Cost, 10)
-	calls := make([]call, 0, 1)
+	// The common check, one key under one limit, gets its call, arguments,
+	// key and limit in one allocation.
+	var one *oneCall
+	var calls []call
+	if len(r.Keys) == 1 && len(r.Keys[0].Limits) == 1 {
+		one = new(oneCall)
+		calls = one.call[:0]
+	} else {
+		calls = make([]call, 0, 1)
+	}
 	var buckets []uint64 // on a Cluster: the bucket of each call
 	for _, k := range r.Keys {
 		d := digestOf(k.Key, s.buckets)
@@ -235,11 +244,15 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 			}
 			// The arguments and the keys share one allocation.
 			na := 4 + limitArgs*n
-			buf := make([]string, na+n)
+			var buf []string
+			if one != nil {
+				buf, c.limits = one.strings[:], one.limit[:0]
+			} else {
+				buf, c.limits = make([]string, na+n), make([]limitRef, 0, n)
+			}
 			c.args, c.keys = buf[:4:na], buf[na:na]
 			c.args[0], c.args[1], c.args[2] = pinned, cost, mode
 			c.cost = r.Cost
-			c.limits = make([]limitRef, 0, n)
 		}
 		for j := range k.Limits {
 			l := &k.Limits[j]
@@ -268,6 +281,14 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 		calls[i].args[3] = strconv.Itoa(len(calls[i].limits))
 	}
 	return calls, nil
+}
+
+// oneCall is the call of a check of one key under one limit, with its
+// arguments, key and limit.
+type oneCall struct {
+	call    [1]call
+	strings [4 + limitArgs + 1]string
+	limit   [1]limitRef
 }
 
 // limitsOf counts the limits of keys.
