@@ -21,6 +21,7 @@ type call struct {
 	args   []string
 	limits []limitRef
 	cost   int64
+	res    []result // room for a packed reply's result, if any
 }
 
 // limitRef names one limit of one key of the request.
@@ -246,7 +247,7 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 			na := 4 + limitArgs*n
 			var buf []string
 			if one != nil {
-				buf, c.limits = one.strings[:], one.limit[:0]
+				buf, c.limits, c.res = one.strings[:], one.limit[:0], one.res[:0]
 			} else {
 				buf, c.limits = make([]string, na+n), make([]limitRef, 0, n)
 			}
@@ -284,11 +285,12 @@ func (s *Store) plan(r bouncer.Request, mode string) ([]call, error) {
 }
 
 // oneCall is the call of a check of one key under one limit, with its
-// arguments, key and limit.
+// arguments, key, limit and result.
 type oneCall struct {
 	call    [1]call
 	strings [4 + limitArgs + 1]string
 	limit   [1]limitRef
+	res     [1]result
 }
 
 // limitsOf counts the limits of keys.
@@ -427,7 +429,7 @@ func parsePacked(c *call, b string) ([]result, bool, error) {
 		return int64(math.Float64frombits(u))
 	}
 	allowed := b[0] == 1
-	res := []result{{ref: c.limits[0], allowed: allowed, remaining: num(0), reset: num(1), retry: num(2), delay: num(3)}}
+	res := append(c.res[:0], result{ref: c.limits[0], allowed: allowed, remaining: num(0), reset: num(1), retry: num(2), delay: num(3)})
 	return res, allowed, nil
 }
 

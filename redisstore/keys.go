@@ -19,7 +19,10 @@ type digest struct {
 }
 
 func digestOf(key string, buckets uint64) digest {
-	sum := sha256.Sum256([]byte(key))
+	// The key is copied to the stack (up to 128 bytes, more than most
+	// keys take) rather than to the heap, as []byte(key) would beyond 32.
+	var a [128]byte
+	sum := sha256.Sum256(append(a[:0], key...))
 	d := digest{bucket: binary.BigEndian.Uint64(sum[0:8]) & (buckets - 1)}
 	copy(d.field[:], sum[8:16])
 	return d
