@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -23,18 +24,27 @@ import (
 // so nothing about a check's meaning changes.
 //
 // Checks queue in lanes, each with up to a few workers that take what has
-// queued (up to batchMax checks) as one batch. A standalone server has one
-// lane of batchWorkers workers. On a Cluster, a check goes to the lane of
-// the node that serves its key (by the store's map of slots; one lane may
-// serve several nodes of a large Cluster), whose clusterLaneWorkers
-// workers batch for that node alone: a batch is then as large as the
-// checks that queued for the node while its calls were in flight, not a
-// share of what queued for every node, which the fixed price per call
-// makes far cheaper for Redis. A worker that finds nothing to do for
-// batchIdle stops, and the next check starts one again, so an idle store
-// runs no goroutine.
+// queued (up to batchMax checks) as one batch. A lane runs one worker
+// while few checks wait, and starts another (up to its cap) only once a
+// lane's busy threshold of checks queue behind the calls in flight: more
+// calls in flight, each smaller, cost Redis more per check, and a worker
+// that finds fewer than the threshold queued after its batch stops if
+// others run. A standalone server has one lane of up to batchWorkers
+// workers, busy at batchBusy checks. On a Cluster, a check goes to the
+// lane of the node that serves its key (by the store's map of slots; one
+// lane may serve several nodes of a large Cluster), whose workers (up to
+// clusterLaneWorkers, busy at a full batch) batch for that node alone: a
+// batch is then as large as the checks that queued for the node while its
+// calls were in flight, not a share of what queued for every node.
+//
+// A worker that has handed out a batch's replies yields (runtime.Gosched)
+// before it takes the next batch: the callers it has just woken run
+// first, and their next checks join that batch rather than the one after.
+// A worker that finds nothing to do for batchIdle stops, and the next
+// check starts one again, so an idle store runs no goroutine.
 const (
 	batchWorkers       = 4
+	batchBusy          = batchMax / 4
 	clusterLanes       = 16
 	clusterLaneWorkers = 2
 	clusterLaneBusy    = batchMax
@@ -92,7 +102,7 @@ type batchReply struct {
 }
 
 func newBatcher(s *Store) *batcher {
-	n, w, busy := 1, batchWorkers, 1
+	n, w, busy := 1, batchWorkers, batchBusy
 	if s.cluster {
 		n, w, busy = clusterLanes, clusterLaneWorkers, clusterLaneBusy
 	}
@@ -259,9 +269,13 @@ func (b *batcher) work(l *lane) {
 				}
 			}
 			b.s.runBatch(batch)
+			n := len(batch)
 			clear(batch)
-			if l.busy > 1 && b.spare(l) {
+			if b.spare(l) {
 				return
+			}
+			if n > 1 { // callers wait together: let those just answered queue again
+				runtime.Gosched()
 			}
 			idle.Reset(batchIdle)
 		case <-idle.C:

@@ -129,10 +129,14 @@ func LaneWorkers(s *Store) []int {
 }
 
 // LaneMaxWorkers is how many workers a lane of a Cluster's store runs at
-// most, and BatchMax how many checks one batch holds at most.
+// most; StandaloneWorkers how many a standalone store's one lane runs at
+// most, and StandaloneBusy how many queued checks start another;
+// BatchMax how many checks one batch holds at most.
 const (
-	LaneMaxWorkers = clusterLaneWorkers
-	BatchMax       = batchMax
+	LaneMaxWorkers    = clusterLaneWorkers
+	StandaloneWorkers = batchWorkers
+	StandaloneBusy    = batchBusy
+	BatchMax          = batchMax
 )
 
 // CheckLua is the check script's source.

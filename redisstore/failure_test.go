@@ -26,6 +26,7 @@ func TestFailure(t *testing.T) {
 	pr := startPrivateRedis(t)
 	t.Run("Standalone", func(t *testing.T) { testFailureStandalone(t, pr) })
 	t.Run("FrozenReconnect", func(t *testing.T) { testFailureFrozenReconnect(t, pr) })
+	t.Run("StandaloneBusyLane", func(t *testing.T) { testFailureStandaloneBusyLane(t, pr) })
 	t.Run("ClusterBusyLane", func(t *testing.T) { testFailureClusterBusyLane(t, pr) })
 	t.Run("ClusterMasterKilled", func(t *testing.T) { testFailureClusterMasterKilled(t, pr) })
 	t.Run("ClusterSlotMigration", func(t *testing.T) { testFailureClusterSlotMigration(t, pr) })
@@ -495,46 +496,82 @@ func testFailureClusterBusyLane(t *testing.T, pr *privateRedis) {
 			keys = append(keys, k)
 		}
 	}
-	// The node answers nothing for a while (CLIENT UNPAUSE would wait for
-	// the pause's end too); the checks queue meanwhile.
-	const pause = 1500 * time.Millisecond
 	nc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{node}, ForceSingleClient: true, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	most := pausedLaneWorkers(t, nc, s, lane, len(keys), func(i int) bouncer.Request {
+		return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: keys[i], Limits: []bouncer.Limit{l}}}, Cost: 1}
+	})
+	if most != redisstore.LaneMaxWorkers {
+		t.Errorf("the paused node's lane ran %d workers at most, want %d", most, redisstore.LaneMaxWorkers)
+	}
+}
+
+// A standalone store's lane runs one worker while fewer than
+// StandaloneBusy checks queue behind the call in flight, and starts more
+// (up to StandaloneWorkers) only once that many do: here, while the
+// private server is paused (CLIENT PAUSE), first with a few checks
+// queued, then with five times the threshold. Every check is decided by
+// Redis once the pause ends, and an idle store runs no worker.
+func testFailureStandaloneBusyLane(t *testing.T, pr *privateRedis) {
+	addr := fmt.Sprintf("127.0.0.1:%d", pr.port)
+	c := newClient(t, []string{addr})
+	l := bouncer.Limit{Name: "fw", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	s := newStore(t, c, redisstore.Options{Timeout: 20 * time.Second})
+	for _, tc := range []struct {
+		checks, want int
+	}{
+		{max(redisstore.StandaloneBusy/2, 1), 1},
+		{5 * redisstore.StandaloneBusy, redisstore.StandaloneWorkers},
+	} {
+		most := pausedLaneWorkers(t, c, s, 0, tc.checks, func(i int) bouncer.Request {
+			return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprintf("busy-%d-%d", tc.checks, i), Limits: []bouncer.Limit{l}}}, Cost: 1}
+		})
+		if most != tc.want {
+			t.Errorf("%d checks queued on a paused server: the lane ran %d workers at most, want %d", tc.checks, most, tc.want)
+		}
+	}
+}
+
+// pausedLaneWorkers pauses the server of c (CLIENT PAUSE; CLIENT UNPAUSE
+// would wait for the pause's end too) while n checks made by req go to s,
+// and returns the most workers lane ran meanwhile; no other lane may run
+// any. It waits until every check is decided by Redis and the lane runs
+// no worker.
+func pausedLaneWorkers(t *testing.T, c rueidis.Client, s *redisstore.Store, lane, n int, req func(i int) bouncer.Request) int {
+	t.Helper()
+	const pause = 1500 * time.Millisecond
 	paused := time.Now()
-	if err := nc.Do(context.Background(), nc.B().ClientPause().Timeout(pause.Milliseconds()).All().Build()).Error(); err != nil {
+	if err := c.Do(context.Background(), c.B().ClientPause().Timeout(pause.Milliseconds()).All().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for _, k := range keys {
+	for i := range n {
 		wg.Go(func() {
-			d, err := s.Check(context.Background(), bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k, Limits: []bouncer.Limit{l}}}, Cost: 1})
+			r := req(i)
+			d, err := s.Check(context.Background(), r)
 			if err != nil || !d.Allowed || d.Degraded {
-				t.Errorf("key %s: %+v, %v", k, d, err)
+				t.Errorf("%s: %+v, %v", r.Keys[0].Key, d, err)
 			}
 		})
 	}
 	most := 0
 	for time.Since(paused) < pause-200*time.Millisecond {
-		for i, n := range redisstore.LaneWorkers(s) {
-			if i != lane && n > 0 {
-				t.Errorf("lane %d runs %d workers; only lane %d has checks", i, n, lane)
+		for i, w := range redisstore.LaneWorkers(s) {
+			if i != lane && w > 0 {
+				t.Errorf("lane %d runs %d workers; only lane %d has checks", i, w, lane)
 			}
 		}
 		most = max(most, redisstore.LaneWorkers(s)[lane])
 		time.Sleep(time.Millisecond)
 	}
-	if most != redisstore.LaneMaxWorkers {
-		t.Errorf("the paused node's lane ran %d workers at most, want %d", most, redisstore.LaneMaxWorkers)
-	}
 	wg.Wait()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if n := redisstore.LaneWorkers(s)[lane]; n == 0 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("lane still runs %d workers 5 s after its checks", n)
+	for deadline := time.Now().Add(5 * time.Second); redisstore.LaneWorkers(s)[lane] > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lane still runs %d workers 5 s after its checks", redisstore.LaneWorkers(s)[lane])
 		}
 	}
+	return most
 }
