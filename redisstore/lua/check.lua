@@ -112,14 +112,15 @@ function F.step(ems)
 	return step
 end
 
--- granule returns, in Unix milliseconds, the instant e ns from now
--- (rounded up to a millisecond) and the instant to which a hash's TTL is
--- extended for it: rounded up to a multiple of its F.step.
+-- granule returns, in Unix milliseconds, the instant to which a hash's
+-- TTL is extended for an expiry e ns from now: the expiry rounded up to a
+-- millisecond (F.nowms + floor(e / 10^6) + 1), then to a multiple of its
+-- F.step.
 function F.granule(e)
 	local ems = e / 1000000
 	local ms = F.nowms + math.floor(ems) + 1
 	local step = F.step(ems)
-	return ms, ms - ms % step + step
+	return ms - ms % step + step
 end
 
 -- extend keeps key's TTL at least until e ns from now, for a field that
@@ -141,14 +142,11 @@ function F.extend(key, e, existed, oe)
 	-- an expiry comes nearer, so the granule of the old expiry, computed
 	-- now, is at most what its writer set: if it covers the new expiry,
 	-- the TTL does too.
-	local at = F.nowms + math.floor(e / 1000000) + 1
-	if existed and oe > 0 then
-		local _, og = F.granule(oe)
-		if og >= at then
-			return false
-		end
+	local at = F.nowms + math.floor(e / 1000000) + 1 -- the expiry, as F.granule rounds it first
+	if existed and oe > 0 and F.granule(oe) >= at then
+		return false
 	end
-	local _, g = F.granule(e)
+	local g = F.granule(e)
 	-- GT leaves a key without a TTL alone: only a new field may have made
 	-- the hash.
 	if redis.call('PEXPIREAT', key, g, 'GT') == 0 and not existed then
