@@ -513,8 +513,13 @@ func testFailureClusterBusyLane(t *testing.T, pr *privateRedis) {
 // StandaloneBusy checks queue behind the call in flight, and starts more
 // (up to StandaloneWorkers) only once that many do: here, while the
 // private server is paused (CLIENT PAUSE), first with a few checks
-// queued, then with five times the threshold. Every check is decided by
-// Redis once the pause ends, and an idle store runs no worker.
+// queued, then with enough that every worker must start however the
+// scheduler orders callers and workers: a worker takes at most BatchMax
+// checks before it blocks on the paused server, so the i-th check queued
+// finds at least i-n*BatchMax waiting behind n workers, and the checks
+// numbered k*BatchMax+StandaloneBusy (k = 1, 2, ...) each start a worker
+// if fewer than k+1 run. Every check is decided by Redis once the pause
+// ends, and an idle store runs no worker.
 func testFailureStandaloneBusyLane(t *testing.T, pr *privateRedis) {
 	addr := fmt.Sprintf("127.0.0.1:%d", pr.port)
 	c := newClient(t, []string{addr})
@@ -524,7 +529,7 @@ func testFailureStandaloneBusyLane(t *testing.T, pr *privateRedis) {
 		checks, want int
 	}{
 		{max(redisstore.StandaloneBusy/2, 1), 1},
-		{5 * redisstore.StandaloneBusy, redisstore.StandaloneWorkers},
+		{(redisstore.StandaloneWorkers-1)*redisstore.BatchMax + redisstore.StandaloneBusy, redisstore.StandaloneWorkers},
 	} {
 		most := pausedLaneWorkers(t, c, s, 0, tc.checks, func(i int) bouncer.Request {
 			return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprintf("busy-%d-%d", tc.checks, i), Limits: []bouncer.Limit{l}}}, Cost: 1}
