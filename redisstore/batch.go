@@ -25,12 +25,17 @@ import (
 //
 // Checks queue in lanes, each with up to a few workers that take what has
 // queued (up to batchMax checks) as one batch. A lane runs one worker
-// while few checks wait, and starts another (up to its cap) only once a
-// lane's busy threshold of checks queue behind the calls in flight: more
-// calls in flight, each smaller, cost Redis more per check, and a worker
-// that finds fewer than the threshold queued after its batch stops if
-// others run. A standalone server has one lane of up to batchWorkers
-// workers, busy at batchBusy checks. On a Cluster, a check goes to the
+// while few callers wait, and starts another (up to its cap) only once a
+// lane's busy threshold of callers queue behind the calls in flight: more
+// calls in flight, each smaller, cost Redis and the store more per check,
+// and a worker that finds fewer than the threshold waiting after its batch
+// stops if others run. The threshold counts callers, not checks: a caller
+// of CheckEach queues its checks together and waits for them all, so its
+// three checks (say) are one wait a worker more would shorten, not three.
+// (Counted by checks, a service answering three descriptors a call sent
+// batches of 24 checks rather than 30, and 13 % fewer calls a second; see
+// docs/redis.md.) A standalone server has one lane of up to batchWorkers
+// workers, busy at batchBusy callers. On a Cluster, a check goes to the
 // lane of the node that serves its key (by the store's map of slots; one
 // lane may serve several nodes of a large Cluster), whose workers (up to
 // clusterLaneWorkers, busy at a full batch) batch for that node alone: a
@@ -63,7 +68,8 @@ type batcher struct {
 type lane struct {
 	in      chan *waiter
 	max     int32        // workers at most
-	busy    int          // a worker more once this many checks queue
+	busy    int32        // a worker more once this many callers queue
+	waiting atomic.Int32 // callers with checks queued in, counted by their first (waiter.lead)
 	mu      sync.Mutex   // guards changes to workers
 	workers atomic.Int32 // read without mu on the fast path of ensureWorker
 }
@@ -76,6 +82,7 @@ type waiter struct {
 	done     chan batchReply // buffered: a worker never blocks on it
 	timer    *time.Timer     // fires at deadline; stopped between uses
 	queued   bool            // sent to the workers
+	lead     bool            // its caller's first check in its lane: counts in lane.waiting
 	err      error           // why it was not, if not
 }
 
@@ -109,7 +116,7 @@ func newBatcher(s *Store) *batcher {
 	b := &batcher{s: s, lanes: make([]lane, n)}
 	for i := range b.lanes {
 		b.lanes[i].in = make(chan *waiter, 4*batchMax)
-		b.lanes[i].max, b.lanes[i].busy = int32(w), busy
+		b.lanes[i].max, b.lanes[i].busy = int32(w), int32(busy)
 	}
 	return b
 }
@@ -136,7 +143,7 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 	if b.closed.Load() {
 		return b.s.run(ctx, c)
 	}
-	r := b.wait(ctx, b.enqueue(ctx, c, b.deadline(ctx)))
+	r := b.wait(ctx, b.enqueue(ctx, c, b.deadline(ctx), b.laneOf(c), true))
 	return r.res, r.allowed, r.err
 }
 
@@ -146,9 +153,15 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 func (b *batcher) doEach(ctx context.Context, cs []*call, rs []batchReply) {
 	dl := b.deadline(ctx)
 	var buf [8]*waiter
-	ws := buf[:0]
+	var lbuf [8]*lane
+	ws, lanes := buf[:0], lbuf[:0]
 	for _, c := range cs {
-		ws = append(ws, b.enqueue(ctx, c, dl))
+		l := b.laneOf(c)
+		lead := !slices.Contains(lanes, l)
+		if lead {
+			lanes = append(lanes, l)
+		}
+		ws = append(ws, b.enqueue(ctx, c, dl, l, lead))
 	}
 	for i, w := range ws {
 		rs[i] = b.wait(ctx, w)
@@ -165,26 +178,33 @@ func (b *batcher) deadline(ctx context.Context) time.Time {
 	return dl
 }
 
-// enqueue queues c for a batch, unless ctx is done or dl passes first,
-// and returns its waiter.
-func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time) *waiter {
+// enqueue queues c in l, its lane, for a batch, unless ctx is done or dl
+// passes first, and returns its waiter. lead says c is its caller's first
+// check in l.
+func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time, l *lane, lead bool) *waiter {
 	w := waiters.Get().(*waiter)
-	w.ctx, w.c, w.deadline = ctx, c, dl
+	w.ctx, w.c, w.deadline, w.lead = ctx, c, dl, lead
 	w.timer.Reset(time.Until(dl))
 	b.s.calls.Add(1)
 	if err := ctx.Err(); err != nil {
 		w.err = wrap(err)
 		return w
 	}
-	l := b.laneOf(c)
+	if lead {
+		l.waiting.Add(1)
+	}
 	select {
 	case l.in <- w:
 		w.queued = true
 		b.ensureWorker(l)
+		return w
 	case <-w.timer.C:
 		w.err = wrap(context.DeadlineExceeded)
 	case <-ctx.Done():
 		w.err = wrap(ctx.Err())
+	}
+	if lead {
+		l.waiting.Add(-1)
 	}
 	return w
 }
@@ -236,13 +256,13 @@ func (w *waiter) recycle() {
 // under mu, one worker at a time, and a worker that saw the queue empty
 // before the check was queued leaves the others, which see it, running.
 func (b *batcher) ensureWorker(l *lane) {
-	if n := l.workers.Load(); n >= l.max || n > 0 && len(l.in) < l.busy {
+	if n := l.workers.Load(); n >= l.max || n > 0 && l.waiting.Load() < l.busy {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := l.workers.Load()
-	if b.closed.Load() || n >= l.max || (n > 0 && len(l.in) < l.busy) {
+	if b.closed.Load() || n >= l.max || (n > 0 && l.waiting.Load() < l.busy) {
 		return
 	}
 	l.workers.Add(1)
@@ -258,11 +278,13 @@ func (b *batcher) work(l *lane) {
 	for {
 		select {
 		case w := <-l.in:
+			l.took(w)
 			batch = append(batch[:0], w)
 		collect:
 			for len(batch) < batchMax {
 				select {
 				case w := <-l.in:
+					l.took(w)
 					batch = append(batch, w)
 				default:
 					break collect
@@ -291,16 +313,24 @@ func (b *batcher) work(l *lane) {
 	}
 }
 
+// took counts w, which a worker has just taken from l.in, out of
+// l.waiting if it is its caller's first check in l.
+func (l *lane) took(w *waiter) {
+	if w.lead {
+		l.waiting.Add(-1)
+	}
+}
+
 // spare reports whether a worker of l, which has just run a batch, is
-// one more than its lane needs: others run, and fewer than l.busy checks
-// are queued. The worker then stops (and spare counts it out).
+// one more than its lane needs: others run, and fewer than l.busy callers
+// wait. The worker then stops (and spare counts it out).
 func (b *batcher) spare(l *lane) bool {
-	if l.workers.Load() == 1 || len(l.in) >= l.busy {
+	if l.workers.Load() == 1 || l.waiting.Load() >= l.busy {
 		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.workers.Load() == 1 || len(l.in) >= l.busy {
+	if l.workers.Load() == 1 || l.waiting.Load() >= l.busy {
 		return false
 	}
 	l.workers.Add(-1)

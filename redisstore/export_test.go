@@ -128,9 +128,19 @@ func LaneWorkers(s *Store) []int {
 	return n
 }
 
+// LaneWaiting is how many callers each of s's batching lanes counts as
+// waiting (lane.waiting).
+func LaneWaiting(s *Store) []int {
+	n := make([]int, len(s.batch.lanes))
+	for i := range s.batch.lanes {
+		n[i] = int(s.batch.lanes[i].waiting.Load())
+	}
+	return n
+}
+
 // LaneMaxWorkers is how many workers a lane of a Cluster's store runs at
 // most; StandaloneWorkers how many a standalone store's one lane runs at
-// most, and StandaloneBusy how many queued checks start another;
+// most, and StandaloneBusy how many queued callers start another;
 // BatchMax how many checks one batch holds at most.
 const (
 	LaneMaxWorkers    = clusterLaneWorkers

@@ -501,8 +501,8 @@ func testFailureClusterBusyLane(t *testing.T, pr *privateRedis) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	most := pausedLaneWorkers(t, nc, s, lane, len(keys), func(i int) bouncer.Request {
-		return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: keys[i], Limits: []bouncer.Limit{l}}}, Cost: 1}
+	most := pausedLaneWorkers(t, nc, s, lane, len(keys), func(i int) []bouncer.Request {
+		return []bouncer.Request{{Keys: []bouncer.KeyLimits{{Key: keys[i], Limits: []bouncer.Limit{l}}}, Cost: 1}}
 	})
 	if most != redisstore.LaneMaxWorkers {
 		t.Errorf("the paused node's lane ran %d workers at most, want %d", most, redisstore.LaneMaxWorkers)
@@ -510,42 +510,53 @@ func testFailureClusterBusyLane(t *testing.T, pr *privateRedis) {
 }
 
 // A standalone store's lane runs one worker while fewer than
-// StandaloneBusy checks queue behind the call in flight, and starts more
+// StandaloneBusy callers wait behind the call in flight, and starts more
 // (up to StandaloneWorkers) only once that many do: here, while the
-// private server is paused (CLIENT PAUSE), first with a few checks
-// queued, then with enough that every worker must start however the
-// scheduler orders callers and workers: a worker takes at most BatchMax
-// checks before it blocks on the paused server, so the i-th check queued
-// finds at least i-n*BatchMax waiting behind n workers, and the checks
-// numbered k*BatchMax+StandaloneBusy (k = 1, 2, ...) each start a worker
-// if fewer than k+1 run. Every check is decided by Redis once the pause
-// ends, and an idle store runs no worker.
+// private server is paused (CLIENT PAUSE), first with a few callers of
+// one check queued; then with fewer than StandaloneBusy callers of
+// CheckEach whose three checks each are more than StandaloneBusy checks
+// in all, but one caller each; then with enough callers of one check that
+// every worker must start however the scheduler orders callers and
+// workers: a worker takes at most BatchMax checks before it blocks on the
+// paused server, so the i-th caller queued finds at least i-n*BatchMax
+// waiting behind n workers, and the callers numbered
+// k*BatchMax+StandaloneBusy (k = 1, 2, ...) each start a worker if fewer
+// than k+1 run. Every check is decided by Redis once the pause ends, the
+// lane counts no caller waiting, and an idle store runs no worker.
 func testFailureStandaloneBusyLane(t *testing.T, pr *privateRedis) {
 	addr := fmt.Sprintf("127.0.0.1:%d", pr.port)
 	c := newClient(t, []string{addr})
 	l := bouncer.Limit{Name: "fw", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
 	s := newStore(t, c, redisstore.Options{Timeout: 20 * time.Second})
 	for _, tc := range []struct {
-		checks, want int
+		callers, each, want int
 	}{
-		{max(redisstore.StandaloneBusy/2, 1), 1},
-		{(redisstore.StandaloneWorkers-1)*redisstore.BatchMax + redisstore.StandaloneBusy, redisstore.StandaloneWorkers},
+		{max(redisstore.StandaloneBusy/2, 1), 1, 1},
+		{redisstore.StandaloneBusy - 1, 3, 1},
+		{(redisstore.StandaloneWorkers-1)*redisstore.BatchMax + redisstore.StandaloneBusy, 1, redisstore.StandaloneWorkers},
 	} {
-		most := pausedLaneWorkers(t, c, s, 0, tc.checks, func(i int) bouncer.Request {
-			return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprintf("busy-%d-%d", tc.checks, i), Limits: []bouncer.Limit{l}}}, Cost: 1}
+		most := pausedLaneWorkers(t, c, s, 0, tc.callers, func(i int) []bouncer.Request {
+			rs := make([]bouncer.Request, tc.each)
+			for k := range rs {
+				rs[k] = bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprintf("busy-%d-%d-%d-%d", tc.callers, tc.each, i, k), Limits: []bouncer.Limit{l}}}, Cost: 1}
+			}
+			return rs
 		})
 		if most != tc.want {
-			t.Errorf("%d checks queued on a paused server: the lane ran %d workers at most, want %d", tc.checks, most, tc.want)
+			t.Errorf("%d callers of %d checks each queued on a paused server: the lane ran %d workers at most, want %d", tc.callers, tc.each, most, tc.want)
+		}
+		if w := redisstore.LaneWaiting(s)[0]; w != 0 {
+			t.Errorf("the lane counts %d callers waiting once every check is decided, want 0", w)
 		}
 	}
 }
 
 // pausedLaneWorkers pauses the server of c (CLIENT PAUSE; CLIENT UNPAUSE
-// would wait for the pause's end too) while n checks made by req go to s,
-// and returns the most workers lane ran meanwhile; no other lane may run
-// any. It waits until every check is decided by Redis and the lane runs
-// no worker.
-func pausedLaneWorkers(t *testing.T, c rueidis.Client, s *redisstore.Store, lane, n int, req func(i int) bouncer.Request) int {
+// would wait for the pause's end too) while n callers check reqs(i) with
+// s (Check for one request, CheckEach for more), and returns the most
+// workers lane ran meanwhile; no other lane may run any. It waits until
+// every check is decided by Redis and the lane runs no worker.
+func pausedLaneWorkers(t *testing.T, c rueidis.Client, s *redisstore.Store, lane, n int, reqs func(i int) []bouncer.Request) int {
 	t.Helper()
 	const pause = 1500 * time.Millisecond
 	paused := time.Now()
@@ -555,10 +566,17 @@ func pausedLaneWorkers(t *testing.T, c rueidis.Client, s *redisstore.Store, lane
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			r := req(i)
-			d, err := s.Check(context.Background(), r)
-			if err != nil || !d.Allowed || d.Degraded {
-				t.Errorf("%s: %+v, %v", r.Keys[0].Key, d, err)
+			rs := reqs(i)
+			ds, errs := make([]bouncer.Decision, len(rs)), make([]error, len(rs))
+			if len(rs) == 1 {
+				ds[0], errs[0] = s.Check(context.Background(), rs[0])
+			} else {
+				s.CheckEach(context.Background(), rs, ds, errs)
+			}
+			for k, r := range rs {
+				if d, err := ds[k], errs[k]; err != nil || !d.Allowed || d.Degraded {
+					t.Errorf("%s: %+v, %v", r.Keys[0].Key, d, err)
+				}
 			}
 		})
 	}
