@@ -78,19 +78,22 @@ type lane struct {
 type waiter struct {
 	ctx      context.Context // the caller's
 	c        *call
-	deadline time.Time       // the earlier of ctx's and the store's Timeout from the check's start
-	done     chan batchReply // buffered: a worker never blocks on it
-	timer    *time.Timer     // fires at deadline; stopped between uses
-	queued   bool            // sent to the workers
-	lead     bool            // its caller's first check in its lane: counts in lane.waiting
-	err      error           // why it was not, if not
+	deadline time.Time        // the earlier of ctx's and the store's Timeout from the check's start
+	done     chan batchReply  // buffered: a worker never blocks on it
+	timer    *time.Timer      // fires at deadline when armed; stopped between uses
+	armed    bool             // timer is set
+	fire     <-chan time.Time // fires at deadline: timer's, or that of its caller's first waiter
+	queued   bool             // sent to the workers
+	lead     bool             // its caller's first check in its lane: counts in lane.waiting
+	err      error            // why it was not, if not
 }
 
 // waiters recycles the waiters whose reply was received: a worker sends
 // one reply and then forgets the waiter, but a waiter whose check gave up
 // may still get one, so it is left to the garbage collector. A waiter
 // brings its own timer, so that a check waits for its deadline without
-// making a context (and a timer) of its own.
+// making a context (and a timer) of its own; the checks of one caller of
+// CheckEach, which share a deadline, wait on the timer of the first.
 var waiters = sync.Pool{New: func() any {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -143,7 +146,11 @@ func (b *batcher) do(ctx context.Context, c *call) ([]result, bool, error) {
 	if b.closed.Load() {
 		return b.s.run(ctx, c)
 	}
-	r := b.wait(ctx, b.enqueue(ctx, c, b.deadline(ctx), b.laneOf(c), true))
+	w := b.enqueue(ctx, c, b.deadline(ctx), b.laneOf(c), true, nil)
+	r, free := b.wait(ctx, w)
+	if free {
+		w.recycle()
+	}
 	return r.res, r.allowed, r.err
 }
 
@@ -155,16 +162,28 @@ func (b *batcher) doEach(ctx context.Context, cs []*call, rs []batchReply) {
 	var buf [8]*waiter
 	var lbuf [8]*lane
 	ws, lanes := buf[:0], lbuf[:0]
+	var fire <-chan time.Time
 	for _, c := range cs {
 		l := b.laneOf(c)
 		lead := !slices.Contains(lanes, l)
 		if lead {
 			lanes = append(lanes, l)
 		}
-		ws = append(ws, b.enqueue(ctx, c, dl, l, lead))
+		w := b.enqueue(ctx, c, dl, l, lead, fire)
+		fire = w.fire
+		ws = append(ws, w)
 	}
 	for i, w := range ws {
-		rs[i] = b.wait(ctx, w)
+		var free bool
+		if rs[i], free = b.wait(ctx, w); !free {
+			ws[i] = nil // a worker may hold it yet
+		}
+	}
+	// Only now: the first waiter's timer serves the others' waits.
+	for _, w := range ws {
+		if w != nil {
+			w.recycle()
+		}
 	}
 }
 
@@ -180,11 +199,15 @@ func (b *batcher) deadline(ctx context.Context) time.Time {
 
 // enqueue queues c in l, its lane, for a batch, unless ctx is done or dl
 // passes first, and returns its waiter. lead says c is its caller's first
-// check in l.
-func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time, l *lane, lead bool) *waiter {
+// check in l. fire, if not nil, fires at dl: that of the caller's first
+// waiter, which w shares (see waiter.passed); otherwise w arms its own.
+func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time, l *lane, lead bool, fire <-chan time.Time) *waiter {
 	w := waiters.Get().(*waiter)
 	w.ctx, w.c, w.deadline, w.lead = ctx, c, dl, lead
-	w.timer.Reset(time.Until(dl))
+	if w.fire = fire; fire == nil {
+		w.timer.Reset(time.Until(dl))
+		w.armed, w.fire = true, w.timer.C
+	}
 	b.s.calls.Add(1)
 	if err := ctx.Err(); err != nil {
 		w.err = wrap(err)
@@ -198,10 +221,21 @@ func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time, l *lane, l
 		w.queued = true
 		b.ensureWorker(l)
 		return w
-	case <-w.timer.C:
+	default:
+	}
+	if w.passed() {
 		w.err = wrap(context.DeadlineExceeded)
-	case <-ctx.Done():
-		w.err = wrap(ctx.Err())
+	} else {
+		select {
+		case l.in <- w:
+			w.queued = true
+			b.ensureWorker(l)
+			return w
+		case <-w.fire:
+			w.err = wrap(context.DeadlineExceeded)
+		case <-ctx.Done():
+			w.err = wrap(ctx.Err())
+		}
 	}
 	if lead {
 		l.waiting.Add(-1)
@@ -210,22 +244,29 @@ func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time, l *lane, l
 }
 
 // wait returns w's reply, or an error once ctx is done or w's deadline
-// passes, and keeps the store's accounts.
-func (b *batcher) wait(ctx context.Context, w *waiter) batchReply {
-	var r batchReply
+// passes, and keeps the store's accounts. free says no worker holds w any
+// more, which may then be recycled.
+func (b *batcher) wait(ctx context.Context, w *waiter) (r batchReply, free bool) {
 	switch {
 	case !w.queued:
-		r.err = w.err
-		w.recycle()
+		r.err, free = w.err, true
 	default:
 		select {
-		case r = <-w.done:
-			// The worker is done with w.
-			w.recycle()
-		case <-w.timer.C:
-			r.err = wrap(context.DeadlineExceeded)
-		case <-ctx.Done():
-			r.err = wrap(ctx.Err())
+		case r = <-w.done: // the common case of a caller's second check and on
+			free = true
+		default:
+			if w.passed() {
+				r.err = wrap(context.DeadlineExceeded)
+				break
+			}
+			select {
+			case r = <-w.done:
+				free = true
+			case <-w.fire:
+				r.err = wrap(context.DeadlineExceeded)
+			case <-ctx.Done():
+				r.err = wrap(ctx.Err())
+			}
 		}
 	}
 	s := b.s
@@ -239,12 +280,22 @@ func (b *batcher) wait(ctx context.Context, w *waiter) batchReply {
 		s.breaker.done(false, true)
 		s.noteFailure(r.err)
 	}
-	return r
+	return r, free
+}
+
+// passed reports whether w's deadline has passed, for a waiter about to
+// block on w.fire: a timer shared by a caller's waiters fires once, and
+// the wait it ended may have been another's. Until the deadline, it has
+// not fired.
+func (w *waiter) passed() bool {
+	return !w.armed && !time.Now().Before(w.deadline)
 }
 
 // recycle returns w, which no worker holds, to the pool.
 func (w *waiter) recycle() {
-	w.timer.Stop()
+	if w.armed {
+		w.timer.Stop()
+	}
 	*w = waiter{done: w.done, timer: w.timer}
 	waiters.Put(w)
 }

@@ -26,6 +26,7 @@ func TestFailure(t *testing.T) {
 	pr := startPrivateRedis(t)
 	t.Run("Standalone", func(t *testing.T) { testFailureStandalone(t, pr) })
 	t.Run("FrozenReconnect", func(t *testing.T) { testFailureFrozenReconnect(t, pr) })
+	t.Run("FrozenCheckEach", func(t *testing.T) { testFailureFrozenCheckEach(t, pr) })
 	t.Run("StandaloneBusyLane", func(t *testing.T) { testFailureStandaloneBusyLane(t, pr) })
 	t.Run("ClusterBusyLane", func(t *testing.T) { testFailureClusterBusyLane(t, pr) })
 	t.Run("ClusterMasterKilled", func(t *testing.T) { testFailureClusterMasterKilled(t, pr) })
@@ -467,6 +468,54 @@ func testFailureFrozenReconnect(t *testing.T, pr *privateRedis) {
 			}
 		})
 	}
+}
+
+// testFailureFrozenCheckEach freezes the standalone server while callers
+// of CheckEach, each with three checks, wait in the store's queue: every
+// check of every caller must return by its deadline, under the policy.
+// The checks of one caller wait on one timer (see waiter.fire), which
+// fires once, for whichever of them waits then; the others must see the
+// deadline passed rather than wait for it again. The callers' own
+// contexts, of a minute, only keep a failing test from hanging.
+func testFailureFrozenCheckEach(t *testing.T, pr *privateRedis) {
+	addr := fmt.Sprintf("127.0.0.1:%d", pr.port)
+	s := newStore(t, newClient(t, []string{addr}), redisstore.Options{
+		Timeout: failureTimeout,
+		Breaker: redisstore.BreakerOptions{Failures: 1 << 20},
+	})
+	l := failurePerHour("each", bouncer.MaxRate, bouncer.StoreErrorAllow)
+	for start := time.Now(); failureCheck(t, s, failureRequest("warm", l)).Degraded; {
+		if time.Since(start) > recoverBound {
+			t.Fatalf("no check decided by Redis within %v: %+v", recoverBound, s.Stats())
+		}
+	}
+	pr.freeze(t, pr.port)
+	defer pr.resumeAll(t)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for i := range 5 {
+				rs := make([]bouncer.Request, 3)
+				for k := range rs {
+					rs[k] = failureRequest(fmt.Sprintf("each-%d-%d-%d", g, i, k), l)
+				}
+				ds, errs := make([]bouncer.Decision, len(rs)), make([]error, len(rs))
+				start := time.Now()
+				s.CheckEach(ctx, rs, ds, errs)
+				if took := time.Since(start); took > failureTimeout+returnBound {
+					t.Errorf("CheckEach of 3 with Redis frozen took %v, deadline %v", took.Round(time.Millisecond), failureTimeout)
+				}
+				for k := range rs {
+					if errs[k] != nil || !ds[k].Degraded || !ds[k].Allowed {
+						t.Errorf("check %d of 3 with Redis frozen: %+v, %v; want degraded and allowed", k, ds[k], errs[k])
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // A lane runs one worker while its batches keep up, and starts another
