@@ -223,25 +223,24 @@ func (b *batcher) enqueue(ctx context.Context, c *call, dl time.Time, l *lane, l
 	select {
 	case l.in <- w:
 		w.queued = true
-		b.ensureWorker(l)
-		return w
 	default:
-	}
-	if w.passed() {
-		w.err = wrap(context.DeadlineExceeded)
-	} else {
+		if w.passed() {
+			w.err = wrap(context.DeadlineExceeded)
+			break
+		}
 		select {
 		case l.in <- w:
 			w.queued = true
-			b.ensureWorker(l)
-			return w
 		case <-w.fire:
 			w.err = wrap(context.DeadlineExceeded)
 		case <-ctx.Done():
 			w.err = wrap(ctx.Err())
 		}
 	}
-	if lead {
+	switch {
+	case w.queued:
+		b.ensureWorker(l)
+	case lead:
 		l.waiting.Add(-1)
 	}
 	return w

@@ -429,19 +429,8 @@ func testFailureFrozenReconnect(t *testing.T, pr *privateRedis) {
 	}{{failureTimeout, 1}, {failureTimeout, 4}, {redisstore.DefaultTimeout, 1}, {redisstore.DefaultTimeout, 4}} {
 		timeout, parallel := tc.timeout, tc.parallel
 		t.Run(fmt.Sprintf("deadline=%v/callers=%d", timeout, parallel), func(t *testing.T) {
-			s := newStore(t, newClient(t, addr), redisstore.Options{
-				Timeout: timeout,
-				Breaker: redisstore.BreakerOptions{Failures: 1 << 20},
-			})
 			l := failurePerHour("always", bouncer.MaxRate, bouncer.StoreErrorAllow)
-			// Connected, with the script loaded: a check Redis decides.
-			for start := time.Now(); failureCheck(t, s, failureRequest("warm", l)).Degraded; {
-				if time.Since(start) > recoverBound {
-					t.Fatalf("no check decided by Redis within %v: %+v", recoverBound, s.Stats())
-				}
-			}
-			pr.freeze(t, pr.port)
-			defer pr.resumeAll(t)
+			s := frozenStore(t, pr, addr, timeout, l)
 			bound := timeout + 500*time.Millisecond
 			var mu sync.Mutex
 			var slowest time.Duration
@@ -470,6 +459,26 @@ func testFailureFrozenReconnect(t *testing.T, pr *privateRedis) {
 	}
 }
 
+// frozenStore makes a store on the private standalone server at addr with
+// deadline timeout and a breaker that never opens, waits until Redis
+// decides a check under l (connected, with the script loaded), then
+// freezes the server until t ends.
+func frozenStore(t *testing.T, pr *privateRedis, addr []string, timeout time.Duration, l bouncer.Limit) *redisstore.Store {
+	t.Helper()
+	s := newStore(t, newClient(t, addr), redisstore.Options{
+		Timeout: timeout,
+		Breaker: redisstore.BreakerOptions{Failures: 1 << 20},
+	})
+	for start := time.Now(); failureCheck(t, s, failureRequest("warm", l)).Degraded; {
+		if time.Since(start) > recoverBound {
+			t.Fatalf("no check decided by Redis within %v: %+v", recoverBound, s.Stats())
+		}
+	}
+	pr.freeze(t, pr.port)
+	t.Cleanup(func() { pr.resumeAll(t) })
+	return s
+}
+
 // testFailureFrozenCheckEach freezes the standalone server while callers
 // of CheckEach, each with three checks, wait in the store's queue: every
 // check of every caller must return by its deadline, under the policy.
@@ -478,19 +487,8 @@ func testFailureFrozenReconnect(t *testing.T, pr *privateRedis) {
 // deadline passed rather than wait for it again. The callers' own
 // contexts, of a minute, only keep a failing test from hanging.
 func testFailureFrozenCheckEach(t *testing.T, pr *privateRedis) {
-	addr := fmt.Sprintf("127.0.0.1:%d", pr.port)
-	s := newStore(t, newClient(t, []string{addr}), redisstore.Options{
-		Timeout: failureTimeout,
-		Breaker: redisstore.BreakerOptions{Failures: 1 << 20},
-	})
 	l := failurePerHour("each", bouncer.MaxRate, bouncer.StoreErrorAllow)
-	for start := time.Now(); failureCheck(t, s, failureRequest("warm", l)).Degraded; {
-		if time.Since(start) > recoverBound {
-			t.Fatalf("no check decided by Redis within %v: %+v", recoverBound, s.Stats())
-		}
-	}
-	pr.freeze(t, pr.port)
-	defer pr.resumeAll(t)
+	s := frozenStore(t, pr, []string{fmt.Sprintf("127.0.0.1:%d", pr.port)}, failureTimeout, l)
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
