@@ -370,11 +370,15 @@ end
 -- The bucket algorithms — token bucket, GCRA, leaky bucket — on d, the
 -- stored instant minus now (-2^53 when fresh). Each returns the new d (nil
 -- when unchanged), then allowed, remaining, reset-after, retry-after (-1:
--- never) and delay.
+-- never) and delay. They run for every check of a bucket, so the common
+-- path compares where math.max would be a call.
 
 function F.tokenBucket(d, c, burst, interval)
 	local full = burst * interval
-	local credit = full - math.max(0, d)
+	local credit = full
+	if d > 0 then
+		credit = full - d
+	end
 	if c > burst then
 		return nil, false, math.max(F.fdiv(credit, interval), 0), math.max(full - credit, 0), -1, 0
 	end
@@ -392,7 +396,10 @@ end
 
 function F.gcra(d, c, burst, interval)
 	local capacity = burst * interval
-	local tat = math.max(d, 0)
+	local tat = 0
+	if d > 0 then
+		tat = d
+	end
 	if c > burst then
 		return nil, false, math.max(F.fdiv(capacity - tat, interval), 0), tat, -1, 0
 	end
@@ -405,12 +412,15 @@ function F.gcra(d, c, burst, interval)
 	if c > 0 then
 		nd = nxt
 	end
-	return nd, true, math.max(F.fdiv(capacity - nxt, interval), 0), nxt, 0, 0
+	return nd, true, F.fdiv(capacity - nxt, interval), nxt, 0, 0 -- nxt <= capacity
 end
 
 function F.leakyBucket(d, c, burst, interval, shape)
 	local depth = burst * interval
-	local level = math.max(0, d)
+	local level = 0
+	if d > 0 then
+		level = d
+	end
 	if c > burst then
 		return nil, false, math.max(F.fdiv(depth - level, interval), 0), level, -1, 0
 	end
@@ -439,13 +449,25 @@ end
 
 -- bucketOne decides a check of cost of a bucket (algorithm a, burst,
 -- interval, shape), whose state is field of hash key, and appends its
--- reply to out.
+-- reply to out. Every check of a bucket comes here, so F.parse, F.diff,
+-- F.add, F.fmt and the first test of F.extend are written out: a call
+-- costs more than their work.
 function F.bucketOne(key, field, a, burst, interval, shape, cost, out)
 	local v = redis.call('HGET', key, field)
-	local d = -9007199254740992
+	local ns, nn, d = F.ns, F.nn, -9007199254740992
 	if v then
-		local s, n = F.parse(v)
-		d = F.diff(s, n, F.ns, F.nn)
+		local len, s, n = #v, 0, 0
+		if len > 9 then
+			s, n = tonumber(string.sub(v, 1, len - 9)), tonumber(string.sub(v, len - 8))
+		else
+			n = tonumber(v)
+		end
+		local ds = s - ns
+		if ds > 9000000 then
+			d = 9007199254740992
+		elseif ds >= -9000000 then
+			d = ds * 1000000000 + (n - nn)
+		end
 	end
 	local nd, ok, rem, reset, retry, delay = buckets[a](d, cost, burst, interval, shape)
 	if not ok then
@@ -453,9 +475,29 @@ function F.bucketOne(key, field, a, burst, interval, shape, cost, out)
 		return
 	end
 	if nd then
-		local s, n = F.add(F.ns, F.nn, nd)
-		local added = redis.call('HSET', key, field, F.fmt(s, n)) == 1
-		if not F.extend(key, nd, v ~= false, d) and added then
+		local q = math.floor(nd / 1000000000)
+		local n, s = nn + (nd - q * 1000000000), ns + q
+		while n >= 1000000000 do
+			n, s = n - 1000000000, s + 1
+		end
+		while n < 0 do
+			n, s = n + 1000000000, s - 1
+		end
+		local w
+		if s == 0 then
+			w = string.format('%d', n)
+		else
+			w = string.format('%d%09d', s, n)
+		end
+		local added = redis.call('HSET', key, field, w) == 1
+		-- A field that existed and expires d ns from now, whose granule
+		-- covers the new expiry, leaves the hash's TTL as it is (F.extend
+		-- would return false): the common case, decided without the call.
+		if F.pinned or not v or d <= 0 or F.granule(d) < F.nowms + math.floor(nd / 1000000) + 1 then
+			if not F.extend(key, nd, v ~= false, d) and added then
+				F.sweep(key, field, F.bucketExpiry)
+			end
+		elseif added then
 			F.sweep(key, field, F.bucketExpiry)
 		end
 	end
@@ -497,25 +539,6 @@ end
 -- copies and converts far more cheaply. Buckets and fixed windows of whole
 -- seconds are decided here; from the first check that is neither, the
 -- loop at the end of the script takes over.
--- packedAt decides the k-th check (from 0) of a packed batch whose M
--- limits are D on a fast path, appending its reply to out, and returns
--- true; or false, deciding nothing, and what the general path needs: the
--- check's key index, field, limit and cost.
-function F.packedAt(k, m, D, out)
-	local arg = ARGV[5 + m + k]
-	local ki, li, cost = struct.unpack('<HHd', arg)
-	local l, field = D[li], string.sub(arg, 13)
-	local a = l[1]
-	if a <= 3 then
-		F.bucketOne(F.K[ki], field, a, l[3], l[5], l[8] == 1, cost, out)
-		return true
-	end
-	if a == 4 and F.fixed(F.K[ki], field, l[4], l[2], l[6], l[8] == 2, cost, out) then
-		return true
-	end
-	return false, ki, field, l, cost
-end
-
 -- On a Cluster ("P"), a packed batch holds the checks of keys of many
 -- slots that one node serves. Its keys follow the checks' arguments, each
 -- once, and a check's key index points into ARGV; KEYS[1], one of them,
@@ -528,16 +551,23 @@ end
 -- then, if it stopped, the error. The store sends the rest again, one
 -- call each.
 -- packedRun decides the checks of a packed batch from F.k on, on the fast
--- path while they allow it (to the end if general is set).
+-- path while they allow it (to the end if general is set): a bucket's
+-- check (the common one) by F.bucketOne, a fixed window's by F.fixed if
+-- it can, any other by the general path.
 function F.packedRun(general)
-	local out, D, m, n = F.out, F.D, F.m, F.n
+	local out, D, m, n, K = F.out, F.D, F.m, F.n, F.K
 	while F.k < n do
-		local ok, ki, field, l, cost = F.packedAt(F.k, m, D, out)
-		if not ok then
+		local arg = ARGV[5 + m + F.k]
+		local ki, li, cost = struct.unpack('<HHd', arg)
+		local l, field = D[li], string.sub(arg, 13)
+		local a = l[1]
+		if a <= 3 then
+			F.bucketOne(K[ki], field, a, l[3], l[5], l[8] == 1, cost, out)
+		elseif not (a == 4 and F.fixed(K[ki], field, l[4], l[2], l[6], l[8] == 2, cost, out)) then
 			if not general then
 				return
 			end
-			F.A = { ki, field, l[1], l[2], l[3], l[4], l[5], l[6], l[7], tostring(l[8]) }
+			F.A = { ki, field, a, l[2], l[3], l[4], l[5], l[6], l[7], tostring(l[8]) }
 			local r = F.check(1, cost, 1, 'c')
 			F.emit(out, r[1], r[3], r[4], r[5], r[6])
 		end
