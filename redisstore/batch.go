@@ -270,18 +270,20 @@ func (b *batcher) wait(ctx context.Context, w *waiter) (r batchReply, free bool)
 			case <-ctx.Done():
 				r.err = wrap(ctx.Err())
 			}
+			if r.err != nil {
+				// A caller that ran late may find its deadline passed and
+				// its reply in at once: select picks either, and the reply
+				// must win.
+				select {
+				case r = <-w.done:
+					free = true
+				default:
+				}
+			}
 		}
 	}
-	s := b.s
-	switch {
-	case r.err == nil:
-		s.breaker.done(false, false)
-	case errors.Is(r.err, errBreakerOpen), ctx.Err() != nil:
-		// Refused by the breaker, or a caller that gave up: neither says
-		// anything new about Redis.
-	default:
-		s.breaker.done(false, true)
-		s.noteFailure(r.err)
+	if !errors.Is(r.err, errBreakerOpen) {
+		b.s.record(ctx, b.s.nodeOf(w.c), false, r.err)
 	}
 	return r, free
 }
@@ -536,7 +538,7 @@ func (s *Store) runOneBatch(ws []*waiter) {
 			w.done <- r
 		}
 	}
-	if !s.breaker.closed() {
+	if s.nodeOf(ws[0].c).open.Load() {
 		reply(batchReply{err: errBreakerOpen})
 		return
 	}

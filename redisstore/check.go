@@ -22,6 +22,7 @@ type call struct {
 	limits []limitRef
 	cost   int64
 	res    []result // room for a packed reply's result, if any
+	node   *node    // whose breaker it answers to (nodeOf)
 }
 
 // limitRef names one limit of one key of the request.
@@ -45,6 +46,12 @@ type result struct {
 // Timeout; when Redis cannot answer, every limit decides by its
 // StoreErrorPolicy and the decision is marked Degraded.
 func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	if !s.ready.Load() {
+		if err := s.validate(r); err != nil {
+			return bouncer.Decision{}, err
+		}
+		return s.fallback(ctx, r, s.errConnecting())
+	}
 	calls, err := s.plan(r, "c")
 	if err != nil {
 		return bouncer.Decision{}, err
@@ -54,7 +61,7 @@ func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 		var res []result
 		var allowed bool
 		var err error
-		if len(calls) == 1 && s.batchable(&calls[0]) && s.breaker.closed() {
+		if len(calls) == 1 && s.batchable(&calls[0]) && !s.nodeOf(&calls[0]).open.Load() {
 			res, allowed, err = s.batch.do(ctx, &calls[0])
 		} else {
 			res, allowed, err = s.run(ctx, &calls[i])
@@ -92,7 +99,7 @@ var _ bouncer.EachLimiter = (*Store)(nil)
 // them cannot be batched (see Store.batchable), they run concurrently, a
 // call each.
 func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
-	if s.batch == nil || s.batch.closed.Load() || !s.breaker.closed() || len(rs) == 1 {
+	if !s.ready.Load() || s.batch == nil || s.batch.closed.Load() || len(rs) == 1 {
 		bouncer.CheckConcurrently(ctx, s, rs, ds, errs)
 		return
 	}
@@ -105,7 +112,7 @@ func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bounce
 			ds[i], errs[i] = bouncer.Decision{}, err
 			continue
 		}
-		if len(calls) != 1 || !s.batchable(&calls[0]) {
+		if len(calls) != 1 || !s.batchable(&calls[0]) || s.nodeOf(&calls[0]).open.Load() {
 			bouncer.CheckConcurrently(ctx, s, rs, ds, errs)
 			return
 		}
@@ -132,6 +139,12 @@ func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bounce
 // bouncer.Limiter. Refunds are not retried: a refund that fails is lost
 // and returned as an error.
 func (s *Store) Refund(ctx context.Context, r bouncer.Request) error {
+	if !s.ready.Load() {
+		if err := s.validate(r); err != nil {
+			return err
+		}
+		return s.errConnecting()
+	}
 	calls, err := s.plan(r, "r")
 	if err != nil {
 		return err
@@ -201,6 +214,21 @@ func (c *call) part(mode string, charged bool) (call, bool) {
 
 // limitArgs is how many arguments describe one limit to the script.
 const limitArgs = 10
+
+// validate reports what plan would reject in r, without Redis.
+func (s *Store) validate(r bouncer.Request) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	for _, k := range r.Keys {
+		for j := range k.Limits {
+			if li := s.info(&k.Limits[j]); li.err != nil {
+				return li.err
+			}
+		}
+	}
+	return nil
+}
 
 // plan validates r and builds its script calls: one call on a standalone
 // server; on a Cluster, one per bucket (all limits of one key share one).
@@ -314,10 +342,11 @@ func indexOf(list []string, s string) int {
 // errBreakerOpen is the error of a call the breaker kept from Redis.
 var errBreakerOpen = errors.New("redisstore: circuit breaker open")
 
-// run makes one script call through the breaker, with the store's
+// run makes one script call through its node's breaker, with the store's
 // deadline, and parses a check's reply.
 func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
-	ok, probe := s.breaker.allow()
+	n := s.nodeOf(c)
+	ok, trial := n.allow()
 	if !ok {
 		return nil, false, errBreakerOpen
 	}
@@ -326,26 +355,50 @@ func (s *Store) run(ctx context.Context, c *call) ([]result, bool, error) {
 	resp := s.call(cctx, c)
 	cancel()
 	res, allowed, err := parseReply(resp, c)
-	switch {
-	case err == nil:
-		s.breaker.done(probe, false)
-	case ctx.Err() != nil:
-		// A caller that gave up says nothing about Redis: its call is
-		// neither a failure nor a success.
-		s.breaker.abandon(probe)
-	case tryAgain(resp):
-		// A slot still migrating says nothing about Redis's health
-		// either; the check falls back by policy.
-		s.breaker.abandon(probe)
-		s.noteFailure(err)
-	default:
-		s.breaker.done(probe, true)
-		s.noteFailure(err)
+	if err != nil && tryAgain(resp) {
+		// A slot still migrating says nothing about Redis's health; the
+		// check falls back by policy.
+		n.done(abandoned, trial, err)
+		s.failures.Add(1)
+		s.lastErr.Store(&err)
+		return nil, false, err
 	}
+	s.record(ctx, n, trial, err)
 	if err != nil {
 		return nil, false, err
 	}
 	return res, allowed, nil
+}
+
+// record counts the outcome of a call to n whose caller's context is
+// ctx, and tells n's breaker.
+func (s *Store) record(ctx context.Context, n *node, trial bool, err error) {
+	o := classify(ctx, err)
+	switch o {
+	case failed:
+		s.failures.Add(1)
+		s.lastErr.Store(&err)
+	case timedOut:
+		s.slow.Add(1)
+		s.lastErr.Store(&err)
+	}
+	n.done(o, trial, err)
+}
+
+// classify tells what err, a call's error, says of its node: a caller
+// that canceled says nothing; a deadline that passed (the store's or the
+// caller's) without a reply makes the call slow; any other error is a
+// failure.
+func classify(ctx context.Context, err error) outcome {
+	switch {
+	case err == nil:
+		return succeeded
+	case errors.Is(err, context.DeadlineExceeded):
+		return timedOut
+	case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
+		return abandoned
+	}
+	return failed
 }
 
 // call makes c's script call, packed if it can be, and tries it again
@@ -364,12 +417,6 @@ func (s *Store) call(ctx context.Context, c *call) rueidis.RedisResult {
 		resp = s.exec(ctx, x)
 	}
 	return resp
-}
-
-// noteFailure counts a failed call in the store's Stats.
-func (s *Store) noteFailure(err error) {
-	s.failures.Add(1)
-	s.lastErr.Store(&err)
 }
 
 func tryAgain(resp rueidis.RedisResult) bool {

@@ -61,7 +61,11 @@ func testFailureClusterMasterKilled(t *testing.T, pr *privateRedis) {
 	var targets []*target
 	for _, p := range []bouncer.StoreErrorPolicy{bouncer.StoreErrorAllow, bouncer.StoreErrorDeny, bouncer.StoreErrorLocal} {
 		s, prefix := failureClusterStore(t, c, timeout, p)
-		targets = append(targets, &target{name: p.String(), s: s, prefix: prefix, bg: &failureBackground{name: p.String(), policy: p}})
+		bg := &failureBackground{name: p.String(), policy: p, degBy: map[string]*atomic.Int64{}}
+		for _, k := range keys {
+			bg.degBy[k] = new(atomic.Int64)
+		}
+		targets = append(targets, &target{name: p.String(), s: s, prefix: prefix, bg: bg})
 	}
 	for _, tg := range targets {
 		for start := time.Now(); !failureAllByRedis(t, tg.s, keys, always); {
@@ -76,9 +80,11 @@ func testFailureClusterMasterKilled(t *testing.T, pr *privateRedis) {
 	slot := failureSortedSlots(slots)[0]
 	victim := pr.owner(t, pr.liveClusterPort(t), slot)
 	var onVictim int
+	victimSlots := map[int]bool{}
 	for s := range slots {
 		if pr.owner(t, victim.port, s).port == victim.port {
 			onVictim++
+			victimSlots[s] = true
 		}
 	}
 	t.Logf("keys use %d slots, %d of them on master %d, which is killed", len(slots), onVictim, victim.port)
@@ -149,8 +155,35 @@ func testFailureClusterMasterKilled(t *testing.T, pr *privateRedis) {
 		}
 	}
 
-	// The breaker is the store's, not a node's: while one master is dead,
-	// checks of keys on the others degrade too whenever it is open.
+	// Breakers are per node: while one master is dead, only the keys of
+	// its slots degrade; the others' checks go on deciding in Redis.
+	keySlot := func(tg *target, key string) int {
+		hash, _ := redisstore.StateOf(tg.prefix, always, key)
+		return int(redisstore.KeySlot(hash))
+	}
+	for _, tg := range targets {
+		var onDead, elsewhere []string
+		for _, k := range keys {
+			n := tg.bg.degBy[k].Load()
+			switch slot := keySlot(tg, k); {
+			case !slots[slot]:
+				t.Fatalf("test bug: key %q's slot %d is not among the keys' slots %v", k, slot, failureSortedSlots(slots))
+			case victimSlots[slot] && n > 0:
+				onDead = append(onDead, k)
+			case !victimSlots[slot] && n > 0:
+				elsewhere = append(elsewhere, fmt.Sprintf("%s (slot %d): %d", k, slot, n))
+			}
+		}
+		if len(elsewhere) > 0 {
+			t.Errorf("%s: checks of keys on live masters degraded while another master was dead: %v", tg.name, elsewhere)
+			for _, n := range tg.s.Health().Nodes {
+				t.Logf("%s: node %+v", tg.name, n)
+			}
+		}
+		if len(onDead) == 0 {
+			t.Errorf("%s: no key of the dead master degraded", tg.name)
+		}
+	}
 	for i, c := range snapshot() {
 		n, deg := c.n-atKill[i].n, c.deg-atKill[i].deg
 		t.Logf("%s: from the kill until Redis decided again, %d of %d background checks (%.0f%%) were degraded; %d of the keys' %d slots were on the dead master",

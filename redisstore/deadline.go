@@ -58,6 +58,6 @@ func (s *Store) noteTrouble(r rueidis.RedisResult) {
 	if r.NonRedisError() == nil {
 		return
 	}
-	d := max(guardFor, 2*s.breaker.openFor)
+	d := max(guardFor, 2*s.health.openFor)
 	s.guardUntil.Store(int64(time.Since(epoch) + d))
 }

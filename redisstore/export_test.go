@@ -73,7 +73,7 @@ func KeySlot(key string) uint16 { return keySlot(key) }
 // MisplaceSlots makes s believe, until it reads the Cluster's map again,
 // that one node serves every slot.
 func MisplaceSlots(s *Store) {
-	m := &slotMap{at: time.Now()}
+	m := &slotMap{at: time.Now(), nodes: []*node{s.nodes.one}}
 	for i := range m.node {
 		m.node[i] = 1
 	}
@@ -151,3 +151,13 @@ const (
 
 // CheckLua is the check script's source.
 var CheckLua = checkLua
+
+// SetHealthHooks makes the store made from o run its breakers on clock
+// and probe its nodes with ping (nil: the real one) instead of a PING.
+func SetHealthHooks(o *Options, clock func() time.Time, ping func(ctx context.Context, addr string) error) {
+	o.clock, o.ping = clock, ping
+}
+
+// Settle waits until no liveness probe of s is in flight (and, for a
+// store still connecting, until it connects or closes).
+func Settle(s *Store) { s.health.wg.Wait() }

@@ -45,7 +45,7 @@ const (
 	recoverBound = 20 * time.Second
 )
 
-var failureBreaker = redisstore.BreakerOptions{Failures: 3, OpenFor: 100 * time.Millisecond}
+var failureBreaker = redisstore.BreakerOptions{ProbeTimeout: 200 * time.Millisecond, OpenFor: 100 * time.Millisecond}
 
 // failurePerHour is a fixed window of rate per hour: exact, and in one
 // window for any test's length.
@@ -158,6 +158,7 @@ type failureBackground struct {
 	n      atomic.Int64
 	deg    atomic.Int64
 	maxLat atomic.Int64
+	degBy  map[string]*atomic.Int64 // if set: degraded checks of each key, counted before run
 	mu     sync.Mutex
 	errs   []string
 }
@@ -193,6 +194,9 @@ func (bg *failureBackground) record(key string, d bouncer.Decision, err error, t
 		return
 	}
 	bg.deg.Add(1)
+	if n, ok := bg.degBy[key]; ok {
+		n.Add(1)
+	}
 	if want := bg.policy != bouncer.StoreErrorDeny; d.Allowed != want {
 		bg.fail("degraded check of %q under %v: Allowed %v, want %v: %+v", key, bg.policy, d.Allowed, want, d)
 	}
@@ -254,7 +258,7 @@ func testFailureStandalone(t *testing.T, pr *privateRedis) {
 		{"store-allow", D, A, A},
 		{"store-deny", D, N, N},
 		{"store-local", D, L, L},
-		{"default", D, D, A},
+		{"default", D, D, L},
 		{"limit-local-over-store-deny", L, N, L},
 		{"limit-allow-over-store-local", A, L, A},
 	}
@@ -399,8 +403,8 @@ func testFailureStandalone(t *testing.T, pr *privateRedis) {
 	for _, ps := range stores {
 		st := ps.s.Stats()
 		t.Logf("%s: %+v", ps.name, st)
-		if st.Degraded == 0 || st.Failures == 0 || st.Breaker != redisstore.BreakerClosed {
-			t.Errorf("%s: stats %+v: want Degraded and Failures > 0, breaker closed", ps.name, st)
+		if st.Degraded == 0 || st.Failures == 0 || st.Slow == 0 || st.Breaker != redisstore.BreakerClosed {
+			t.Errorf("%s: stats %+v: want Degraded, Failures and Slow > 0, breaker closed", ps.name, st)
 		}
 	}
 }
@@ -467,7 +471,7 @@ func frozenStore(t *testing.T, pr *privateRedis, addr []string, timeout time.Dur
 	t.Helper()
 	s := newStore(t, newClient(t, addr), redisstore.Options{
 		Timeout: timeout,
-		Breaker: redisstore.BreakerOptions{Failures: 1 << 20},
+		Breaker: redisstore.BreakerOptions{ProbeTimeout: time.Hour},
 	})
 	for start := time.Now(); failureCheck(t, s, failureRequest("warm", l)).Degraded; {
 		if time.Since(start) > recoverBound {

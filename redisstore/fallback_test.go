@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,16 +15,23 @@ import (
 )
 
 // failingStore returns a store on a client of a real server whose every
-// call fails at once: its deadline of 1ns has passed before the call is
-// sent. Unless o sets the breaker, the breaker never opens, so that every
-// check goes to Redis and fails.
+// call misses its deadline: its deadline of 1ns has passed before the
+// call is sent. The server answers its liveness probes, so the breaker
+// stays closed and every check goes to Redis and misses.
 func failingStore(t *testing.T, c rueidis.Client, o redisstore.Options) *redisstore.Store {
 	t.Helper()
 	o.Timeout = time.Nanosecond
-	if o.Breaker == (redisstore.BreakerOptions{}) {
-		o.Breaker.Failures = 1 << 30
-	}
 	return newStore(t, c, o)
+}
+
+// downStore is failingStore whose liveness probes fail, as a dead
+// server's would: its first missed deadline opens the breaker, for
+// openFor, on the fake clock clock (nil: the real one).
+func downStore(t *testing.T, c rueidis.Client, openFor time.Duration, clock func() time.Time) *redisstore.Store {
+	t.Helper()
+	o := redisstore.Options{Breaker: redisstore.BreakerOptions{OpenFor: openFor}}
+	redisstore.SetHealthHooks(&o, clock, func(context.Context, string) error { return errors.New("connection refused") })
+	return failingStore(t, c, o)
 }
 
 func oneKey(key string, cost int64, limits ...bouncer.Limit) bouncer.Request {
@@ -209,38 +217,49 @@ func TestStoreErrorStats(t *testing.T) {
 	ctx := context.Background()
 	r := oneKey("k", 1, bucket3("b", bouncer.StoreErrorDefault))
 
-	t.Run("breaker_closed", func(t *testing.T) {
+	t.Run("deadlines_missed_breaker_closed", func(t *testing.T) {
 		s := failingStore(t, c, redisstore.Options{})
 		for range 4 {
 			mustCheck(t, s, r, true)
 		}
+		redisstore.Settle(s)
 		st := s.Stats()
-		if st.Calls != 4 || st.Failures != 4 || st.Degraded != 4 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError == nil {
-			t.Fatalf("after 4 failed checks: %+v; want 4 calls, 4 failures, 4 degraded, breaker closed, a last error", st)
+		if st.Calls != 4 || st.Slow != 4 || st.Failures != 0 || st.Degraded != 4 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError == nil {
+			t.Fatalf("after 4 checks past their deadline on a live Redis: %+v; want 4 calls, 4 slow, no failure, 4 degraded, breaker closed, a last error", st)
 		}
 		if err := s.Refund(ctx, r); err == nil {
-			t.Fatal("Refund on a failing Redis: no error")
+			t.Fatal("Refund past its deadline: no error")
 		}
 		st = s.Stats()
-		if st.Calls != 5 || st.Failures != 5 || st.Degraded != 4 {
-			t.Fatalf("after a failed refund: %+v; want 5 calls, 5 failures, still 4 degraded", st)
+		if st.Calls != 5 || st.Slow != 5 || st.Degraded != 4 {
+			t.Fatalf("after a late refund: %+v; want 5 calls, 5 slow, still 4 degraded", st)
+		}
+		h := s.Health()
+		if !h.Connected || len(h.Nodes) != 1 || h.Nodes[0].Addr == "" || h.Nodes[0].SlowN != 5 || h.Nodes[0].Breaker != redisstore.BreakerClosed {
+			t.Fatalf("Health() = %+v; want one named node, 5 slow calls, breaker closed", h)
 		}
 	})
 
 	t.Run("breaker_open", func(t *testing.T) {
-		s := failingStore(t, c, redisstore.Options{Breaker: redisstore.BreakerOptions{Failures: 2, OpenFor: time.Hour}})
-		for range 5 {
+		s := downStore(t, c, time.Hour, nil)
+		mustCheck(t, s, r, true)
+		redisstore.Settle(s) // the probe fails: the breaker opens
+		for range 4 {
 			mustCheck(t, s, r, true)
 		}
 		st := s.Stats()
-		if st.Calls != 2 || st.Failures != 2 || st.Degraded != 5 || st.Breaker != redisstore.BreakerOpen || st.BreakerOpens != 1 || st.LastError == nil {
-			t.Fatalf("after 5 checks, the breaker opening after 2: %+v; want 2 calls, 2 failures, 5 degraded, breaker open once, a last error", st)
+		if st.Calls != 1 || st.Slow != 1 || st.Degraded != 5 || st.Breaker != redisstore.BreakerOpen || st.BreakerOpens != 1 || st.LastError == nil {
+			t.Fatalf("after 5 checks, the first opening the breaker: %+v; want 1 call, 1 slow, 5 degraded, breaker open once, a last error", st)
 		}
 		if err := s.Refund(ctx, r); err == nil {
 			t.Fatal("Refund with the breaker open: no error")
 		}
-		if st := s.Stats(); st.Calls != 2 {
+		if st := s.Stats(); st.Calls != 1 {
 			t.Fatalf("Refund with the breaker open called Redis: %+v", st)
+		}
+		reasons := s.Health().Degraded()
+		if len(reasons) != 1 || !strings.Contains(reasons[0], "circuit breaker open") || !strings.Contains(reasons[0], "connection refused") {
+			t.Fatalf("Health().Degraded() = %q; want the open breaker and why", reasons)
 		}
 	})
 
@@ -249,14 +268,17 @@ func TestStoreErrorStats(t *testing.T) {
 		for range 4 {
 			mustCheck(t, s, r, false)
 		}
-		if st := s.Stats(); st.Calls != 4 || st.Failures != 0 || st.Degraded != 0 || st.Breaker != redisstore.BreakerClosed || st.LastError != nil {
+		if st := s.Stats(); st.Calls != 4 || st.Failures != 0 || st.Slow != 0 || st.Degraded != 0 || st.Breaker != redisstore.BreakerClosed || st.LastError != nil {
 			t.Fatalf("after 4 checks on a healthy Redis: %+v; want 4 calls and nothing else", st)
+		}
+		if reasons := s.Health().Degraded(); reasons != nil {
+			t.Fatalf("Health().Degraded() = %q on a healthy Redis; want none", reasons)
 		}
 	})
 }
 
 // A caller that gives up says nothing about Redis: its canceled call is
-// neither a failure nor a success to the breaker.
+// neither a failure nor a success to the breaker, and starts no probe.
 func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
 	canceled, cancel := context.WithCancel(context.Background())
@@ -264,45 +286,64 @@ func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 	r := oneKey("k", 1, bucket3("b", bouncer.StoreErrorDefault))
 
 	t.Run("not_a_failure", func(t *testing.T) {
-		s := newStore(t, c, redisstore.Options{Breaker: redisstore.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
+		o := redisstore.Options{}
+		redisstore.SetHealthHooks(&o, nil, func(context.Context, string) error { return errors.New("probed") })
+		s := newStore(t, c, o)
 		for range 3 {
 			s.Check(canceled, r)
 		}
-		if st := s.Stats(); st.Failures != 0 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError != nil {
-			t.Fatalf("after 3 checks of a canceled caller: %+v; want no failure and the breaker closed", st)
+		redisstore.Settle(s)
+		if st := s.Stats(); st.Failures != 0 || st.Slow != 0 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError != nil {
+			t.Fatalf("after 3 checks of a canceled caller: %+v; want no failure, nothing slow, no probe and the breaker closed", st)
 		}
 		if d := mustCheck(t, s, r, false); !d.Allowed {
 			t.Fatalf("check after the canceled ones: %+v; want allowed by Redis", d)
 		}
 	})
 
-	t.Run("not_a_success", func(t *testing.T) {
-		s := failingStore(t, c, redisstore.Options{Breaker: redisstore.BreakerOptions{Failures: 2, OpenFor: time.Hour}})
+	t.Run("canceled_trial", func(t *testing.T) {
+		const openFor = time.Second
+		clock := newTestClock()
+		s := downStore(t, c, openFor, clock.now)
 		mustCheck(t, s, r, true)
-		s.Check(canceled, r)
-		mustCheck(t, s, r, true)
-		if st := s.Stats(); st.Failures != 2 || st.Breaker != redisstore.BreakerOpen || st.BreakerOpens != 1 {
-			t.Fatalf("failure, canceled call, failure with a threshold of 2: %+v; want 2 failures and the breaker open: the canceled call must not reset the run of failures", st)
-		}
-	})
-
-	t.Run("canceled_probe", func(t *testing.T) {
-		const openFor = time.Millisecond
-		s := failingStore(t, c, redisstore.Options{Breaker: redisstore.BreakerOptions{Failures: 1, OpenFor: openFor}})
-		mustCheck(t, s, r, true)
+		redisstore.Settle(s)
 		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen {
-			t.Fatalf("after a failure with a threshold of 1: %+v; want the breaker open", st)
+			t.Fatalf("after a missed deadline and a failed probe: %+v; want the breaker open", st)
 		}
-		time.Sleep(5 * openFor) // the next call is a probe
+		clock.advance(openFor) // the next call is a trial
 		s.Check(canceled, r)
-		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Failures != 1 {
-			t.Fatalf("after a canceled probe: %+v; want the breaker still open and 1 failure: a probe whose caller gave up did not reach Redis", st)
+		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Slow != 1 {
+			t.Fatalf("after a canceled trial: %+v; want the breaker still open and 1 slow call: a trial whose caller gave up did not reach Redis", st)
 		}
-		mustCheck(t, s, r, true) // the next probe fails
-		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Failures != 2 || st.BreakerOpens != 1 {
-			t.Fatalf("after a failed probe: %+v; want the breaker open (once) and 2 failures", st)
+		mustCheck(t, s, r, true) // the next trial misses its deadline
+		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Slow != 2 || st.BreakerOpens != 1 {
+			t.Fatalf("after a late trial: %+v; want the breaker open (once) and 2 slow calls", st)
+		}
+		mustCheck(t, s, r, true) // refused: OpenFor has not passed again
+		if st := s.Stats(); st.Calls != 3 {
+			t.Fatalf("a call went to Redis right after a late trial: %+v; want the 3 calls before", st)
 		}
 	})
+}
+
+// testClock is a clock the tests move by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock { return &testClock{t: time.Now()} }
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
 
 func TestInvalidInputNeverCallsRedis(t *testing.T) {

@@ -31,8 +31,9 @@ const (
 
 // slotMap is which master served each slot when it was read.
 type slotMap struct {
-	node [slotCount]uint16 // 1 + the master's index; 0: no master
-	at   time.Time
+	node  [slotCount]uint16 // 1 + the master's index in nodes; 0: no master
+	nodes []*node
+	at    time.Time
 }
 
 // slots holds a store's map of a Cluster's slots.
@@ -73,6 +74,16 @@ func (s *Store) slotMap(deadline time.Time) *slotMap {
 	return nm
 }
 
+// refreshSlots reads the map of slots now, within preloadTimeout.
+func (s *Store) refreshSlots() {
+	ctx, cancel := context.WithTimeout(context.Background(), preloadTimeout)
+	defer cancel()
+	if nm, err := s.readSlots(ctx); err == nil {
+		s.slots.stale.Store(false)
+		s.slots.cur.Store(nm)
+	}
+}
+
 // fresh reports whether m, the current map, serves without being read
 // again: younger than slotMapAge, and not found wrong.
 func (sl *slots) fresh(m *slotMap) bool {
@@ -104,6 +115,7 @@ func (s *Store) readSlots(ctx context.Context) (*slotMap, error) {
 		i := indexOf(nodes, addr)
 		if i < 0 {
 			nodes = append(nodes, addr)
+			m.nodes = append(m.nodes, s.nodes.get(s, addr))
 			i = len(nodes) - 1
 		}
 		for slot := lo; slot <= hi; slot++ {

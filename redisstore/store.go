@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync"
@@ -24,8 +25,13 @@ var checkLua string
 
 var checkScript = rueidis.NewLuaScript(checkLua)
 
-// DefaultTimeout is the deadline of a store call when Options.Timeout is 0.
-const DefaultTimeout = 5 * time.Millisecond
+// DefaultTimeout is the deadline of a store call when Options.Timeout is
+// 0. It is chosen from measurements (docs/redis.md, "Choosing the
+// deadline"): well above the slowest reply a healthy Redis gives a store
+// on a saturated machine, so that a busy instance keeps deciding in
+// Redis, and short enough that a request waits little while a node that
+// stopped answering is found out (a liveness probe, ProbeTimeout).
+const DefaultTimeout = 50 * time.Millisecond
 
 // DefaultBuckets is the number of buckets when Options.Buckets is 0.
 const DefaultBuckets = 1 << 14
@@ -39,13 +45,26 @@ const MaxSpan = time.Duration(1 << 52)
 // Options configure a Store.
 type Options struct {
 	// Client is the Redis connection: standalone, Cluster or Sentinel,
-	// as rueidis.NewClient makes it. If nil, New connects to Addrs.
+	// as rueidis.NewClient makes it. If nil, New connects to Addrs (or
+	// ClientOption).
 	Client rueidis.Client
 
 	// Addrs are the Redis addresses to connect to when Client is nil:
 	// one standalone server, or any nodes of a Cluster. The store closes
 	// the client it makes on Close.
 	Addrs []string
+
+	// ClientOption, when Client is nil and its InitAddress is set, is the
+	// rueidis configuration the store connects with (credentials, TLS,
+	// Sentinel); start from ClientOption(addrs). Otherwise the store
+	// connects with ClientOption(Addrs).
+	//
+	// A store that connects itself starts whether or not Redis answers:
+	// New waits up to a second for the first attempt, and then, if Redis
+	// is unreachable, returns a store that decides by policy (Degraded,
+	// Health().Connected false) while it keeps trying in the background,
+	// and switches to Redis once it answers.
+	ClientOption rueidis.ClientOption
 
 	// Prefix starts every Redis key; "" means "bouncer". At most 64 bytes,
 	// without braces.
@@ -62,13 +81,17 @@ type Options struct {
 	// Timeout is the deadline of every call to Redis; 0 means
 	// DefaultTimeout. A caller's earlier deadline wins. A check is one
 	// call, except on a Cluster when its keys fall in several buckets: one
-	// call per bucket, each with this deadline. A call that has to
-	// reconnect does so within its deadline, so Timeout must allow for
-	// connecting (and TLS) to Redis, not only for a round trip.
+	// call per bucket, each with this deadline. A check whose reply has
+	// not come by then decides by its limits' policy; the call counts as
+	// slow, not failed (see BreakerOptions). A call that has to reconnect
+	// does so within its deadline, so Timeout must allow for connecting
+	// (and TLS) to Redis, not only for a round trip.
 	Timeout time.Duration
 
 	// OnStoreError is the policy of limits whose OnStoreError is the
-	// default; its own default is bouncer.StoreErrorAllow (fail open).
+	// default; its own default is bouncer.StoreErrorLocal: each instance
+	// then enforces every limit on its own while Redis cannot answer, so
+	// that N instances admit at most N times a limit.
 	OnStoreError bouncer.StoreErrorPolicy
 
 	// Local is the in-memory store that limits with StoreErrorLocal use
@@ -76,8 +99,13 @@ type Options struct {
 	// which Close closes.
 	Local *memstore.Store
 
-	// Breaker configures the circuit breaker.
+	// Breaker configures the circuit breakers, one per Redis node.
 	Breaker BreakerOptions
+
+	// Logger receives a line when a node's breaker opens or closes, when
+	// a node turns slow or recovers, and when the store connects to
+	// Redis or cannot; nil means slog.Default().
+	Logger *slog.Logger
 
 	// NoBatch turns off batching: the store merges checks that arrive
 	// while others are in flight into one script call (on a Cluster, one
@@ -88,30 +116,47 @@ type Options struct {
 	// now, when set (by tests only), pins the time the scripts use
 	// instead of Redis's TIME.
 	now func() time.Time
+
+	// clock and ping, when set (by tests only), replace the breakers'
+	// clock and liveness probe.
+	clock func() time.Time
+	ping  func(ctx context.Context, addr string) error
 }
 
 // Store is the Redis bouncer.Limiter. Its methods are safe for concurrent
 // use.
 type Store struct {
+	prefix   string
+	buckets  uint64
+	timeout  time.Duration
+	policy   bouncer.StoreErrorPolicy
+	local    *memstore.Store
+	ownLocal bool
+	noBatch  bool
+	now      func() time.Time
+	health   *health
+	log      *slog.Logger
+
+	// Set once connected, before ready is stored; read only after ready
+	// is seen true.
 	client    rueidis.Client
 	ownClient bool
 	cluster   bool
-	prefix    string
-	buckets   uint64
-	timeout   time.Duration
-	policy    bouncer.StoreErrorPolicy
-	local     *memstore.Store
-	ownLocal  bool
-	breaker   *breaker
 	batch     *batcher // nil with Options.NoBatch
 	slots     slots    // on a Cluster: which node serves each slot
-	now       func() time.Time
+	nodes     nodes
+	ready     atomic.Bool
+	connErr   atomic.Pointer[error] // while not ready: the last attempt's
+
+	mu     sync.Mutex // guards closed and the hand-over of a connection
+	closed bool
 
 	limits sync.Map // bouncer.Limit → *limitInfo
 	cached atomic.Int64
 
 	calls    atomic.Uint64
 	failures atomic.Uint64
+	slow     atomic.Uint64
 	degraded atomic.Uint64
 	rerouted atomic.Uint64
 	lastErr  atomic.Pointer[error]
@@ -121,7 +166,17 @@ type Store struct {
 
 var _ bouncer.Limiter = (*Store)(nil)
 
-// New returns a store on o.Client, or on a client it connects to o.Addrs.
+// connectWait bounds how long New waits for a first connection.
+const connectWait = time.Second
+
+// Reconnection backoff of a store that could not connect yet.
+const (
+	connectRetryMin = 50 * time.Millisecond
+	connectRetryMax = 500 * time.Millisecond
+)
+
+// New returns a store on o.Client, or on a client it connects to o.Addrs
+// (see Options.ClientOption: it starts even while Redis is down).
 func New(o Options) (*Store, error) {
 	if len(o.Prefix) > 64 || containsAny(o.Prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q: at most 64 bytes, without braces", o.Prefix)
@@ -129,15 +184,35 @@ func New(o Options) (*Store, error) {
 	if !o.OnStoreError.Valid() {
 		return nil, fmt.Errorf("redisstore: unknown OnStoreError policy %d", uint8(o.OnStoreError))
 	}
+	co := o.ClientOption
+	if len(co.InitAddress) == 0 {
+		co = ClientOption(o.Addrs)
+	}
+	if o.Client == nil && len(co.InitAddress) == 0 {
+		return nil, errors.New("redisstore: neither Client nor Addrs is set")
+	}
 	s := &Store{
-		client:  o.Client,
 		prefix:  o.Prefix,
 		timeout: o.Timeout,
 		policy:  o.OnStoreError,
 		local:   o.Local,
+		noBatch: o.NoBatch,
 		now:     o.now,
-		breaker: newBreaker(o.Breaker, time.Now),
+		log:     o.Logger,
 	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	clock := o.clock
+	if clock == nil {
+		clock = time.Now
+	}
+	s.health = newHealth(o.Breaker, clock, s.log)
+	s.health.ping = s.ping
+	if o.ping != nil {
+		s.health.ping = func(ctx context.Context, n *node) error { return o.ping(ctx, n.addr) }
+	}
+	s.health.opened = s.nodeOpened
 	if s.prefix == "" {
 		s.prefix = "bouncer"
 	}
@@ -145,7 +220,7 @@ func New(o Options) (*Store, error) {
 		s.timeout = DefaultTimeout
 	}
 	if s.policy == bouncer.StoreErrorDefault {
-		s.policy = bouncer.StoreErrorAllow
+		s.policy = bouncer.StoreErrorLocal
 	}
 	n := o.Buckets
 	if n <= 0 {
@@ -155,25 +230,94 @@ func New(o Options) (*Store, error) {
 	for s.buckets < uint64(n) {
 		s.buckets <<= 1
 	}
-	if s.client == nil {
-		if len(o.Addrs) == 0 {
-			return nil, errors.New("redisstore: neither Client nor Addrs is set")
-		}
-		c, err := rueidis.NewClient(ClientOption(o.Addrs))
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: connecting to %v: %w", o.Addrs, err)
-		}
-		s.client, s.ownClient = c, true
-	}
-	s.cluster = s.client.Mode() == rueidis.ClientModeCluster
-	if !o.NoBatch {
-		s.batch = newBatcher(s)
-	}
-	s.preload()
 	if s.local == nil {
 		s.local, s.ownLocal = memstore.New(memstore.Options{}), true
 	}
+	if o.Client != nil {
+		s.attach(o.Client, false)
+		return s, nil
+	}
+	first := make(chan struct{})
+	s.health.wg.Add(1)
+	go s.connect(co, first)
+	t := time.NewTimer(connectWait)
+	select {
+	case <-first:
+	case <-t.C:
+	}
+	t.Stop()
 	return s, nil
+}
+
+// connect makes the store's client, trying again with backoff until it
+// connects or the store closes; it closes first after the first attempt.
+func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
+	defer s.health.wg.Done()
+	tried := func() {
+		if first != nil {
+			close(first)
+			first = nil
+		}
+	}
+	defer tried()
+	delay := connectRetryMin
+	for attempt := 1; ; attempt++ {
+		c, err := rueidis.NewClient(co)
+		if err == nil {
+			if !s.attach(c, true) {
+				c.Close()
+			}
+			return
+		}
+		err = fmt.Errorf("redisstore: connecting to %v: %w", co.InitAddress, err)
+		s.connErr.Store(&err)
+		if attempt == 1 {
+			s.log.Warn("redis unreachable: deciding by each limit's on_store_error policy until it answers", "addrs", co.InitAddress, "err", err)
+		}
+		tried()
+		t := time.NewTimer(delay)
+		select {
+		case <-s.health.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, connectRetryMax)
+	}
+}
+
+// attach makes c the store's client, unless the store is closed.
+func (s *Store) attach(c rueidis.Client, own bool) bool {
+	preload(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.client, s.ownClient = c, own
+	s.cluster = c.Mode() == rueidis.ClientModeCluster
+	s.nodes.init(s)
+	if !s.noBatch {
+		s.batch = newBatcher(s)
+	}
+	if s.cluster {
+		s.refreshSlots()
+	}
+	wasDown := s.connErr.Load() != nil
+	s.connErr.Store(nil)
+	s.ready.Store(true)
+	if wasDown {
+		s.log.Info("redis connected: deciding in Redis", "nodes", len(c.Nodes()))
+	}
+	return true
+}
+
+// errConnecting is the error of a call made before the store connected.
+func (s *Store) errConnecting() error {
+	if e := s.connErr.Load(); e != nil {
+		return *e
+	}
+	return errors.New("redisstore: not connected to Redis yet")
 }
 
 func containsAny(s, chars string) bool {
@@ -187,17 +331,17 @@ func containsAny(s, chars string) bool {
 	return false
 }
 
-// preloadTimeout bounds how long New spends loading the script.
+// preloadTimeout bounds how long connecting spends loading the script.
 const preloadTimeout = 2 * time.Second
 
-// preload loads the script on every node the client knows, so that the
-// first checks do not spend their deadline sending and compiling it. It is
+// preload loads the script on every node c knows, so that the first
+// checks do not spend their deadline sending and compiling it. It is
 // best effort: a node that is down now gets the script with its first
 // check (EVALSHA, then EVAL on NOSCRIPT).
-func (s *Store) preload() {
+func preload(c rueidis.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), preloadTimeout)
 	defer cancel()
-	for _, n := range s.client.Nodes() {
+	for _, n := range c.Nodes() {
 		n.Do(ctx, n.B().ScriptLoad().Script(checkLua).Build())
 	}
 }
@@ -211,10 +355,15 @@ func ClientOption(addrs []string) rueidis.ClientOption {
 	return rueidis.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: 20 * time.Microsecond}
 }
 
-// Close stops the store's batching goroutines and closes the client and
-// the local store if the store made them. (A store dropped without Close
-// leaves no goroutine running for longer than 100ms of idleness.)
+// Close stops the store's goroutines (batching, probes, connecting) and
+// closes the client and the local store if the store made them. (A store
+// dropped without Close leaves no batching goroutine running for longer
+// than 100ms of idleness.)
 func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.health.close()
 	if s.batch != nil {
 		s.batch.close()
 	}
@@ -230,22 +379,85 @@ func (s *Store) Close() error {
 // Stats are a store's counters.
 type Stats struct {
 	Calls        uint64 // checks and refunds sent to Redis (a batched call of n checks counts n)
-	Failures     uint64 // calls that failed (error or deadline)
+	Failures     uint64 // calls that ended in an error
+	Slow         uint64 // calls that missed their deadline
 	Degraded     uint64 // checks decided by policy without Redis
 	Rerouted     uint64 // checks of a Cluster's batch sent again on their own, their key having moved
-	Breaker      string // BreakerClosed, BreakerOpen or BreakerHalfOpen
-	BreakerOpens uint64 // times the breaker opened
-	LastError    error  // the last failure, or nil
+	Breaker      string // the worst of the nodes' breakers: BreakerOpen, BreakerHalfOpen or BreakerClosed
+	BreakerOpens uint64 // times a node's breaker opened, all nodes together
+	Connected    bool   // the store has a client (see Options.ClientOption)
+	LastError    error  // the last failure or missed deadline, or nil
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Calls: s.calls.Load(), Failures: s.failures.Load(), Degraded: s.degraded.Load(), Rerouted: s.rerouted.Load()}
-	st.Breaker, st.BreakerOpens = s.breaker.state()
+	st := Stats{
+		Calls: s.calls.Load(), Failures: s.failures.Load(), Slow: s.slow.Load(),
+		Degraded: s.degraded.Load(), Rerouted: s.rerouted.Load(), Breaker: BreakerClosed,
+		Connected: s.ready.Load(),
+	}
+	for _, n := range s.Health().Nodes {
+		st.BreakerOpens += n.Opens
+		switch {
+		case n.Breaker == BreakerOpen:
+			st.Breaker = BreakerOpen
+		case n.Breaker == BreakerHalfOpen && st.Breaker == BreakerClosed:
+			st.Breaker = BreakerHalfOpen
+		}
+	}
 	if e := s.lastErr.Load(); e != nil {
 		st.LastError = *e
 	}
 	return st
+}
+
+// Health is what a store knows of Redis: whether it has connected, and
+// each node's breaker and counts.
+type Health struct {
+	Connected    bool         // false until the store first connects
+	ConnectError error        // while not connected: why the last attempt failed
+	Nodes        []NodeHealth // the nodes calls went to, in the order the store met them
+}
+
+// Degraded returns why checks may be decided without Redis now, one
+// reason per line ("" entries never), or nil when nothing is wrong: the
+// store is not connected, a node's breaker is open, or a node is slow.
+func (h Health) Degraded() []string {
+	var out []string
+	if !h.Connected {
+		msg := "redis: not connected yet"
+		if h.ConnectError != nil {
+			msg = h.ConnectError.Error()
+		}
+		out = append(out, msg)
+	}
+	for _, n := range h.Nodes {
+		name := n.Addr
+		if name == "" {
+			name = "unmapped slots"
+		}
+		switch {
+		case n.Breaker != BreakerClosed:
+			out = append(out, fmt.Sprintf("redis node %s: circuit breaker %s since %s: %s", name, n.Breaker, n.Since.Format(time.RFC3339), n.Reason))
+		case n.Slow:
+			out = append(out, fmt.Sprintf("redis node %s: slow since %s: %s", name, n.Since.Format(time.RFC3339), n.Reason))
+		}
+	}
+	return out
+}
+
+// Health returns what the store knows of Redis now. It is cheap enough to
+// call on every readiness probe or metrics scrape.
+func (s *Store) Health() Health {
+	h := Health{Connected: s.ready.Load()}
+	if !h.Connected {
+		h.ConnectError = s.errConnecting()
+		return h
+	}
+	for _, n := range s.nodes.all() {
+		h.Nodes = append(h.Nodes, n.health())
+	}
+	return h
 }
 
 // limitInfo is what a check sends of a limit, computed once.

@@ -336,6 +336,10 @@ write_conf() {
 			# A replica may take over however long it was cut off from its
 			# master (tests stop nodes for arbitrary times).
 			echo "cluster-replica-validity-factor 0"
+			# The other masters keep serving their slots while one is down
+			# (Redis's default, yes, refuses every query until failover):
+			# the setting docs/redis.md recommends for a rate limiter.
+			echo "cluster-require-full-coverage no"
 		fi
 	} >"$dir/redis.conf"
 }

@@ -1,0 +1,413 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock the tests move by hand; safe for concurrent use.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// nodeHarness drives one node's breaker on a fake clock, with a liveness
+// probe that answers as the test says.
+type nodeHarness struct {
+	t     *testing.T
+	n     *node
+	h     *health
+	clock *fakeClock
+	pings atomic.Int64
+	ping  atomic.Pointer[func(ctx context.Context) error]
+	logs  *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var _ io.Writer = (*lockedBuffer)(nil)
+
+func newNodeHarness(t *testing.T, o BreakerOptions) *nodeHarness {
+	clock := newFakeClock()
+	nh := &nodeHarness{t: t, clock: clock, logs: &lockedBuffer{}}
+	nh.h = newHealth(o, clock.now, slog.New(slog.NewTextHandler(nh.logs, nil)))
+	nh.h.ping = func(ctx context.Context, _ *node) error {
+		nh.pings.Add(1)
+		return (*nh.ping.Load())(ctx)
+	}
+	nh.answer(func(context.Context) error { return nil })
+	nh.n = newNode("redis-1:6379", nh.h)
+	t.Cleanup(nh.h.close)
+	return nh
+}
+
+// answer sets how the next probes answer.
+func (nh *nodeHarness) answer(f func(ctx context.Context) error) { nh.ping.Store(&f) }
+
+// settle waits until no probe is in flight.
+func (nh *nodeHarness) settle() { nh.h.wg.Wait() }
+
+// call makes one call that the breaker must let through as an ordinary
+// (non-trial) call, and reports its outcome; then waits for the probe it
+// may have started.
+func (nh *nodeHarness) call(o outcome) {
+	nh.t.Helper()
+	ok, trial := nh.n.allow()
+	if !ok || trial {
+		nh.t.Fatalf("allow() = %v, %v; want an ordinary call (true, false)", ok, trial)
+	}
+	nh.n.done(o, false, errOf(o))
+	nh.settle()
+}
+
+func errOf(o outcome) error {
+	switch o {
+	case failed:
+		return errors.New("connection refused")
+	case timedOut:
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (nh *nodeHarness) refused(why string) {
+	nh.t.Helper()
+	if ok, trial := nh.n.allow(); ok || trial {
+		nh.t.Fatalf("%s: allow() = %v, %v; want the call refused (false, false)", why, ok, trial)
+	}
+}
+
+func (nh *nodeHarness) trial(why string) {
+	nh.t.Helper()
+	if ok, trial := nh.n.allow(); !ok || !trial {
+		nh.t.Fatalf("%s: allow() = %v, %v; want a trial (true, true)", why, ok, trial)
+	}
+}
+
+func (nh *nodeHarness) want(why, breaker string, slow bool, opens uint64) NodeHealth {
+	nh.t.Helper()
+	got := nh.n.health()
+	if got.Breaker != breaker || got.Slow != slow || got.Opens != opens {
+		nh.t.Fatalf("%s: health() = breaker %q, slow %v, %d opens (%q); want %q, %v, %d", why, got.Breaker, got.Slow, got.Opens, got.Reason, breaker, slow, opens)
+	}
+	return got
+}
+
+func TestBreakerDefaults(t *testing.T) {
+	h := newHealth(BreakerOptions{}, time.Now, slog.Default())
+	defer h.close()
+	if h.probeTimeout != DefaultProbeTimeout || h.openFor != DefaultOpenFor {
+		t.Fatalf("defaults: probe timeout %v, open for %v; want %v, %v", h.probeTimeout, h.openFor, DefaultProbeTimeout, DefaultOpenFor)
+	}
+}
+
+// A busy client: many calls miss their deadline, but Redis answers its
+// probes. The breaker never opens; the node is reported slow while the
+// misses are at least minSlow and 1 % of the window, and no longer once
+// they age out of it.
+func TestBreakerLateRepliesAreSlowNotDown(t *testing.T) {
+	nh := newNodeHarness(t, BreakerOptions{})
+	for range 500 {
+		nh.call(succeeded)
+	}
+	for i := range minSlow - 1 {
+		nh.call(timedOut)
+		nh.want("a few misses", BreakerClosed, false, 0)
+		if i == 0 && nh.pings.Load() != 1 {
+			t.Fatalf("a missed deadline sent %d probes; want 1", nh.pings.Load())
+		}
+	}
+	nh.call(timedOut)
+	got := nh.want("minSlow misses in 510 calls", BreakerClosed, true, 0)
+	if got.SlowN != minSlow || got.Calls != 500+minSlow || !strings.Contains(got.Reason, "missed their deadline") {
+		t.Fatalf("health = %+v; want %d slow of %d calls and the reason", got, minSlow, 500+minSlow)
+	}
+	if n := nh.pings.Load(); n != minSlow {
+		t.Fatalf("%d probes for %d misses, each after the last had answered; want %d", n, minSlow, minSlow)
+	}
+	if !strings.Contains(nh.logs.String(), "redis node slow") {
+		t.Fatalf("no log line when the node turned slow: %q", nh.logs.String())
+	}
+	nh.refusedNever(t)
+	nh.clock.advance(healthWindow)
+	nh.call(succeeded)
+	nh.want("the misses aged out", BreakerClosed, false, 0)
+	if !strings.Contains(nh.logs.String(), "no longer slow") {
+		t.Fatalf("no log line when the node recovered: %q", nh.logs.String())
+	}
+}
+
+func (nh *nodeHarness) refusedNever(t *testing.T) {
+	t.Helper()
+	if ok, trial := nh.n.allow(); !ok || trial {
+		t.Fatalf("a slow node refused a call: allow() = %v, %v", ok, trial)
+	}
+}
+
+// Misses are slow until 1 % of the window's calls: a handful among very
+// many calls is not a slow node.
+func TestBreakerFewMissesAmongManyCalls(t *testing.T) {
+	nh := newNodeHarness(t, BreakerOptions{})
+	for range 100 * 3 * minSlow {
+		nh.n.done(succeeded, false, nil)
+	}
+	for range 2 * minSlow {
+		nh.call(timedOut)
+	}
+	nh.want("20 misses in 3020 calls", BreakerClosed, false, 0)
+}
+
+// A frozen server: calls miss their deadline and the probe gets no reply
+// within ProbeTimeout. The breaker opens, with the reason, and logs it.
+func TestBreakerOpensWhenProbeGetsNoReply(t *testing.T) {
+	nh := newNodeHarness(t, BreakerOptions{ProbeTimeout: time.Millisecond})
+	nh.answer(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	nh.call(timedOut)
+	got := nh.want("after a probe with no reply", BreakerOpen, false, 1)
+	if !strings.Contains(got.Reason, "no reply to a PING within 1ms") {
+		t.Fatalf("reason %q; want it to name the probe's timeout", got.Reason)
+	}
+	if !strings.Contains(nh.logs.String(), "circuit breaker open") || !strings.Contains(nh.logs.String(), "redis-1:6379") {
+		t.Fatalf("no log line naming the node when the breaker opened: %q", nh.logs.String())
+	}
+	nh.refused("open")
+}
+
+// A dead server: a call fails, and so does the probe.
+func TestBreakerOpensWhenProbeFails(t *testing.T) {
+	nh := newNodeHarness(t, BreakerOptions{})
+	nh.answer(func(context.Context) error { return errors.New("dial tcp: connection refused") })
+	nh.call(failed)
+	got := nh.want("after a failed probe", BreakerOpen, false, 1)
+	if !strings.Contains(got.Reason, "connection refused") {
+		t.Fatalf("reason %q; want the probe's error", got.Reason)
+	}
+}
+
+// A server that answers PING but fails the calls (out of memory, say):
+// the breaker opens once at least minFailures of the window's calls, and
+// half of them, failed — not before.
+func TestBreakerOpensOnFailureRate(t *testing.T) {
+	nh := newNodeHarness(t, BreakerOptions{})
+	for range 2 * minFailures {
+		nh.call(succeeded)
+	}
+	for range 2*minFailures - 1 {
+		nh.call(failed)
+	}
+	nh.want("19 failures in 39 calls", BreakerClosed, false, 0)
+	nh.call(failed)
+	got := nh.want("20 failures in 40 calls", BreakerOpen, false, 1)
+	if !strings.Contains(got.Reason, "20 of 40 calls") {
+		t.Fatalf("reason %q; want the counts", got.Reason)
+	}
+
+	// Failures of an earlier window do not count.
+	nh2 := newNodeHarness(t, BreakerOptions{})
+	for range minFailures - 1 {
+		nh2.call(failed)
+	}
+	nh2.clock.advance(healthWindow)
+	nh2.call(failed)
+	nh2.want("failures spread over two windows", BreakerClosed, false, 0)
+}
+
+// An open breaker refuses calls for OpenFor, then lets one trial through
+// at a time: a failed or late trial keeps it open for another OpenFor, a
+// canceled one frees the slot at once, a successful one closes it.
+func TestBreakerTrials(t *testing.T) {
+	const openFor = time.Second
+	nh := newNodeHarness(t, BreakerOptions{OpenFor: openFor})
+	nh.answer(func(context.Context) error { return errors.New("refused") })
+	nh.call(failed)
+	nh.want("opened", BreakerOpen, false, 1)
+	nh.clock.advance(openFor - time.Nanosecond)
+	nh.refused("just before OpenFor")
+	nh.clock.advance(time.Nanosecond)
+	nh.trial("OpenFor after it opened")
+	nh.want("a trial in flight", BreakerHalfOpen, false, 1)
+	nh.refused("a second call while the trial is in flight")
+	nh.n.done(abandoned, true, context.Canceled)
+	nh.trial("after a canceled trial")
+	nh.n.done(timedOut, true, context.DeadlineExceeded)
+	nh.want("after a late trial", BreakerOpen, false, 1)
+	nh.refused("right after a late trial")
+	nh.clock.advance(openFor)
+	nh.trial("OpenFor after the late trial")
+	nh.n.done(failed, true, errors.New("refused"))
+	nh.refused("right after a failed trial")
+	nh.clock.advance(openFor)
+	nh.trial("OpenFor after the failed trial")
+	nh.n.done(succeeded, true, nil)
+	nh.want("after a successful trial", BreakerClosed, false, 1)
+	if !strings.Contains(nh.logs.String(), "circuit breaker closed") {
+		t.Fatalf("no log line when the breaker closed: %q", nh.logs.String())
+	}
+	if n := nh.pings.Load(); n != 1 {
+		t.Fatalf("%d probes; want 1: an open breaker is tested by trials, not probes", n)
+	}
+	// Closed afresh: the failures that opened it are forgotten.
+	nh.answer(func(context.Context) error { return nil })
+	nh.call(failed)
+	nh.want("one failure after closing", BreakerClosed, false, 1)
+}
+
+// Calls let through while the breaker was closed may report after it
+// opened; they must neither close it nor move its trial time.
+func TestBreakerStragglers(t *testing.T) {
+	const openFor = time.Second
+	nh := newNodeHarness(t, BreakerOptions{OpenFor: openFor})
+	nh.answer(func(context.Context) error { return errors.New("refused") })
+	for range 3 {
+		if ok, trial := nh.n.allow(); !ok || trial {
+			t.Fatalf("closed: allow() = %v, %v", ok, trial)
+		}
+	}
+	nh.n.done(failed, false, errors.New("refused"))
+	nh.settle()
+	nh.want("a failure and a failed probe", BreakerOpen, false, 1)
+	nh.clock.advance(openFor / 2)
+	nh.n.done(succeeded, false, nil)
+	nh.want("a straggler succeeded while open", BreakerOpen, false, 1)
+	nh.n.done(timedOut, false, context.DeadlineExceeded)
+	nh.settle()
+	nh.want("a straggler was late while open", BreakerOpen, false, 1)
+	nh.refused("stragglers do not move the trial time")
+	nh.clock.advance(openFor - openFor/2)
+	nh.trial("OpenFor after it opened, whatever the stragglers did")
+	if n := nh.pings.Load(); n != 1 {
+		t.Fatalf("%d probes; want 1: stragglers of an open breaker start none", n)
+	}
+}
+
+// Many goroutines failing at once open the breaker exactly once, start at
+// most one probe at a time, and once open only one gets each trial.
+func TestBreakerConcurrent(t *testing.T) {
+	nh := newNodeHarness(t, BreakerOptions{OpenFor: time.Minute})
+	var inFlight, most atomic.Int64
+	nh.answer(func(context.Context) error {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		inFlight.Add(-1)
+		return errors.New("refused")
+	})
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 64 {
+		wg.Go(func() {
+			<-start
+			for range 100 {
+				if ok, trial := nh.n.allow(); ok {
+					nh.n.done(failed, trial, errors.New("refused"))
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	nh.settle()
+	nh.want("after 6400 concurrent failing calls on a frozen clock", BreakerOpen, false, 1)
+	if m := most.Load(); m != 1 {
+		t.Fatalf("%d probes in flight at once; want at most 1", m)
+	}
+	nh.clock.advance(time.Minute)
+	var trials atomic.Int64
+	start = make(chan struct{})
+	for range 64 {
+		wg.Go(func() {
+			<-start
+			if _, trial := nh.n.allow(); trial {
+				trials.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := trials.Load(); n != 1 {
+		t.Fatalf("%d goroutines got the trial; want exactly 1", n)
+	}
+}
+
+// Closing the store's health stops a probe in flight: no goroutine is
+// left (goleak checks the package), and the breaker does not open for it.
+func TestBreakerCloseStopsProbes(t *testing.T) {
+	nh := newNodeHarness(t, BreakerOptions{ProbeTimeout: time.Hour})
+	started := make(chan struct{})
+	nh.answer(func(ctx context.Context) error { close(started); <-ctx.Done(); return ctx.Err() })
+	nh.n.done(timedOut, false, context.DeadlineExceeded)
+	<-started
+	nh.h.close()
+	nh.want("closed while probing", BreakerClosed, false, 0)
+	nh.n.done(timedOut, false, context.DeadlineExceeded)
+	nh.settle()
+	if n := nh.pings.Load(); n != 1 {
+		t.Fatalf("%d probes after close; want none more", n-1)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(1, 0))
+	defer cancel2()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want outcome
+	}{
+		{"reply", context.Background(), nil, succeeded},
+		{"store deadline", context.Background(), wrap(context.DeadlineExceeded), timedOut},
+		{"caller deadline", expired, wrap(context.DeadlineExceeded), timedOut},
+		{"caller canceled", canceled, wrap(context.Canceled), abandoned},
+		{"caller canceled, call failed", canceled, errors.New("EOF"), abandoned},
+		{"connection refused", context.Background(), wrap(errors.New("dial tcp: connection refused")), failed},
+		{"error reply", context.Background(), wrap(errors.New("OOM command not allowed")), failed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classify(tt.ctx, tt.err); got != tt.want {
+				t.Fatalf("classify(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+		})
+	}
+}
