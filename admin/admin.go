@@ -38,6 +38,14 @@ type Options struct {
 	// Ready reports whether the service takes traffic; /readyz answers
 	// 503 while it returns false (during shutdown). Nil means always.
 	Ready func() bool
+
+	// Degraded returns why the service decides without its shared store
+	// now (Redis not connected, a node's breaker open, a node slow), one
+	// reason each, or nil. While it returns any, /readyz answers 200
+	// with "status": "degraded" and the reasons: every instance shares
+	// the same Redis, so taking them all out of rotation would turn a
+	// degraded limit into an outage. Nil means never degraded.
+	Degraded func() []string
 }
 
 // Handler returns the admin API's handler.
@@ -51,7 +59,14 @@ func Handler(o Options) http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "config_version": o.Engine.Config().Version})
+		version := o.Engine.Config().Version
+		if o.Degraded != nil {
+			if reasons := o.Degraded(); len(reasons) > 0 {
+				writeJSON(w, http.StatusOK, map[string]any{"status": "degraded", "reasons": reasons, "config_version": version})
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "config_version": version})
 	})
 	if o.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))

@@ -226,6 +226,10 @@ func TestEndpoints(t *testing.T) {
 	ready := true
 	h := admin.Handler(admin.Options{Engine: e, Gatherer: reg, Ready: func() bool { return ready }})
 	bare := admin.Handler(admin.Options{Engine: e})
+	degraded := admin.Handler(admin.Options{Engine: e, Ready: func() bool { return ready }, Degraded: func() []string {
+		return []string{"redis node 10.0.0.1:6379: circuit breaker open"}
+	}})
+	healthy := admin.Handler(admin.Options{Engine: e, Degraded: func() []string { return nil }})
 	tests := []struct {
 		name       string
 		h          http.Handler
@@ -239,6 +243,10 @@ func TestEndpoints(t *testing.T) {
 		{"readyz", h, true, "/readyz", 200, `"config_version":"` + c.Version + `"`},
 		{"readyz while draining", h, false, "/readyz", 503, `"status":"draining"`},
 		{"readyz without Ready", bare, false, "/readyz", 200, `"status":"ready"`},
+		{"readyz degraded", degraded, true, "/readyz", 200, `"reasons":["redis node 10.0.0.1:6379: circuit breaker open"],"status":"degraded"}`},
+		{"readyz degraded while draining", degraded, false, "/readyz", 503, `"status":"draining"`},
+		{"readyz not degraded", healthy, true, "/readyz", 200, `"status":"ready"`},
+		{"healthz degraded", degraded, true, "/healthz", 200, `"status":"ok"`},
 		{"metrics", h, true, "/metrics", 200, "test_total 0"},
 		{"metrics without a gatherer", bare, true, "/metrics", 404, `"error":"not_found"`},
 		{"config", h, true, "/v1/config", 200, `"version":"` + c.Version + `"`},

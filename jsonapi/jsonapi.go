@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -123,6 +125,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
 		return
 	}
+	if !jsonContent(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON: send Content-Type: application/json")
+		return
+	}
 	limit := h.MaxBody
 	if limit <= 0 {
 		limit = DefaultMaxBody
@@ -135,6 +141,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeError(w, http.StatusBadRequest, "invalid_request", "could not read the body")
+		return
+	}
+	if err := validText(body); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	req, err := parse(body)
@@ -167,6 +177,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, f := range resp.Headers(h.Headers) {
 		w.Header().Set(f.Name, f.Value) // names are case-insensitive: Go sends Ratelimit-Policy
 	}
+	if resp.Degraded() {
+		w.Header().Set(rules.DegradedHeader, "true")
+	}
 	status := http.StatusOK
 	if resp.Code == rules.OverLimit {
 		status = http.StatusTooManyRequests
@@ -193,6 +206,78 @@ func window(l *rules.CurrentLimit) time.Duration {
 		return l.Window
 	}
 	return l.Unit.Duration()
+}
+
+// jsonContent reports whether a request of Content-Type ct carries JSON:
+// application/json, a +json type, or no type at all (a client that says
+// nothing is read as JSON).
+func jsonContent(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// validText reports an error if body is not valid UTF-8 or escapes a
+// lone UTF-16 surrogate (\ud800 without its pair): encoding/json would
+// turn either into U+FFFD, so that distinct values sent by a client
+// would share one key.
+func validText(body []byte) error {
+	if !utf8.Valid(body) {
+		return errors.New("the body is not valid UTF-8")
+	}
+	in := false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case c == '"':
+			in = !in
+		case c == '\\' && in && i+1 < len(body):
+			i++
+			if body[i] != 'u' {
+				continue
+			}
+			r, ok := hex4(body, i+1)
+			if !ok {
+				continue // malformed: the decoder reports it
+			}
+			i += 4
+			switch {
+			case r >= 0xdc00 && r <= 0xdfff:
+				return errors.New("the body escapes a lone UTF-16 surrogate: not valid Unicode text")
+			case r >= 0xd800 && r <= 0xdbff:
+				lo, ok := hex4(body, i+3)
+				if i+2 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' || !ok || lo < 0xdc00 || lo > 0xdfff {
+					return errors.New("the body escapes a lone UTF-16 surrogate: not valid Unicode text")
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
+}
+
+// hex4 parses the four hex digits of b at i.
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			v = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(v)
+	}
+	return r, true
 }
 
 // parse reads a CheckRequest strictly: unknown fields and trailing data

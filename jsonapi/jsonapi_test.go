@@ -222,6 +222,12 @@ func TestCheckBadInput(t *testing.T) {
 		{"no descriptors", "POST", `{"domain": "edge"}`, 0, 400, "invalid_request"},
 		{"unknown unit", "POST", `{"domain": "edge", "descriptors": [{"entries": [], "limit": {"requests_per_unit": 1, "unit": "fortnight"}}]}`, 0, 400, "invalid_request"},
 		{"override beyond any store", "POST", `{"domain": "edge", "descriptors": [{"entries": [], "limit": {"requests_per_unit": 1000000000, "unit": "second"}}]}`, 0, 400, "invalid_request"},
+		{"invalid UTF-8 in a value", "POST", check("edge", "{\"key\": \"user\", \"value\": \"q\xffq\"}"), 0, 400, "invalid_request"},
+		{"invalid UTF-8 in a key", "POST", check("edge", "{\"key\": \"us\xfeer\", \"value\": \"q\"}"), 0, 400, "invalid_request"},
+		{"a lone high surrogate", "POST", check("edge", `{"key": "user", "value": "q\ud83dq"}`), 0, 400, "invalid_request"},
+		{"a lone high surrogate at the end", "POST", check("edge", `{"key": "user", "value": "q\ud83d"}`), 0, 400, "invalid_request"},
+		{"a lone low surrogate", "POST", check("edge", `{"key": "user", "value": "q\ude00q"}`), 0, 400, "invalid_request"},
+		{"a high surrogate before another escape", "POST", check("edge", `{"key": "user", "value": "\ud83d\n"}`), 0, 400, "invalid_request"},
 		{"GET", "GET", ``, 0, 405, "method_not_allowed"},
 		{"DELETE", "DELETE", ``, 0, 405, "method_not_allowed"},
 		{"body over MaxBody", "POST", check("edge", `{"key": "user", "value": "b"}`), 20, 413, "body_too_large"},
@@ -243,6 +249,87 @@ func TestCheckBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Values that encoding/json would turn into U+FFFD are refused above;
+// every valid one is a key of its own, U+FFFD and escaped pairs included.
+func TestCheckDistinctUnicodeValues(t *testing.T) {
+	h := &jsonapi.Handler{Engine: engine(t, nil), Headers: header.All}
+	values := []string{`q\ufffdq`, "q\uFFFDq-literal", `q\ud83d\ude00q`, "q\xf0\x9f\x98\x80q-raw", `q\"q`}
+	for _, v := range values {
+		for i := range 3 {
+			a := serve(t, h, "POST", check("edge", `{"key": "user", "value": "`+v+`"}`))
+			want := http.StatusOK
+			if i == 2 {
+				want = http.StatusTooManyRequests // 2 an hour
+			}
+			if a.status != want {
+				t.Fatalf("value %q, check %d: got %d %v, want %d: each value counts on its own", v, i+1, a.status, a.body, want)
+			}
+		}
+	}
+}
+
+// POST /v1/check takes JSON: a body declared as another type is 415.
+func TestCheckContentType(t *testing.T) {
+	h := &jsonapi.Handler{Engine: engine(t, nil), Headers: header.All}
+	tests := []struct {
+		ct   string
+		want int
+	}{
+		{"", http.StatusOK},
+		{"application/json", http.StatusOK},
+		{"application/json; charset=utf-8", http.StatusOK},
+		{"Application/JSON", http.StatusOK},
+		{"application/vnd.api+json", http.StatusOK},
+		{"application/x-www-form-urlencoded", http.StatusUnsupportedMediaType},
+		{"text/plain", http.StatusUnsupportedMediaType},
+		{"multipart/form-data; boundary=x", http.StatusUnsupportedMediaType},
+		{"application/json;;", http.StatusUnsupportedMediaType},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ct, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/v1/check", strings.NewReader(check("edge", `{"key": "user", "value": "ct"}`)))
+			if tt.ct != "" {
+				r.Header.Set("Content-Type", tt.ct)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tt.want && !(tt.want == http.StatusOK && w.Code == http.StatusTooManyRequests) {
+				t.Fatalf("Content-Type %q: got %d %s, want %d", tt.ct, w.Code, w.Body, tt.want)
+			}
+			if tt.want == http.StatusUnsupportedMediaType && !strings.Contains(w.Body.String(), `"error":"unsupported_media_type"`) {
+				t.Fatalf("Content-Type %q: body %s, want a JSON error", tt.ct, w.Body)
+			}
+		})
+	}
+}
+
+// An answer with a descriptor decided without the shared store says so
+// in a header, besides its status's "degraded".
+func TestCheckDegradedHeader(t *testing.T) {
+	for _, degraded := range []bool{false, true} {
+		h := &jsonapi.Handler{Engine: engine(t, marking{memstore.New(memstore.Options{}), degraded}), Headers: header.All}
+		a := serve(t, h, "POST", check("edge", `{"key": "user", "value": "d"}`))
+		if got, want := get(a.header, rules.DegradedHeader), map[bool]string{true: "true"}[degraded]; got != want {
+			t.Errorf("degraded %v: %s header %q, want %q", degraded, rules.DegradedHeader, got, want)
+		}
+		if got := a.status0(t)["degraded"] == true; got != degraded {
+			t.Errorf("degraded %v: status %v", degraded, a.status0(t))
+		}
+	}
+}
+
+// marking decides with its store and marks decisions Degraded as told.
+type marking struct {
+	*memstore.Store
+	degraded bool
+}
+
+func (m marking) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	d, err := m.Store.Check(ctx, r)
+	d.Degraded = m.degraded
+	return d, err
 }
 
 // Every error of Decide maps to one HTTP status.

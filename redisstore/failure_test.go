@@ -25,6 +25,7 @@ import (
 func TestFailure(t *testing.T) {
 	pr := startPrivateRedis(t)
 	t.Run("Standalone", func(t *testing.T) { testFailureStandalone(t, pr) })
+	t.Run("StartWhileDown", func(t *testing.T) { testFailureStartWhileDown(t, pr) })
 	t.Run("FrozenReconnect", func(t *testing.T) { testFailureFrozenReconnect(t, pr) })
 	t.Run("FrozenCheckEach", func(t *testing.T) { testFailureFrozenCheckEach(t, pr) })
 	t.Run("StandaloneBusyLane", func(t *testing.T) { testFailureStandaloneBusyLane(t, pr) })
@@ -406,6 +407,30 @@ func testFailureStandalone(t *testing.T, pr *privateRedis) {
 		if st.Degraded == 0 || st.Failures == 0 || st.Slow == 0 || st.Breaker != redisstore.BreakerClosed {
 			t.Errorf("%s: stats %+v: want Degraded, Failures and Slow > 0, breaker closed", ps.name, st)
 		}
+	}
+}
+
+// testFailureStartWhileDown makes a store on the stopped standalone
+// server: it decides by policy meanwhile, and in Redis once the server
+// is back, without being made again.
+func testFailureStartWhileDown(t *testing.T, pr *privateRedis) {
+	addr := []string{fmt.Sprintf("127.0.0.1:%d", pr.port)}
+	t.Cleanup(func() { pr.script(60*time.Second, "redis-node.sh", "start", strconv.Itoa(pr.port)) })
+	pr.node(t, "stop", pr.port)
+	s, err := redisstore.New(redisstore.Options{Addrs: addr, Prefix: freshPrefix(), Timeout: failureTimeout})
+	if err != nil {
+		t.Fatalf("New with the server stopped: %v", err)
+	}
+	defer s.Close()
+	always := failurePerHour("always", bouncer.MaxRate, bouncer.StoreErrorDefault)
+	if d := failureCheck(t, s, failureRequest("down", always)); !d.Degraded || !d.Allowed {
+		t.Fatalf("check with the server stopped: %+v; want degraded and allowed (local)", d)
+	}
+	pr.node(t, "start", pr.port)
+	took := failureWaitRedis(t, s, "up", always)
+	t.Logf("Redis decides %v after the server started", took.Round(time.Millisecond))
+	if h := s.Health(); !h.Connected || len(h.Degraded()) != 0 {
+		t.Fatalf("Health() once Redis decides: %+v", h)
 	}
 }
 

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +83,7 @@ func TestStoreErrorPolicies(t *testing.T) {
 	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
 	t.Run("allow", func(t *testing.T) {
 		s := failingStore(t, c, redisstore.Options{})
-		for _, p := range []bouncer.StoreErrorPolicy{bouncer.StoreErrorDefault, bouncer.StoreErrorAllow} {
+		for _, p := range []bouncer.StoreErrorPolicy{bouncer.StoreErrorAllow} {
 			r := oneKey("user:1", 2, bucket3("open", p))
 			for range 5 { // far beyond the capacity: nothing enforces it
 				d := mustCheck(t, s, r, true)
@@ -93,6 +94,10 @@ func TestStoreErrorPolicies(t *testing.T) {
 		}
 	})
 
+	t.Run("default_is_local", func(t *testing.T) {
+		s := failingStore(t, c, redisstore.Options{})
+		wantLocal(t, s, oneKey("user:d", 1, bucket3("d", bouncer.StoreErrorDefault)), 3, "d")
+	})
 	t.Run("deny", func(t *testing.T) {
 		s := failingStore(t, c, redisstore.Options{})
 		l := bouncer.Limit{Name: "strict", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute, OnStoreError: bouncer.StoreErrorDeny}
@@ -503,5 +508,37 @@ func TestStoreErrorCostAboveCapacity(t *testing.T) {
 		if d.Allowed || d.RetryAfter != bouncer.Never || d.LimitName != "b" {
 			t.Errorf("policy %s, cost 4 over capacity 3: %+v; want denied, retry never", p, d)
 		}
+	}
+}
+
+// A store that connects itself starts while Redis is unreachable: New
+// returns at once, checks decide by policy (local by default), marked
+// Degraded, Health says why, invalid input is still refused, and Close
+// stops the connecting goroutine (goleak checks).
+func TestNewWhileRedisUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	s, err := redisstore.New(redisstore.Options{Addrs: []string{addr}, Prefix: freshPrefix()})
+	if err != nil {
+		t.Fatalf("New with Redis unreachable: %v; want a store that decides by policy", err)
+	}
+	defer s.Close()
+	wantLocal(t, s, oneKey("k", 1, bucket3("b", bouncer.StoreErrorDefault)), 3, "b")
+	h := s.Health()
+	if h.Connected || h.ConnectError == nil || !strings.Contains(h.ConnectError.Error(), "connection refused") || len(h.Degraded()) != 1 {
+		t.Fatalf("Health() = %+v, degraded %q; want not connected, with the connection error", h, h.Degraded())
+	}
+	if st := s.Stats(); st.Connected || st.Calls != 0 || st.Degraded != 4 {
+		t.Fatalf("Stats() = %+v; want not connected, no call, 4 degraded", st)
+	}
+	if _, err := s.Check(context.Background(), bouncer.Request{Cost: 1}); !errors.Is(err, bouncer.ErrInvalidRequest) {
+		t.Fatalf("an invalid request with Redis unreachable: %v; want ErrInvalidRequest", err)
+	}
+	if err := s.Refund(context.Background(), oneKey("k", 1, bucket3("b", 0))); err == nil {
+		t.Fatal("Refund with Redis unreachable: no error")
 	}
 }

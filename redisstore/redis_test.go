@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -76,6 +77,9 @@ func newStore(t testing.TB, c rueidis.Client, o redisstore.Options) *redisstore.
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
 	s, err := redisstore.New(o)
 	if err != nil {

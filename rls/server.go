@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -60,8 +62,17 @@ func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (
 	if err != nil {
 		return nil, statusOf(err)
 	}
+	if resp.Degraded() {
+		// Best effort: outside a gRPC call (a direct call in a test)
+		// there is no header to set.
+		_ = grpc.SetHeader(ctx, degradedMD)
+	}
 	return Response(&resp, s.Headers), nil
 }
+
+// degradedMD marks a response with a descriptor decided without the
+// shared store.
+var degradedMD = metadata.Pairs(strings.ToLower(rules.DegradedHeader), "true")
 
 // limits holds one current_limit message per distinct limit reported,
 // shared by every response that reports it: marshalling only reads a

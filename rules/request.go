@@ -117,6 +117,22 @@ type Response struct {
 	Binding int
 }
 
+// Degraded reports whether any descriptor was decided without the
+// shared store (Status.Degraded).
+func (r *Response) Degraded() bool {
+	for i := range r.Statuses {
+		if r.Statuses[i].Degraded {
+			return true
+		}
+	}
+	return false
+}
+
+// DegradedHeader names the header (HTTP) and metadata entry (gRPC) that
+// marks an answer with a descriptor decided without the shared store:
+// "bouncer-degraded: true".
+const DegradedHeader = "Bouncer-Degraded"
+
 // Status is one descriptor's answer.
 type Status struct {
 	Code Code

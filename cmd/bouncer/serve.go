@@ -22,7 +22,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -63,6 +62,12 @@ type serveConfig struct {
 	otelInsecure    bool
 	otelSample      float64
 
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	writeTimeout      time.Duration
+	idleTimeout       time.Duration
+	maxHeaderBytes    int
+
 	envErrs []string // environment variables whose values did not parse
 }
 
@@ -74,8 +79,8 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "JSON API listener (POST /v1/check); empty to disable")
 	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:6070", "admin listener (health, metrics, pprof, rules); empty to disable")
 	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[[user]:password@]host:port[,host:port...] (several addresses: a Cluster)")
-	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call")
-	fs.StringVar(&c.onStoreError, "on-store-error", "allow", "when Redis fails, for rules that say nothing: allow, deny or local")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call; a check whose reply has not come by then decides by policy")
+	fs.StringVar(&c.onStoreError, "on-store-error", "local", "when Redis cannot answer, for rules that say nothing: local (each instance limits on its own), allow or deny")
 	fs.StringVar(&c.headers, "headers", "all", "rate-limit headers to return: all, ietf, x-ratelimit or off")
 	fs.StringVar(&c.unknownDomain, "unknown-domain", "allow", "requests for a domain no config defines: allow (no limits, as envoyproxy/ratelimit) or error (NOT_FOUND / 404)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -85,6 +90,11 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.otelInsecure, "otel-insecure", false, "OpenTelemetry: send traces without TLS (a collector on the same host or pod)")
 	fs.Float64Var(&c.otelSample, "otel-sample-ratio", 1, "OpenTelemetry: share of traces started here that are kept (calls whose caller sampled them always are)")
 	fs.BoolVar(&c.watch, "watch", true, "reload the config when its files change (SIGHUP reloads it either way)")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 5*time.Second, "HTTP listeners: how long a client may take to send a request's headers (gRPC: to finish its connection handshake)")
+	fs.DurationVar(&c.readTimeout, "read-timeout", 10*time.Second, "HTTP listeners: how long a client may take to send a whole request, body included")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", time.Minute, "HTTP listeners: how long an answer may take to write, from the end of the request's headers (admin pprof profiles must fit in it)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "HTTP listeners: how long a keep-alive connection may wait for its next request")
+	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", 64<<10, "HTTP and gRPC listeners: the most bytes of request headers a client may send")
 	fs.IntVar(&c.adminKeys, "admin-keys", 10000, "how many recently decided keys the admin API can list (/v1/keys); 0 turns the index off")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "BOUNCER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -209,6 +219,17 @@ func (c serveConfig) validate() (serveOptions, error) {
 	if c.shutdownTimeout <= 0 {
 		return o, fmt.Errorf("--shutdown-timeout: want a positive duration, got %v", c.shutdownTimeout)
 	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"read-header-timeout", c.readHeaderTimeout}, {"read-timeout", c.readTimeout}, {"write-timeout", c.writeTimeout}, {"idle-timeout", c.idleTimeout}} {
+		if d.v <= 0 {
+			return o, fmt.Errorf("--%s: want a positive duration, got %v", d.flag, d.v)
+		}
+	}
+	if c.maxHeaderBytes < 1024 {
+		return o, fmt.Errorf("--max-header-bytes: want at least 1024, got %d", c.maxHeaderBytes)
+	}
 	if c.grpcAddr == "" {
 		return o, errors.New("--grpc-addr: required")
 	}
@@ -286,40 +307,28 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	var closer io.Closer
 	var validate func(*rules.Config) error // what the store cannot count
 	var supports func(bouncer.Limit) error
+	var degraded func() []string // why decisions are made without the store now
 	if o.redisAddrs == nil {
 		ms := memstore.New(memstore.Options{})
 		lim, closer = ms, ms
 	} else {
 		co := redisstore.ClientOption(o.redisAddrs)
 		co.Username, co.Password = o.redisUser, o.redisPassword
-		client, err := rueidis.NewClient(co)
+		// The store starts whether or not Redis answers, and connects in
+		// the background; meanwhile checks decide by policy.
+		rs, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
 		if err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
-		}
-		rs, err := redisstore.New(redisstore.Options{Client: client, Timeout: c.storeTimeout, OnStoreError: o.policy})
-		if err != nil {
-			client.Close()
 			return nil, err
 		}
-		lim, closer = rs, closerFunc(func() error { err := rs.Close(); client.Close(); return err })
+		lim, closer = rs, rs
 		supports = rs.Supports
 		validate = func(c *rules.Config) error { return c.CheckLimits(rs.Supports) }
 		if err := validate(cfg); err != nil {
 			closer.Close()
 			return nil, err
 		}
-		metrics.GaugeFunc(reg, "bouncer_redis_breaker_open", "1 while the Redis circuit breaker is open (Redis is not called), 0.5 while it probes, 0 when closed.", func() float64 {
-			switch rs.Stats().Breaker {
-			case redisstore.BreakerOpen:
-				return 1
-			case redisstore.BreakerHalfOpen:
-				return 0.5
-			}
-			return 0
-		})
-		metrics.CounterFunc(reg, "bouncer_redis_rerouted_checks_total", "Checks of a Redis Cluster batch sent again on their own because their key had moved to another node.", func() float64 {
-			return float64(rs.Stats().Rerouted)
-		})
+		reg.MustRegister(newRedisCollector(rs))
+		degraded = func() []string { return rs.Health().Degraded() }
 	}
 	var stopTracing func(context.Context) error
 	if c.otelEndpoint != "" {
@@ -364,7 +373,8 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	if o.redisAddrs != nil {
 		workers = max(workers, redisStreamWorkers)
 	}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(workers))
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(workers),
+		grpc.ConnectionTimeout(c.readHeaderTimeout), grpc.MaxHeaderListSize(uint32(c.maxHeaderBytes)))
 	rlsServer := rls.New(e, o.headers)
 	jsonHandler := &jsonapi.Handler{Engine: e, Headers: o.headers}
 	if stopTracing != nil {
@@ -380,13 +390,13 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	if l := listeners[1]; l != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/v1/check", jsonHandler)
-		s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+		s.httpSrv = c.httpServer(mux)
 		s.httpAddr = l.Addr().String()
 		s.serve(func() error { return s.httpSrv.Serve(l) })
 	}
 	if l := listeners[2]; l != nil {
-		h := admin.Handler(admin.Options{Engine: e, Gatherer: reg, Ready: func() bool { return !s.draining.Load() }})
-		s.adminSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		h := admin.Handler(admin.Options{Engine: e, Gatherer: reg, Ready: func() bool { return !s.draining.Load() }, Degraded: degraded})
+		s.adminSrv = c.httpServer(h)
 		s.adminAddr = l.Addr().String()
 		s.serve(func() error { return s.adminSrv.Serve(l) })
 	}
@@ -404,6 +414,20 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	log.Info("serving", "grpc", s.grpcAddr, "http", s.httpAddr, "admin", s.adminAddr,
 		"store", redactURL(c.store), "config", c.config, "version", cfg.Version)
 	return s, nil
+}
+
+// httpServer is an HTTP server of h with the listeners' timeouts and
+// header bound, so that a client that sends slowly, or never finishes,
+// holds a connection (and a goroutine) for a bounded time.
+func (c serveConfig) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.readHeaderTimeout,
+		ReadTimeout:       c.readTimeout,
+		WriteTimeout:      c.writeTimeout,
+		IdleTimeout:       c.idleTimeout,
+		MaxHeaderBytes:    c.maxHeaderBytes,
+	}
 }
 
 // listen opens the listeners; an empty address gives a nil listener.
@@ -474,7 +498,3 @@ func (s *service) shutdown() {
 		}
 	}
 }
-
-type closerFunc func() error
-
-func (f closerFunc) Close() error { return f() }

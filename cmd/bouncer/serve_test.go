@@ -142,21 +142,11 @@ func startTest(t *testing.T, files map[string]string, opts ...func(*serveConfig)
 	for name, body := range files {
 		writeConfig(t, dir, name, body)
 	}
-	c := serveConfig{
-		config:          dir,
-		grpcAddr:        "127.0.0.1:0",
-		httpAddr:        "127.0.0.1:0",
-		adminAddr:       "127.0.0.1:0",
-		store:           "memory",
-		storeTimeout:    5 * time.Second,
-		onStoreError:    "allow",
-		headers:         "all",
-		unknownDomain:   "allow",
-		logLevel:        "info",
-		logFormat:       "text",
-		shutdownTimeout: 10 * time.Second,
-		watch:           true,
-	}
+	c := defaultServeConfig(t)
+	c.config = dir
+	c.grpcAddr, c.httpAddr, c.adminAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	c.storeTimeout = 5 * time.Second
+	c.onStoreError = "allow"
 	for _, o := range opts {
 		o(&c)
 	}
@@ -184,6 +174,17 @@ func startTest(t *testing.T, files map[string]string, opts ...func(*serveConfig)
 		ts.stop()
 	})
 	return ts
+}
+
+// defaultServeConfig is the configuration `bouncer serve` runs with when
+// no flag is given.
+func defaultServeConfig(t *testing.T) serveConfig {
+	t.Helper()
+	var c serveConfig
+	if err := serveFlags(&c, io.Discard).Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // writeConfig writes a config file whole, as an editor or a ConfigMap
@@ -339,13 +340,31 @@ func TestServeStores(t *testing.T) {
 			t.Run("envoy format", func(t *testing.T) { testAllowDeny(t, ts, run+"-envoy", "") })
 			t.Run("bouncer format", func(t *testing.T) { testAllowDeny(t, ts, run+"-native", "hourly") })
 			// The Redis store's own metrics are there with it, and only
-			// then: a closed breaker, and nothing rerouted on a Cluster
-			// that did not move.
+			// then: connected, every node's breaker closed and none slow,
+			// and nothing rerouted on a Cluster that did not move.
 			_, body := ts.get(t, "/metrics")
-			for _, name := range []string{"bouncer_redis_breaker_open", "bouncer_redis_rerouted_checks_total"} {
-				v, ok := sample(body, name)
-				if ok != (st.env != "") || v != 0 {
-					t.Errorf("%s: %v (present %v), want 0 with a Redis store and absent without", name, v, ok)
+			redis := st.env != ""
+			for _, m := range []struct {
+				name string
+				want float64
+			}{{"bouncer_redis_connected", 1}, {"bouncer_redis_rerouted_checks_total", 0}} {
+				v, ok := sample(body, m.name)
+				if ok != redis || (redis && v != m.want) {
+					t.Errorf("%s: %v (present %v), want %v with a Redis store and absent without", m.name, v, ok, m.want)
+				}
+			}
+			for _, name := range []string{"bouncer_redis_breaker_open", "bouncer_redis_node_slow"} {
+				nodes := 0
+				for _, addr := range strings.Split(os.Getenv(st.env), ",") {
+					if v, ok := sample(body, name, "node="+addr); ok {
+						nodes++
+						if v != 0 {
+							t.Errorf("%s{node=%q}: %v, want 0", name, addr, v)
+						}
+					}
+				}
+				if (nodes > 0) != redis {
+					t.Errorf("%s: %d nodes' series, want some with a Redis store and none without", name, nodes)
 				}
 			}
 		})
@@ -1252,8 +1271,8 @@ func TestServeRedisRefusesLimitsItCannotCount(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeConfig(t, dir, "y.yaml", "domain: y\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 5}\n")
-	c := serveConfig{config: dir, grpcAddr: "127.0.0.1:0", store: "redis://" + addr, storeTimeout: time.Second,
-		onStoreError: "allow", headers: "all", unknownDomain: "allow", logLevel: "info", logFormat: "text", shutdownTimeout: time.Second}
+	c := defaultServeConfig(t)
+	c.config, c.grpcAddr, c.httpAddr, c.adminAddr, c.store = dir, "127.0.0.1:0", "", "", "redis://"+addr
 	o, err := c.validate()
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ func run(w io.Writer, addr, prefix string) error {
 	var instances [2]*redisstore.Store
 	for i := range instances {
 		// A generous deadline: this example's output must not depend on
-		// how busy the machine is (the default is 5ms).
+		// how busy the machine is (the default is 50ms).
 		s, err := redisstore.New(redisstore.Options{Addrs: []string{addr}, Prefix: prefix, Timeout: 250 * time.Millisecond})
 		if err != nil {
 			return err
