@@ -168,7 +168,8 @@ func newRedisBouncer(c *redisConn, keyPrefix string, sp spec, buckets int) (redi
 	if keyPrefix != "" {
 		prefix += "-" + strings.NewReplacer(":", "-").Replace(strings.TrimSuffix(keyPrefix, ":"))
 	}
-	s, err := redisstore.New(redisstore.Options{Client: c.rueidis, Prefix: prefix, Buckets: buckets, Timeout: time.Second})
+	// The store's defaults (deadline, failure policy), as users get it.
+	s, err := redisstore.New(redisstore.Options{Client: c.rueidis, Prefix: prefix, Buckets: buckets})
 	if err != nil {
 		return nil, "", err
 	}

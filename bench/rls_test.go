@@ -54,19 +54,20 @@ type rlsServer struct {
 // service with an entry here, or run benchRLS against any server started
 // with BenchmarkRLS's configuration.
 //
-// Bouncer's Redis store gets a 1 s deadline per Redis call, so that the
-// deadline never trips under load (as in BenchmarkRedisCheck; the default
-// is a few milliseconds), and fails closed, so that a check decided
-// without Redis shows as a denial and fails the benchmark instead of
-// passing for a fast one. Its entries skip while the bouncer binary has
-// no serve command.
+// Bouncer runs with its default flags, as users get it: the Redis
+// store's default deadline and failure policy (local). Every decision it
+// made without Redis is counted (bouncer_decisions_total{result=
+// "degraded"} on its admin listener) and reported as degraded next to
+// the throughput; a run with any on a healthy Redis fails, not being a
+// valid run. Its entries skip while the bouncer binary has no serve
+// command.
 var rlsServers = []rlsServer{
 	{"bouncer", "memory", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
 		return startRLS(tb, refsvc.Bouncer{Config: config, Args: []string{"--store", "memory"}}.Start)
 	}},
 	{"bouncer", "redis", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
 		addrs := redisAddrs(tb, redisTopologies[0])
-		args := []string{"--store", "redis://" + addrs[0], "--store-timeout", "1s", "--on-store-error", "deny"}
+		args := []string{"--store", "redis://" + addrs[0]}
 		return startRLS(tb, refsvc.Bouncer{Config: config, Args: args}.Start)
 	}},
 	{"envoy-ratelimit", "redis", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
@@ -121,14 +122,15 @@ func BenchmarkRLS(b *testing.B) {
 		name := "server=" + sv.name + "/store=" + sv.store
 		b.Run(name, func(b *testing.B) {
 			s := sv.start(b, config)
-			benchRLS(b, s.Addr, sv.protocol)
+			benchRLS(b, s, sv.protocol)
 		})
 	}
 }
 
 // benchRLS runs BenchmarkRLS's sub-benchmarks against the server at addr,
 // started with the configuration BenchmarkRLS gives.
-func benchRLS(b *testing.B, addr string, protocol rlsload.Protocol) {
+func benchRLS(b *testing.B, s *refsvc.Server, protocol rlsload.Protocol) {
+	addr := s.Addr
 	period, _ := refsvc.UnitPeriod(rlsUnit)
 	for _, d := range rlsDescriptors {
 		b.Run("descriptors="+strconv.Itoa(d), func(b *testing.B) {
@@ -146,16 +148,28 @@ func benchRLS(b *testing.B, addr string, protocol rlsload.Protocol) {
 			}
 			for _, n := range rlsStreams {
 				b.Run("streams="+strconv.Itoa(n), func(b *testing.B) {
-					rlsRun(b, l, n)
+					rlsRun(b, s, l, n)
 				})
 			}
 		})
 	}
 }
 
-// rlsRun makes b.N calls of l from streams goroutines and reports
-// throughput and latency percentiles.
-func rlsRun(b *testing.B, l *rlsload.Load, streams int) {
+// rlsRun makes b.N calls of l to s from streams goroutines and reports
+// throughput and latency percentiles, and for bouncer the descriptors it
+// decided without Redis.
+func rlsRun(b *testing.B, s *refsvc.Server, l *rlsload.Load, streams int) {
+	degraded := func() float64 {
+		if s.Admin == "" {
+			return 0
+		}
+		v, err := s.Metric(context.Background(), "bouncer_decisions_total", `result="degraded"`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return v
+	}
+	before := degraded()
 	b.ResetTimer()
 	r, err := l.Run(context.Background(), rlsload.Spec{Streams: streams, Calls: int64(b.N)})
 	b.StopTimer()
@@ -164,6 +178,12 @@ func rlsRun(b *testing.B, l *rlsload.Load, streams int) {
 	}
 	if r.Denied > 0 || r.Failed > 0 {
 		b.Fatalf("%d calls denied and %d failed (first error: %v), want all allowed", r.Denied, r.Failed, r.FirstErr)
+	}
+	if n := degraded() - before; n > 0 {
+		b.Fatalf("%.0f descriptors decided without Redis on a healthy Redis: not a valid run", n)
+	}
+	if s.Admin != "" {
+		b.ReportMetric(0, "degraded")
 	}
 	b.ReportMetric(r.PerSecond(), "checks/s")
 	b.ReportMetric(micros(r.P50), "p50-µs")

@@ -18,11 +18,15 @@
 // hash tag or fake a separator, and key names have a fixed, short length.
 // Every write extends the TTL of what it writes, so idle state vanishes.
 //
-// Failures: every call has a deadline (Options.Timeout); a circuit
-// breaker stops calling a failing Redis and probes it back; meanwhile
-// each limit decides by its bouncer.StoreErrorPolicy (allow, deny, or
-// local: a per-instance in-memory limit), and the decision is marked
-// Degraded.
+// Failures: every call has a deadline (Options.Timeout, 50 ms by
+// default); a check whose reply is late decides by its limits'
+// bouncer.StoreErrorPolicy (local by default: a per-instance in-memory
+// limit; or allow, or deny), and the decision is marked Degraded. A late
+// reply is slow, not a failure: one circuit breaker per Redis node opens
+// only when the node fails a liveness probe or most of its calls fail,
+// and tries it again after OpenFor. A store that connects itself starts
+// while Redis is down and connects in the background. Store.Health says
+// what the store knows of each node.
 //
 // docs/redis.md describes deployment, key layout, memory and failure
 // policies.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 // failingStore returns a store on a client of a real server whose every
@@ -308,14 +308,14 @@ func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 
 	t.Run("canceled_trial", func(t *testing.T) {
 		const openFor = time.Second
-		clock := newTestClock()
-		s := downStore(t, c, openFor, clock.now)
+		clock := storetest.NewClock(time.Now())
+		s := downStore(t, c, openFor, clock.Now)
 		mustCheck(t, s, r, true)
 		redisstore.Settle(s)
 		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen {
 			t.Fatalf("after a missed deadline and a failed probe: %+v; want the breaker open", st)
 		}
-		clock.advance(openFor) // the next call is a trial
+		clock.Advance(openFor) // the next call is a trial
 		s.Check(canceled, r)
 		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Slow != 1 {
 			t.Fatalf("after a canceled trial: %+v; want the breaker still open and 1 slow call: a trial whose caller gave up did not reach Redis", st)
@@ -329,186 +329,6 @@ func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 			t.Fatalf("a call went to Redis right after a late trial: %+v; want the 3 calls before", st)
 		}
 	})
-}
-
-// testClock is a clock the tests move by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock { return &testClock{t: time.Now()} }
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func TestInvalidInputNeverCallsRedis(t *testing.T) {
-	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
-		ctx := context.Background()
-		hour := time.Hour
-		good := bucket3("good", bouncer.StoreErrorDefault)
-		invalidLimits := map[string]bouncer.Limit{
-			"rate 0":            {Name: "x", Algorithm: bouncer.TokenBucket, Period: hour, Burst: 1},
-			"no algorithm":      {Name: "x", Rate: 1, Period: hour},
-			"no burst":          {Name: "x", Algorithm: bouncer.GCRA, Rate: 1, Period: hour},
-			"burst on a window": {Name: "x", Algorithm: bouncer.FixedWindow, Rate: 1, Period: hour, Burst: 1},
-			"shaping a bucket":  {Name: "x", Algorithm: bouncer.TokenBucket, Rate: 1, Period: hour, Burst: 1, Shape: true},
-			"unknown policy":    {Name: "x", Algorithm: bouncer.TokenBucket, Rate: 1, Period: hour, Burst: 1, OnStoreError: 9},
-		}
-		// Valid limits, but longer than the Redis store supports.
-		tooLong := map[string]bouncer.Limit{
-			"window over MaxSpan":    {Name: "x", Algorithm: bouncer.SlidingWindowCounter, Rate: 1, Period: redisstore.MaxSpan + 1},
-			"log over MaxSpan":       {Name: "x", Algorithm: bouncer.SlidingWindowLog, Rate: 5, Period: 60 * 24 * hour},
-			"leases over MaxSpan":    {Name: "x", Algorithm: bouncer.Concurrency, Rate: 5, Period: redisstore.MaxSpan + time.Second},
-			"bucket over MaxSpan":    {Name: "x", Algorithm: bouncer.TokenBucket, Rate: 1, Period: hour, Burst: 1300},
-			"rounding over MaxSpan":  {Name: "x", Algorithm: bouncer.GCRA, Rate: 3, Period: redisstore.MaxSpan/4*3 + 1, Burst: 4}, // interval rounded up to MaxSpan/4 + 1
-			"leaky bucket over span": {Name: "x", Algorithm: bouncer.LeakyBucket, Rate: 1, Period: time.Second, Burst: int64(redisstore.MaxSpan/time.Second) + 1},
-		}
-		for what, l := range tooLong {
-			if err := l.Validate(); err != nil {
-				t.Fatalf("test bug: %s: %v", what, err)
-			}
-			invalidLimits[what] = l
-		}
-		invalidRequests := map[string]bouncer.Request{
-			"negative cost":    oneKey("k", -1, good),
-			"no keys":          {Cost: 1},
-			"key, no limits":   {Cost: 1, Keys: []bouncer.KeyLimits{{Key: "k1", Limits: []bouncer.Limit{good}}, {Key: "k2"}}},
-			"duplicate names":  oneKey("k", 1, good, bucket3("good", bouncer.StoreErrorDeny)),
-			"duplicate, later": {Cost: 1, Keys: []bouncer.KeyLimits{{Key: "k1", Limits: []bouncer.Limit{good}}, {Key: "k2", Limits: []bouncer.Limit{good, good}}}},
-		}
-		// On a healthy and on a failing Redis: invalid input is an error,
-		// never a call nor a degraded decision.
-		stores := map[string]*redisstore.Store{
-			"healthy": newStore(t, c, redisstore.Options{}),
-			"failing": failingStore(t, c, redisstore.Options{OnStoreError: bouncer.StoreErrorDeny}),
-		}
-		for sname, s := range stores {
-			try := func(what string, r bouncer.Request, want error) {
-				t.Helper()
-				for range 2 { // the second time from the store's cache of limits
-					d, err := s.Check(ctx, r)
-					if !errors.Is(err, want) || d != (bouncer.Decision{}) {
-						t.Errorf("%s store, %s: Check = %+v, %v; want an error wrapping %v", sname, what, d, err, want)
-					}
-					if err := s.Refund(ctx, r); !errors.Is(err, want) {
-						t.Errorf("%s store, %s: Refund = %v; want an error wrapping %v", sname, what, err, want)
-					}
-				}
-			}
-			for what, l := range invalidLimits {
-				try(what, oneKey("k", 1, l), bouncer.ErrInvalidLimit)
-				// An invalid limit after a valid one of another key.
-				try(what+", second key", bouncer.Request{Cost: 1, Keys: []bouncer.KeyLimits{{Key: "k1", Limits: []bouncer.Limit{good}}, {Key: "k2", Limits: []bouncer.Limit{good, l}}}}, bouncer.ErrInvalidLimit)
-			}
-			for what, r := range invalidRequests {
-				try(what, r, bouncer.ErrInvalidRequest)
-			}
-			if st := s.Stats(); st.Calls != 0 || st.Failures != 0 || st.Degraded != 0 {
-				t.Errorf("%s store after invalid input only: %+v; want no call, no failure, nothing degraded", sname, st)
-			}
-		}
-	})
-}
-
-// Limits whose span is exactly MaxSpan are accepted and decide exactly,
-// on Redis's clock.
-func TestMaxSpanLimitsWork(t *testing.T) {
-	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
-		s := newStore(t, c, redisstore.Options{})
-		for _, a := range bouncer.Algorithms() {
-			l := bouncer.Limit{Name: "long", Algorithm: a, Rate: 4, Period: redisstore.MaxSpan}
-			if a.UsesBurst() {
-				l.Rate, l.Period, l.Burst = 1, redisstore.MaxSpan/4, 4
-			}
-			if l.Interval()*time.Duration(l.Capacity()) > redisstore.MaxSpan && a.UsesBurst() {
-				t.Fatalf("test bug: %v spans more than MaxSpan", l)
-			}
-			r := oneKey("k:"+a.String(), 1, l)
-			for i := range int64(4) {
-				d := mustCheck(t, s, r, false)
-				if !d.Allowed || d.Remaining != 3-i {
-					t.Fatalf("%v: check %d: %+v; want allowed with %d remaining", l, i+1, d, 3-i)
-				}
-				if d.ResetAfter <= 0 || d.ResetAfter > 2*redisstore.MaxSpan {
-					t.Errorf("%v: check %d: reset after %v; want within (0, 2×MaxSpan]", l, i+1, d.ResetAfter)
-				}
-			}
-			d := mustCheck(t, s, r, false)
-			// (The sliding window counter's retry can reach into the next
-			// window, up to 2×Period away.)
-			if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > 2*redisstore.MaxSpan {
-				t.Fatalf("%v: fifth check: %+v; want denied with a retry within (0, 2×MaxSpan]", l, d)
-			}
-			if a.UsesBurst() && d.RetryAfter > l.Interval() {
-				t.Errorf("%v: denied with retry %v; want at most one interval, %v", l, d.RetryAfter, l.Interval())
-			}
-		}
-	})
-}
-
-func TestNewRejectsBadOptions(t *testing.T) {
-	as := addrs(t, "BOUNCER_REDIS_ADDR")
-	c := newClient(t, as)
-	for _, p := range []string{"{", "}", "a{b", "a}b", "{x}", strings.Repeat("p", 65)} {
-		if s, err := redisstore.New(redisstore.Options{Client: c, Prefix: p}); err == nil {
-			s.Close()
-			t.Errorf("New with prefix %q: no error", p)
-		}
-	}
-	for _, o := range []redisstore.Options{
-		{},
-		{Prefix: freshPrefix()},
-		{Prefix: freshPrefix(), Addrs: []string{}},
-		{Client: c, Prefix: freshPrefix(), OnStoreError: bouncer.StoreErrorLocal + 1},
-	} {
-		if s, err := redisstore.New(o); err == nil {
-			s.Close()
-			t.Errorf("New(%+v): no error", o)
-		}
-	}
-
-	// 64 bytes is fine.
-	p := freshPrefix()
-	p += strings.Repeat("p", 64-len(p))
-	s := newStore(t, c, redisstore.Options{Prefix: p})
-	if d := mustCheck(t, s, oneKey("k", 1, bucket3("b", 0)), false); !d.Allowed {
-		t.Fatalf("store with a 64-byte prefix: %+v", d)
-	}
-
-	// A store on Addrs makes its own client, and closes it (goleak checks).
-	own, err := redisstore.New(redisstore.Options{Addrs: as, Prefix: freshPrefix(), Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := own.Check(context.Background(), oneKey("k", 1, bucket3("b", 0)))
-	own.Close()
-	if err != nil || !d.Allowed || d.Degraded {
-		t.Fatalf("store on Addrs: %+v, %v", d, err)
-	}
-}
-
-// A cost above a limit's capacity never passes, whatever the policy: with
-// Redis failing it is denied with RetryAfter Never, as Redis would.
-func TestStoreErrorCostAboveCapacity(t *testing.T) {
-	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
-	s := failingStore(t, c, redisstore.Options{})
-	for _, p := range []bouncer.StoreErrorPolicy{bouncer.StoreErrorAllow, bouncer.StoreErrorDeny, bouncer.StoreErrorLocal} {
-		l := bucket3("b", p)
-		d := mustCheck(t, s, oneKey("k-"+p.String(), 4, l), true)
-		if d.Allowed || d.RetryAfter != bouncer.Never || d.LimitName != "b" {
-			t.Errorf("policy %s, cost 4 over capacity 3: %+v; want denied, retry never", p, d)
-		}
-	}
 }
 
 // A store that connects itself starts while Redis is unreachable: New

@@ -21,14 +21,16 @@ import (
 //     client whose replies come late (but come) keeps its breaker closed,
 //     while a frozen server, a dead one, or one that refuses connections
 //     opens it within ProbeTimeout;
-//   - or most calls fail: at least minFailures of the calls of the last
-//     healthWindow, and at least half of them, ended in an error (a
-//     server out of memory, a Cluster that is down).
+//   - or most calls fail: at least minFailures calls of the last
+//     healthWindow ended in an error, and at least half of the calls
+//     made since the first of them (a server out of memory, a Cluster
+//     that is down).
 //
 // A call that missed its deadline is slow, not failed: it is counted, and
 // a node is reported slow (Health, metrics, a log line) while at least
-// minSlow of the last healthWindow's calls, and 1 % of them, were; the
-// checks whose replies were late decided by their limits' policy.
+// minSlow calls of the last healthWindow were, and 1 % of the calls since
+// the first of them; the checks whose replies were late decided by their
+// limits' policy.
 //
 // An open breaker keeps calls from its node for OpenFor; then one call
 // goes through as a trial: its success closes the breaker, its failure
@@ -136,30 +138,37 @@ type node struct {
 	lastErr error
 }
 
-// bucket counts one healthWindow/windowBuckets of a node's calls. Its
-// counts are approximate: a call that races the bucket's reset may be
-// lost, which the rates it feeds can afford.
+// bucket counts the failures and slow calls of one healthWindow/
+// windowBuckets of a node's, and the node's calls before its first. Its
+// counts are approximate: an event that races the bucket's reset may be
+// lost, which the rates it feeds can afford. A call that succeeds touches
+// no bucket: the healthy path costs an atomic add.
 type bucket struct {
-	slot                   atomic.Int64 // which span of time it counts, since the epoch
-	calls, failures, slowN atomic.Uint32
+	slot            atomic.Int64 // which span of time it counts, since the epoch
+	before          atomic.Uint64
+	failures, slowN atomic.Uint32
 }
 
-func newNode(addr string, h *health) *node { return &node{addr: addr, h: h} }
+func newNode(addr string, h *health) *node {
+	n := &node{addr: addr, h: h}
+	n.resetWindow()
+	return n
+}
 
 // span is the index of the bucket span t falls in.
 func span(t time.Time) int64 {
 	return int64(t.Sub(epoch) / (healthWindow / windowBuckets))
 }
 
-func (n *node) count(t time.Time, o outcome) {
+// count records a failure or a slow call at t, the calls'th.
+func (n *node) count(t time.Time, o outcome, calls uint64) {
 	s := span(t)
 	b := &n.win[s%windowBuckets]
 	if old := b.slot.Load(); old != s && b.slot.CompareAndSwap(old, s) {
-		b.calls.Store(0)
+		b.before.Store(calls - 1)
 		b.failures.Store(0)
 		b.slowN.Store(0)
 	}
-	b.calls.Add(1)
 	switch o {
 	case failed:
 		b.failures.Add(1)
@@ -168,23 +177,26 @@ func (n *node) count(t time.Time, o outcome) {
 	}
 }
 
-// window sums the counts of the last healthWindow before t.
+// window sums the failures and slow calls of the last healthWindow before
+// t, and counts the calls made since the first of them.
 func (n *node) window(t time.Time) (calls, failures, slow uint64) {
 	s := span(t)
+	total := n.calls.Load()
+	first := total
 	for i := range n.win {
 		b := &n.win[i]
 		if age := s - b.slot.Load(); age >= 0 && age < windowBuckets {
-			calls += uint64(b.calls.Load())
 			failures += uint64(b.failures.Load())
 			slow += uint64(b.slowN.Load())
+			first = min(first, b.before.Load())
 		}
 	}
-	return calls, failures, slow
+	return total - first, failures, slow
 }
 
 func (n *node) resetWindow() {
 	for i := range n.win {
-		n.win[i].slot.Store(-windowBuckets)
+		n.win[i].slot.Store(-2 * windowBuckets)
 	}
 }
 
@@ -216,23 +228,24 @@ func (n *node) done(o outcome, trial bool, err error) {
 		}
 		return
 	}
+	calls := n.calls.Add(1)
+	if o == succeeded && !trial {
+		if n.slow.Load() {
+			n.refreshSlow(n.h.now())
+		}
+		return
+	}
 	t := n.h.now()
-	n.calls.Add(1)
-	n.count(t, o)
 	switch o {
 	case failed:
 		n.failures.Add(1)
+		n.count(t, o, calls)
 	case timedOut:
 		n.slowCalls.Add(1)
+		n.count(t, o, calls)
 	}
 	if trial {
 		n.endTrial(t, o, err)
-		return
-	}
-	if o == succeeded {
-		if n.slow.Load() {
-			n.refreshSlow(t)
-		}
 		return
 	}
 	n.mu.Lock()
@@ -240,7 +253,7 @@ func (n *node) done(o outcome, trial bool, err error) {
 	n.mu.Unlock()
 	if o == failed {
 		if calls, fails, _ := n.window(t); fails >= minFailures && 2*fails >= calls {
-			n.trip(t, fmt.Sprintf("%d of %d calls in the last %v failed; last error: %v", fails, calls, healthWindow, err))
+			n.trip(t, fmt.Sprintf("%d of %d calls failed in the last %v; last error: %v", fails, calls, healthWindow, err))
 			return
 		}
 	}
@@ -311,7 +324,7 @@ func (n *node) refreshSlow(t time.Time) {
 	n.slow.Store(now)
 	if now {
 		n.since = t
-		n.reason = fmt.Sprintf("%d of %d calls in the last %v missed their deadline", slow, calls, healthWindow)
+		n.reason = fmt.Sprintf("%d of %d calls missed their deadline in the last %v", slow, calls, healthWindow)
 		n.h.log.Warn("redis node slow: replies come after the store's deadline; those checks decide by their on_store_error policy", "node", n.addr,
 			"slow", slow, "calls", calls, "window", healthWindow)
 		return
@@ -354,7 +367,7 @@ func (n *node) probe() {
 type NodeHealth struct {
 	Addr     string    // host:port; "" for a Cluster's slots that no known master serves
 	Breaker  string    // BreakerClosed, BreakerOpen or BreakerHalfOpen
-	Slow     bool      // at least 1 % of the last 10 s's calls missed their deadline
+	Slow     bool      // at least 10 calls of the last 10 s missed their deadline, and 1 % of those since the first
 	Since    time.Time // open, or slow, since then
 	Reason   string    // why it is open or slow
 	Calls    uint64    // checks and refunds sent to it (a batch of n counts n)

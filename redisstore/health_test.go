@@ -10,29 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bouncerhq/bouncer/storetest"
 )
-
-// fakeClock is a clock the tests move by hand; safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // nodeHarness drives one node's breaker on a fake clock, with a liveness
 // probe that answers as the test says.
@@ -40,7 +20,7 @@ type nodeHarness struct {
 	t     *testing.T
 	n     *node
 	h     *health
-	clock *fakeClock
+	clock *storetest.Clock
 	pings atomic.Int64
 	ping  atomic.Pointer[func(ctx context.Context) error]
 	logs  *lockedBuffer
@@ -66,9 +46,9 @@ func (l *lockedBuffer) String() string {
 var _ io.Writer = (*lockedBuffer)(nil)
 
 func newNodeHarness(t *testing.T, o BreakerOptions) *nodeHarness {
-	clock := newFakeClock()
+	clock := storetest.NewClock(storetest.Start)
 	nh := &nodeHarness{t: t, clock: clock, logs: &lockedBuffer{}}
-	nh.h = newHealth(o, clock.now, slog.New(slog.NewTextHandler(nh.logs, nil)))
+	nh.h = newHealth(o, clock.Now, slog.New(slog.NewTextHandler(nh.logs, nil)))
 	nh.h.ping = func(ctx context.Context, _ *node) error {
 		nh.pings.Add(1)
 		return (*nh.ping.Load())(ctx)
@@ -167,7 +147,7 @@ func TestBreakerLateRepliesAreSlowNotDown(t *testing.T) {
 		t.Fatalf("no log line when the node turned slow: %q", nh.logs.String())
 	}
 	nh.refusedNever(t)
-	nh.clock.advance(healthWindow)
+	nh.clock.Advance(healthWindow)
 	nh.call(succeeded)
 	nh.want("the misses aged out", BreakerClosed, false, 0)
 	if !strings.Contains(nh.logs.String(), "no longer slow") {
@@ -182,17 +162,18 @@ func (nh *nodeHarness) refusedNever(t *testing.T) {
 	}
 }
 
-// Misses are slow until 1 % of the window's calls: a handful among very
-// many calls is not a slow node.
+// Misses are slow from 1 % of the calls since the first miss of the
+// window: a handful spread among very many calls is not a slow node.
 func TestBreakerFewMissesAmongManyCalls(t *testing.T) {
 	nh := newNodeHarness(t, BreakerOptions{})
+	nh.call(timedOut)
 	for range 100 * 3 * minSlow {
 		nh.n.done(succeeded, false, nil)
 	}
-	for range 2 * minSlow {
+	for range 2*minSlow - 1 {
 		nh.call(timedOut)
 	}
-	nh.want("20 misses in 3020 calls", BreakerClosed, false, 0)
+	nh.want("20 misses in the 3020 calls since the first", BreakerClosed, false, 0)
 }
 
 // A frozen server: calls miss their deadline and the probe gets no reply
@@ -223,20 +204,23 @@ func TestBreakerOpensWhenProbeFails(t *testing.T) {
 }
 
 // A server that answers PING but fails the calls (out of memory, say):
-// the breaker opens once at least minFailures of the window's calls, and
-// half of them, failed — not before.
+// the breaker opens once at least minFailures calls of the window failed,
+// and half of the calls since the first of them — not before.
 func TestBreakerOpensOnFailureRate(t *testing.T) {
 	nh := newNodeHarness(t, BreakerOptions{})
-	for range 2 * minFailures {
+	for range 2 * minFailures { // a third fail
+		nh.call(failed)
+		nh.call(succeeded)
 		nh.call(succeeded)
 	}
+	nh.want("20 failures in 60 calls", BreakerClosed, false, 0)
 	for range 2*minFailures - 1 {
 		nh.call(failed)
 	}
-	nh.want("19 failures in 39 calls", BreakerClosed, false, 0)
+	nh.want("39 failures in 79 calls", BreakerClosed, false, 0)
 	nh.call(failed)
-	got := nh.want("20 failures in 40 calls", BreakerOpen, false, 1)
-	if !strings.Contains(got.Reason, "20 of 40 calls") {
+	got := nh.want("40 failures in 80 calls", BreakerOpen, false, 1)
+	if !strings.Contains(got.Reason, "40 of 80 calls") {
 		t.Fatalf("reason %q; want the counts", got.Reason)
 	}
 
@@ -245,7 +229,7 @@ func TestBreakerOpensOnFailureRate(t *testing.T) {
 	for range minFailures - 1 {
 		nh2.call(failed)
 	}
-	nh2.clock.advance(healthWindow)
+	nh2.clock.Advance(healthWindow)
 	nh2.call(failed)
 	nh2.want("failures spread over two windows", BreakerClosed, false, 0)
 }
@@ -259,9 +243,9 @@ func TestBreakerTrials(t *testing.T) {
 	nh.answer(func(context.Context) error { return errors.New("refused") })
 	nh.call(failed)
 	nh.want("opened", BreakerOpen, false, 1)
-	nh.clock.advance(openFor - time.Nanosecond)
+	nh.clock.Advance(openFor - time.Nanosecond)
 	nh.refused("just before OpenFor")
-	nh.clock.advance(time.Nanosecond)
+	nh.clock.Advance(time.Nanosecond)
 	nh.trial("OpenFor after it opened")
 	nh.want("a trial in flight", BreakerHalfOpen, false, 1)
 	nh.refused("a second call while the trial is in flight")
@@ -270,11 +254,11 @@ func TestBreakerTrials(t *testing.T) {
 	nh.n.done(timedOut, true, context.DeadlineExceeded)
 	nh.want("after a late trial", BreakerOpen, false, 1)
 	nh.refused("right after a late trial")
-	nh.clock.advance(openFor)
+	nh.clock.Advance(openFor)
 	nh.trial("OpenFor after the late trial")
 	nh.n.done(failed, true, errors.New("refused"))
 	nh.refused("right after a failed trial")
-	nh.clock.advance(openFor)
+	nh.clock.Advance(openFor)
 	nh.trial("OpenFor after the failed trial")
 	nh.n.done(succeeded, true, nil)
 	nh.want("after a successful trial", BreakerClosed, false, 1)
@@ -304,14 +288,14 @@ func TestBreakerStragglers(t *testing.T) {
 	nh.n.done(failed, false, errors.New("refused"))
 	nh.settle()
 	nh.want("a failure and a failed probe", BreakerOpen, false, 1)
-	nh.clock.advance(openFor / 2)
+	nh.clock.Advance(openFor / 2)
 	nh.n.done(succeeded, false, nil)
 	nh.want("a straggler succeeded while open", BreakerOpen, false, 1)
 	nh.n.done(timedOut, false, context.DeadlineExceeded)
 	nh.settle()
 	nh.want("a straggler was late while open", BreakerOpen, false, 1)
 	nh.refused("stragglers do not move the trial time")
-	nh.clock.advance(openFor - openFor/2)
+	nh.clock.Advance(openFor - openFor/2)
 	nh.trial("OpenFor after it opened, whatever the stragglers did")
 	if n := nh.pings.Load(); n != 1 {
 		t.Fatalf("%d probes; want 1: stragglers of an open breaker start none", n)
@@ -349,7 +333,7 @@ func TestBreakerConcurrent(t *testing.T) {
 	if m := most.Load(); m != 1 {
 		t.Fatalf("%d probes in flight at once; want at most 1", m)
 	}
-	nh.clock.advance(time.Minute)
+	nh.clock.Advance(time.Minute)
 	var trials atomic.Int64
 	start = make(chan struct{})
 	for range 64 {

@@ -30,6 +30,9 @@ type Server struct {
 	Name string
 	// Addr is the host:port of its gRPC API.
 	Addr string
+	// Admin is the host:port of its admin listener (metrics), or "" if
+	// it runs none: bouncer's only.
+	Admin string
 
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the process has exited

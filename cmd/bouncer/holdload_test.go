@@ -283,37 +283,30 @@ func holdCheck(t *testing.T, what, name string, as []holdAnswer, loose bool) {
 	t.Helper()
 	slices.SortFunc(as, func(a, b holdAnswer) int { return a.send.Compare(b.send) })
 	const period = time.Second
+	// runs checks that every run i..j of the answers, decided whatever the
+	// server's times within [send_i, the latest recv], admitted at most
+	// most(span) of them.
+	runs := func(most func(span time.Duration) int, limit string) {
+		for i := range as {
+			last := as[i].recv
+			for j := i; j < len(as); j++ {
+				if as[j].recv.After(last) {
+					last = as[j].recv
+				}
+				span := last.Sub(as[i].send)
+				if n := j - i + 1; n > most(span) {
+					t.Errorf("%s: %d admitted within %v, more than %s", what, n, span.Round(time.Millisecond), limit)
+					return
+				}
+			}
+		}
+	}
 	switch {
 	case strings.Contains(name, "bucket") || name == "gcra":
-		// Whatever the server's times, a run i..j was decided within
-		// [send_i, max recv]: at most the burst and what refilled then.
-		for i := range as {
-			last := as[i].recv
-			for j := i; j < len(as); j++ {
-				if as[j].recv.After(last) {
-					last = as[j].recv
-				}
-				span := last.Sub(as[i].send)
-				if n, most := j-i+1, holdRate+int(span.Seconds()*holdRate)+1; n > most {
-					t.Errorf("%s: %d admitted within %v, more than burst %d + %d/s", what, n, span.Round(time.Millisecond), holdRate, holdRate)
-					return
-				}
-			}
-		}
+		runs(func(span time.Duration) int { return holdRate + int(span.Seconds()*holdRate) + 1 },
+			fmt.Sprintf("burst %d + %d/s", holdRate, holdRate))
 	case loose:
-		for i := range as {
-			last := as[i].recv
-			for j := i; j < len(as); j++ {
-				if as[j].recv.After(last) {
-					last = as[j].recv
-				}
-				span := last.Sub(as[i].send)
-				if n, most := j-i+1, holdRate*(int(span/period)+2); n > most {
-					t.Errorf("%s: %d admitted within %v, more than %d a window", what, n, span.Round(time.Millisecond), holdRate)
-					return
-				}
-			}
-		}
+		runs(func(span time.Duration) int { return holdRate * (int(span/period) + 2) }, fmt.Sprintf("%d a window", holdRate))
 	case name == "sliding_window_log":
 		// Answers sent after send_i and received before send_i + period
 		// were decided within one period.
