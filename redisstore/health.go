@@ -144,7 +144,7 @@ type node struct {
 // lost, which the rates it feeds can afford. A call that succeeds touches
 // no bucket: the healthy path costs an atomic add.
 type bucket struct {
-	slot            atomic.Int64 // which span of time it counts, since the epoch
+	slot            atomic.Int64 // which span of time it counts (see span)
 	before          atomic.Uint64
 	failures, slowN atomic.Uint32
 }
@@ -155,9 +155,10 @@ func newNode(addr string, h *health) *node {
 	return n
 }
 
-// span is the index of the bucket span t falls in.
+// span is the index of the bucket span t falls in, counted from the Unix
+// epoch (so that any clock a test pins is after its start).
 func span(t time.Time) int64 {
-	return int64(t.Sub(epoch) / (healthWindow / windowBuckets))
+	return t.UnixNano() / int64(healthWindow/windowBuckets)
 }
 
 // count records a failure or a slow call at t, the calls'th.

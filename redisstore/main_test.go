@@ -7,8 +7,10 @@ import (
 )
 
 // rueidis's Cluster client closes the connections a topology refresh
-// replaced five seconds later, in a goroutine of its own that outlives
-// the client by design.
+// replaced five seconds later, and runs a refresh it delayed after an
+// error (about half a second later), in goroutines of their own that
+// outlive the client by design.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
 }

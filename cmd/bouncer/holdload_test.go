@@ -78,6 +78,7 @@ type holdAnswer struct {
 	send, recv time.Time
 	allowed    bool
 	degraded   bool
+	remaining  uint32
 	err        error
 }
 
@@ -123,13 +124,19 @@ func TestServeLimitsHold(t *testing.T) {
 				for i := g; ctx.Err() == nil; i++ {
 					k := i % len(keys)
 					cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					send := time.Now()
+					// Wall-clock times (no monotonic reading), the clock
+					// Redis decides on: a step of the system clock moves
+					// both alike.
+					send := time.Now().Round(0)
 					resp, degraded, err := decide(cctx, clients[p], "hold", "alg="+keys[k])
-					recv := time.Now()
+					recv := time.Now().Round(0)
 					cancel()
 					a := holdAnswer{key: k, proc: p, send: send, recv: recv, degraded: degraded, err: err}
 					if err == nil {
 						a.allowed = resp.OverallCode == pb.RateLimitResponse_OK
+						if len(resp.Statuses) > 0 {
+							a.remaining = resp.Statuses[0].LimitRemaining
+						}
 					}
 					answers[slot] = append(answers[slot], a)
 				}
@@ -167,6 +174,7 @@ func TestServeLimitsHold(t *testing.T) {
 	for _, as := range answers {
 		all = append(all, as...)
 	}
+	t.Logf("started at %s", start.Format("15:04:05.000"))
 	t.Logf("%d answers in %v: healthy until %v, frozen %v–%v, killed at %v, back at %v",
 		len(all), end.Sub(start).Round(time.Millisecond), frozeAt.Sub(start).Round(time.Millisecond),
 		frozeAt.Sub(start).Round(time.Millisecond), thawedAt.Sub(start).Round(time.Millisecond),
@@ -295,7 +303,11 @@ func holdCheck(t *testing.T, what, name string, as []holdAnswer, loose bool) {
 				}
 				span := last.Sub(as[i].send)
 				if n := j - i + 1; n > most(span) {
-					t.Errorf("%s: %d admitted within %v, more than %s", what, n, span.Round(time.Millisecond), limit)
+					t.Errorf("%s: %d admitted within %v (sent from %s, received by %s), more than %s", what, n, span.Round(time.Millisecond),
+						as[i].send.Format("15:04:05.000"), last.Format("15:04:05.000"), limit)
+					for _, a := range as[max(i-5, 0):min(j+5, len(as))] {
+						t.Logf("  sent %s received %s process %d remaining %d", a.send.Format("05.000"), a.recv.Format("05.000"), a.proc, a.remaining)
+					}
 					return
 				}
 			}

@@ -11,14 +11,16 @@ import (
 
 // The serve tests start listeners, stores and config watches; all must be
 // gone when the service has shut down. rueidis's Cluster client closes
-// the connections a topology refresh replaced five seconds later, in a
-// goroutine of its own that outlives the client by design.
+// the connections a topology refresh replaced five seconds later, and
+// runs a refresh it delayed after an error (about half a second later),
+// in goroutines of their own that outlive the client by design.
 func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		// A test started this binary as `bouncer`: see startProcess.
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
 }
 
 // runArgs runs the binary's entry point with args and returns its exit code

@@ -138,15 +138,18 @@ function F.extend(key, e, existed, oe)
 		return false
 	end
 	-- Every write keeps the hash's expiry at or after the granule of each
-	-- of its fields' expiries. Steps are powers of two and never shrink as
+	-- of its fields' expiries. Steps are powers of two that only shrink as
 	-- an expiry comes nearer, so the granule of the old expiry, computed
-	-- now, is at most what its writer set: if it covers the new expiry,
-	-- the TTL does too.
-	local at = F.nowms + math.floor(e / 1000000) + 1 -- the expiry, as F.granule rounds it first
-	if existed and oe > 0 and F.granule(oe) >= at then
+	-- now, is at most the TTL its writer left: if it is at least the new
+	-- expiry's granule, the TTL already is too, and the invariant holds
+	-- for the new state. (Comparing it with the new expiry itself, rather
+	-- than with its granule, let a run of skipped writes leave the TTL at
+	-- the first write's granule: a new bucket checked many times in its
+	-- first second was forgotten at the next whole second.)
+	local g = F.granule(e)
+	if existed and oe > 0 and F.granule(oe) >= g then
 		return false
 	end
-	local g = F.granule(e)
 	-- GT leaves a key without a TTL alone: only a new field may have made
 	-- the hash.
 	if redis.call('PEXPIREAT', key, g, 'GT') == 0 and not existed then
@@ -491,9 +494,10 @@ function F.bucketOne(key, field, a, burst, interval, shape, cost, out)
 		end
 		local added = redis.call('HSET', key, field, w) == 1
 		-- A field that existed and expires d ns from now, whose granule
-		-- covers the new expiry, leaves the hash's TTL as it is (F.extend
-		-- would return false): the common case, decided without the call.
-		if F.pinned or not v or d <= 0 or F.granule(d) < F.nowms + math.floor(nd / 1000000) + 1 then
+		-- is at least the new expiry's, leaves the hash's TTL as it is
+		-- (F.extend would return false): the common case, decided without
+		-- the call.
+		if F.pinned or not v or d <= 0 or F.granule(d) < F.granule(nd) then
 			if not F.extend(key, nd, v ~= false, d) and added then
 				F.sweep(key, field, F.bucketExpiry)
 			end
