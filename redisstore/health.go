@@ -30,7 +30,8 @@ import (
 // a node is reported slow (Health, metrics, a log line) while at least
 // minSlow calls of the last healthWindow were, and 1 % of the calls since
 // the first of them; the checks whose replies were late decided by their
-// limits' policy.
+// limits' policy. If most calls keep missing their deadline for
+// persistLate, the breaker opens too (see lateTooLong).
 //
 // An open breaker keeps calls from its node for OpenFor; then one call
 // goes through as a trial: its success closes the breaker, its failure
@@ -40,6 +41,7 @@ const (
 	windowBuckets = 10 // of healthWindow/windowBuckets each
 	minFailures   = 10
 	minSlow       = 10
+	persistLate   = 5 * time.Second
 )
 
 // DefaultProbeTimeout and DefaultOpenFor are the breaker's defaults.
@@ -136,6 +138,8 @@ type node struct {
 	reason  string    // open: why; slow: the figures
 	opens   uint64
 	lastErr error
+
+	lateSince time.Time // since when most calls have missed their deadline (see lateTooLong)
 }
 
 // bucket counts the failures and slow calls of one healthWindow/
@@ -260,8 +264,36 @@ func (n *node) done(o outcome, trial bool, err error) {
 	}
 	if o == timedOut {
 		n.refreshSlow(t)
+		if n.lateTooLong(t) {
+			return
+		}
 	}
 	n.probe()
+}
+
+// lateTooLong opens the breaker, and reports true, once most calls have
+// missed their deadline for persistLate: a node that answers, but too
+// late for nearly every check, keeps each of them waiting out its deadline
+// for an answer it then ignores; deciding by policy at once is better,
+// until a trial call is on time again. A stall shorter than persistLate
+// (a busy moment, a collection) never opens it this way.
+func (n *node) lateTooLong(t time.Time) bool {
+	calls, _, slow := n.window(t)
+	mostly := slow >= minSlow && 2*slow >= calls
+	n.mu.Lock()
+	switch {
+	case !mostly:
+		n.lateSince = time.Time{}
+	case n.lateSince.IsZero():
+		n.lateSince = t
+	case t.Sub(n.lateSince) >= persistLate:
+		n.lateSince = time.Time{}
+		n.mu.Unlock()
+		n.trip(t, fmt.Sprintf("most calls missed their deadline for %v: %d of %d in the last %v", persistLate, slow, calls, healthWindow))
+		return true
+	}
+	n.mu.Unlock()
+	return false
 }
 
 // endTrial closes the breaker after a trial that succeeded, or keeps it

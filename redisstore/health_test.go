@@ -176,6 +176,55 @@ func TestBreakerFewMissesAmongManyCalls(t *testing.T) {
 	nh.want("20 misses in the 3020 calls since the first", BreakerClosed, false, 0)
 }
 
+// A node that answers, but too late for most calls, for persistLate:
+// the breaker opens, so that checks stop waiting out their deadline; a
+// shorter spell of lateness, or one where most calls are on time, never
+// opens it.
+func TestBreakerOpensWhenMostCallsStayLate(t *testing.T) {
+	nh := newNodeHarness(t, BreakerOptions{})
+	// late makes two calls of three late, every 100 ms for d or until the
+	// breaker refuses one, and returns how long it ran.
+	late := func(d time.Duration) time.Duration {
+		start := nh.clock.Now()
+		for end := start.Add(d); nh.clock.Now().Before(end); nh.clock.Advance(100 * time.Millisecond) {
+			for _, o := range []outcome{timedOut, timedOut, succeeded} {
+				if ok, _ := nh.n.allow(); !ok {
+					return nh.clock.Now().Sub(start)
+				}
+				nh.n.done(o, false, errOf(o))
+				nh.settle()
+			}
+		}
+		return nh.clock.Now().Sub(start)
+	}
+	late(persistLate - time.Second)
+	nh.want("mostly late for less than persistLate", BreakerClosed, true, 0)
+	for range 200 { // on time again: the spell ends
+		nh.call(succeeded)
+	}
+	nh.call(timedOut)
+	nh.clock.Advance(healthWindow) // the first spell ages out of the window
+	late(persistLate - time.Second)
+	nh.want("a second spell, shorter than persistLate", BreakerClosed, true, 0)
+	if ran := late(2 * time.Second); ran >= 2*time.Second {
+		t.Fatalf("the breaker let calls through for %v more, the spell having lasted longer than %v", ran, persistLate)
+	}
+	got := nh.want("mostly late for persistLate", BreakerOpen, false, 1)
+	if !strings.Contains(got.Reason, "most calls missed their deadline for 5s") {
+		t.Fatalf("reason %q; want it to say the calls stayed late", got.Reason)
+	}
+
+	// A third of the calls late, for ever: slow, never open.
+	nh2 := newNodeHarness(t, BreakerOptions{})
+	for range 600 {
+		nh2.call(timedOut)
+		nh2.call(succeeded)
+		nh2.call(succeeded)
+		nh2.clock.Advance(100 * time.Millisecond)
+	}
+	nh2.want("a third late for a minute", BreakerClosed, true, 0)
+}
+
 // A frozen server: calls miss their deadline and the probe gets no reply
 // within ProbeTimeout. The breaker opens, with the reason, and logs it.
 func TestBreakerOpensWhenProbeGetsNoReply(t *testing.T) {
