@@ -26,19 +26,23 @@ const guardFor = 10 * time.Second
 // epoch anchors the monotonic times of Store.guardUntil.
 var epoch = time.Now()
 
-// exec makes c's script call with ctx; see guardFor.
-func (s *Store) exec(ctx context.Context, c *call) rueidis.RedisResult {
-	if time.Since(epoch) >= time.Duration(s.guardUntil.Load()) {
-		r := checkScript.Exec(ctx, s.client, c.keys, c.args)
+// exec calls the function fn with ctx, loading the library first on the
+// nodes that miss it; see guardFor.
+func (s *Store) exec(ctx context.Context, fn string, keys, args []string) rueidis.RedisResult {
+	do := func() rueidis.RedisResult {
+		r := fcall(ctx, s.client, fn, keys, args)
+		if missingFunction(r) {
+			s.lib.load(ctx, s.client)
+			r = fcall(ctx, s.client, fn, keys, args)
+		}
 		s.noteTrouble(r)
 		return r
 	}
+	if time.Since(epoch) >= time.Duration(s.guardUntil.Load()) {
+		return do()
+	}
 	done := make(chan rueidis.RedisResult, 1)
-	go func() {
-		r := checkScript.Exec(ctx, s.client, c.keys, c.args)
-		s.noteTrouble(r)
-		done <- r
-	}()
+	go func() { done <- do() }()
 	select {
 	case r := <-done:
 		return r

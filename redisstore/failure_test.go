@@ -28,8 +28,7 @@ func TestFailure(t *testing.T) {
 	t.Run("StartWhileDown", func(t *testing.T) { testFailureStartWhileDown(t, pr) })
 	t.Run("FrozenReconnect", func(t *testing.T) { testFailureFrozenReconnect(t, pr) })
 	t.Run("FrozenCheckEach", func(t *testing.T) { testFailureFrozenCheckEach(t, pr) })
-	t.Run("StandaloneBusyLane", func(t *testing.T) { testFailureStandaloneBusyLane(t, pr) })
-	t.Run("ClusterBusyLane", func(t *testing.T) { testFailureClusterBusyLane(t, pr) })
+	t.Run("PausedLane", func(t *testing.T) { testFailurePausedLane(t, pr) })
 	t.Run("ClusterMasterKilled", func(t *testing.T) { testFailureClusterMasterKilled(t, pr) })
 	t.Run("ClusterSlotMigration", func(t *testing.T) { testFailureClusterSlotMigration(t, pr) })
 }
@@ -545,132 +544,42 @@ func testFailureFrozenCheckEach(t *testing.T, pr *privateRedis) {
 	wg.Wait()
 }
 
-// A lane runs one worker while its batches keep up, and starts another
-// (up to LaneMaxWorkers) only when a full batch's worth of checks waits:
-// here, while a master is paused (CLIENT PAUSE, on the private Cluster:
-// the shared one serves other tests meanwhile) with three batches' worth
-// queued. Once the queue drains, the extra workers stop, and an idle store
-// runs none.
-func testFailureClusterBusyLane(t *testing.T, pr *privateRedis) {
-	c := newClient(t, pr.clusterAddrs)
-	l := bouncer.Limit{Name: "fw", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
-	prefix := freshPrefix()
-	s := newStore(t, c, redisstore.Options{Prefix: prefix, Timeout: 20 * time.Second})
-	redisstore.ReadSlots(s)
-	ownerOf := func(k string) string {
-		hash, _ := redisstore.StateOf(prefix, l, k)
-		return clusterOwner(t, c, redisstore.KeySlot(hash))
-	}
-	node := ownerOf("busy-0")
-	lane, err := redisstore.LaneOf(s, "busy-0", l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for i := 0; len(keys) < 3*redisstore.BatchMax; i++ {
-		if k := fmt.Sprintf("busy-%d", i); ownerOf(k) == node {
-			keys = append(keys, k)
-		}
-	}
-	nc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{node}, ForceSingleClient: true, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	most := pausedLaneWorkers(t, nc, s, lane, len(keys), func(i int) []bouncer.Request {
-		return []bouncer.Request{{Keys: []bouncer.KeyLimits{{Key: keys[i], Limits: []bouncer.Limit{l}}}, Cost: 1}}
-	})
-	if most != redisstore.LaneMaxWorkers {
-		t.Errorf("the paused node's lane ran %d workers at most, want %d", most, redisstore.LaneMaxWorkers)
-	}
-}
-
-// A standalone store's lane runs one worker while fewer than
-// StandaloneBusy callers wait behind the call in flight, and starts more
-// (up to StandaloneWorkers) only once that many do: here, while the
-// private server is paused (CLIENT PAUSE), first with a few callers of
-// one check queued; then with fewer than StandaloneBusy callers of
-// CheckEach whose three checks each are more than StandaloneBusy checks
-// in all, but one caller each; then with enough callers of one check that
-// every worker must start however the scheduler orders callers and
-// workers: a worker takes at most BatchMax checks before it blocks on the
-// paused server, so the i-th caller queued finds at least i-n*BatchMax
-// waiting behind n workers, and the callers numbered
-// k*BatchMax+StandaloneBusy (k = 1, 2, ...) each start a worker if fewer
-// than k+1 run. Every check is decided by Redis once the pause ends, the
-// lane counts no caller waiting, and an idle store runs no worker.
-func testFailureStandaloneBusyLane(t *testing.T, pr *privateRedis) {
-	addr := fmt.Sprintf("127.0.0.1:%d", pr.port)
-	c := newClient(t, []string{addr})
-	l := bouncer.Limit{Name: "fw", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
-	s := newStore(t, c, redisstore.Options{Timeout: 20 * time.Second})
-	for _, tc := range []struct {
-		callers, each, want int
-	}{
-		{max(redisstore.StandaloneBusy/2, 1), 1, 1},
-		{redisstore.StandaloneBusy - 1, 3, 1},
-		{(redisstore.StandaloneWorkers-1)*redisstore.BatchMax + redisstore.StandaloneBusy, 1, redisstore.StandaloneWorkers},
-	} {
-		most := pausedLaneWorkers(t, c, s, 0, tc.callers, func(i int) []bouncer.Request {
-			rs := make([]bouncer.Request, tc.each)
-			for k := range rs {
-				rs[k] = bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprintf("busy-%d-%d-%d-%d", tc.callers, tc.each, i, k), Limits: []bouncer.Limit{l}}}, Cost: 1}
-			}
-			return rs
-		})
-		if most != tc.want {
-			t.Errorf("%d callers of %d checks each queued on a paused server: the lane ran %d workers at most, want %d", tc.callers, tc.each, most, tc.want)
-		}
-		if w := redisstore.LaneWaiting(s)[0]; w != 0 {
-			t.Errorf("the lane counts %d callers waiting once every check is decided, want 0", w)
-		}
-	}
-}
-
-// pausedLaneWorkers pauses the server of c (CLIENT PAUSE; CLIENT UNPAUSE
-// would wait for the pause's end too) while n callers check reqs(i) with
-// s (Check for one request, CheckEach for more), and returns the most
-// workers lane ran meanwhile; no other lane may run any. It waits until
-// every check is decided by Redis and the lane runs no worker.
-func pausedLaneWorkers(t *testing.T, c rueidis.Client, s *redisstore.Store, lane, n int, reqs func(i int) []bouncer.Request) int {
-	t.Helper()
-	const pause = 1500 * time.Millisecond
-	paused := time.Now()
+// testFailurePausedLane pauses the standalone server (CLIENT PAUSE) while
+// many callers check, with a deadline longer than the pause: at most
+// InFlight calls of the lane are in flight at any time, the others' checks
+// wait and go out in batches once the pause ends, every check is decided
+// by Redis, and afterwards the lane runs nothing (goleak checks the
+// package for goroutines left behind).
+func testFailurePausedLane(t *testing.T, pr *privateRedis) {
+	c := newClient(t, []string{fmt.Sprintf("127.0.0.1:%d", pr.port)})
+	const inFlight = 2
+	s := newStore(t, c, redisstore.Options{InFlight: inFlight, Timeout: 20 * time.Second})
+	l := failurePerHour("paused", bouncer.MaxRate, bouncer.StoreErrorAllow)
+	failureWaitRedis(t, s, "warm", l)
+	const pause = 1000 * time.Millisecond
 	if err := c.Do(context.Background(), c.B().ClientPause().Timeout(pause.Milliseconds()).All().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
+	paused := time.Now()
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := range 200 {
 		wg.Go(func() {
-			rs := reqs(i)
-			ds, errs := make([]bouncer.Decision, len(rs)), make([]error, len(rs))
-			if len(rs) == 1 {
-				ds[0], errs[0] = s.Check(context.Background(), rs[0])
-			} else {
-				s.CheckEach(context.Background(), rs, ds, errs)
-			}
-			for k, r := range rs {
-				if d, err := ds[k], errs[k]; err != nil || !d.Allowed || d.Degraded {
-					t.Errorf("%s: %+v, %v", r.Keys[0].Key, d, err)
-				}
+			r := failureRequest(fmt.Sprintf("paused-%d", i), l)
+			if d, err := s.Check(context.Background(), r); err != nil || !d.Allowed || d.Degraded {
+				t.Errorf("check %d: %+v, %v; want allowed by Redis", i, d, err)
 			}
 		})
 	}
 	most := 0
 	for time.Since(paused) < pause-200*time.Millisecond {
-		for i, w := range redisstore.LaneWorkers(s) {
-			if i != lane && w > 0 {
-				t.Errorf("lane %d runs %d workers; only lane %d has checks", i, w, lane)
-			}
-		}
-		most = max(most, redisstore.LaneWorkers(s)[lane])
+		most = max(most, redisstore.LaneInFlight(s)[0])
 		time.Sleep(time.Millisecond)
 	}
 	wg.Wait()
-	for deadline := time.Now().Add(5 * time.Second); redisstore.LaneWorkers(s)[lane] > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("lane still runs %d workers 5 s after its checks", redisstore.LaneWorkers(s)[lane])
-		}
+	if most != inFlight {
+		t.Errorf("the paused server's lane had at most %d calls in flight, want %d", most, inFlight)
 	}
-	return most
+	if n := redisstore.LaneInFlight(s)[0]; n != 0 {
+		t.Errorf("%d calls in flight once every check returned", n)
+	}
 }

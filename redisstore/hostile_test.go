@@ -243,14 +243,15 @@ func storedKeys(t *testing.T, c rueidis.Client, prefix string) []string {
 
 var (
 	// keyLayout is every Redis key name the store may write, after the
-	// prefix: a 12-hex-digit limit id, a bucket number in a hash tag and,
-	// for a log, the key's 8-byte digest in hex.
-	keyLayout = regexp.MustCompile(`^:[0-9a-f]{12}:\{(0|[1-9][0-9]{0,19})\}(:[0-9a-f]{16})?$`)
+	// prefix: a 12-hex-digit limit id, a group's tag in braces, a bucket
+	// number and, for a log, the key's 8-byte digest in hex.
+	keyLayout = regexp.MustCompile(`^:[0-9a-f]{12}:\{[0-9]{1,6}\}(0|[1-9][0-9]{0,19})(:[0-9a-f]{16})?$`)
 	// hashValue is a one-word state: an instant, and a count for the
 	// sliding window counter.
 	hashValue = regexp.MustCompile(`^[0-9]{1,20}(:[0-9]{1,20})?$`)
-	// logValue is a log: instant:count, comma separated.
-	logValue = regexp.MustCompile(`^[0-9]{1,20}:[0-9]{1,20}(,[0-9]{1,20}:[0-9]{1,20})*$`)
+	// logMember is an entry of a log's sorted set: a 20-digit instant and
+	// a count; or "#", whose score keeps the total.
+	logMember = regexp.MustCompile(`^([0-9]{20}:[0-9]{1,20}|#)$`)
 )
 
 // checkLayout asserts that every key is short and of the fixed layout,
@@ -275,9 +276,14 @@ func checkLayout(t *testing.T, c rueidis.Client, prefix string, keys []string) {
 		}
 		log := strings.Count(rest, ":") == 3
 		if log {
-			v, err := c.Do(ctx, c.B().Get().Key(k).Build()).ToString()
-			if err != nil || !logValue.MatchString(v) {
-				t.Errorf("Redis key %q: GET = %q, %v; want a log, %v", k, v, err, logValue)
+			ms, err := c.Do(ctx, c.B().Zrange().Key(k).Min("0").Max("-1").Build()).AsStrSlice()
+			if err != nil || len(ms) < 2 {
+				t.Errorf("Redis key %q: ZRANGE = %q, %v; want a log's entries and its total", k, ms, err)
+			}
+			for _, m := range ms {
+				if !logMember.MatchString(m) {
+					t.Errorf("Redis key %q: member %q; want %v", k, m, logMember)
+				}
 			}
 			continue
 		}
@@ -299,7 +305,7 @@ func checkLayout(t *testing.T, c rueidis.Client, prefix string, keys []string) {
 func footprintOf(t *testing.T, c rueidis.Client, prefix string, keys []string) []string {
 	t.Helper()
 	ctx := context.Background()
-	bucket := regexp.MustCompile(`\{[0-9]+\}`)
+	bucket := regexp.MustCompile(`\{[0-9]+\}[0-9]+`)
 	hex := regexp.MustCompile(`[0-9a-f]{12,16}`)
 	var out []string
 	for _, k := range keys {
@@ -308,11 +314,15 @@ func footprintOf(t *testing.T, c rueidis.Client, prefix string, keys []string) [
 			return fmt.Sprintf("<%d hex>", len(s))
 		})
 		if strings.Count(shape, ":") == 3 {
-			v, err := c.Do(ctx, c.B().Get().Key(k).Build()).ToString()
+			ms, err := c.Do(ctx, c.B().Zrange().Key(k).Min("0").Max("-1").Build()).AsStrSlice()
 			if err != nil {
-				t.Fatalf("GET %q: %v", k, err)
+				t.Fatalf("ZRANGE %q: %v", k, err)
 			}
-			out = append(out, fmt.Sprintf("%s string %d bytes", shape, len(v)))
+			var sizes []int
+			for _, m := range ms {
+				sizes = append(sizes, len(m))
+			}
+			out = append(out, fmt.Sprintf("%s zset %v", shape, sizes))
 			continue
 		}
 		m, err := c.Do(ctx, c.B().Hgetall().Key(k).Build()).AsStrMap()

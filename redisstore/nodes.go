@@ -56,9 +56,9 @@ func (ns *nodes) all() []*node {
 
 // nodeOf returns the node whose breaker c answers to: on a Cluster, the
 // master that served its keys' slot when the store last read the map.
-func (s *Store) nodeOf(c *call) *node {
+func (s *Store) nodeOf(c *check) *node {
 	if c.node == nil {
-		c.node = s.nodeOfKey(c.keys[0])
+		c.node = s.nodeOfKey(c.refs[0].rkey)
 	}
 	return c.node
 }
@@ -67,7 +67,7 @@ func (s *Store) nodeOfKey(key string) *node {
 	if !s.cluster {
 		return s.nodes.one
 	}
-	m := s.slots.cur.Load()
+	m := s.slotMap()
 	if m == nil {
 		return s.nodes.one
 	}

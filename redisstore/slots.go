@@ -10,16 +10,12 @@ import (
 	"time"
 )
 
-// Batching on a Cluster. The keys of one script call must share a slot,
-// but a script may reach the keys of every slot of the node it runs on: a
-// batch there holds the checks whose keys one node serves, routed by one of
-// them (KEYS[1]) and naming the others among its arguments ("P" in
-// check.lua). To group checks by node, the store keeps a map of the
-// Cluster's slots, read with CLUSTER SLOTS when it is older than
-// slotMapAge or a batch found it wrong. A map that is behind the Cluster
-// costs speed, never a decision: a check whose key has moved fails in the
-// script before it changes anything, and goes again as a call of its own,
-// which rueidis routes (MOVED, ASK) by the Cluster's own map.
+// Which master serves which slot, as a Cluster last said (CLUSTER SLOTS,
+// read when the map is older than slotMapAge or a breaker opened): it
+// names the breaker a call answers to (nodes.go). rueidis routes every
+// call by the Cluster's own map and follows MOVED and ASK; a map behind
+// the Cluster's only attributes a call to the wrong node's breaker until
+// it is read again.
 
 const (
 	slotCount = 16384
@@ -44,34 +40,34 @@ type slots struct {
 	failedAt time.Time   // under mu: the last failed read
 }
 
-// slotMap returns the store's map of slots, read again first if it is old
-// or wrong and no other worker is reading it (that one is not waited for:
-// the old map serves meanwhile); nil when there is none yet.
-func (s *Store) slotMap(deadline time.Time) *slotMap {
+// slotMap returns the store's map of slots (nil when there is none yet)
+// and, if it is old or wrong, has a goroutine read it again, unless one
+// does already or the last read failed less than slotMapRetry ago: the old
+// map serves meanwhile.
+func (s *Store) slotMap() *slotMap {
 	m := s.slots.cur.Load()
-	if s.slots.fresh(m) {
+	if s.slots.fresh(m) || !s.slots.mu.TryLock() {
 		return m
 	}
-	if !s.slots.mu.TryLock() {
+	if s.slots.fresh(s.slots.cur.Load()) || time.Since(s.slots.failedAt) < slotMapRetry {
+		s.slots.mu.Unlock()
 		return m
 	}
-	defer s.slots.mu.Unlock()
-	if m = s.slots.cur.Load(); s.slots.fresh(m) {
-		return m // another worker has just read it
-	}
-	if time.Since(s.slots.failedAt) < slotMapRetry {
-		return m
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	nm, err := s.readSlots(ctx)
-	if err != nil {
-		s.slots.failedAt = time.Now()
-		return m
-	}
-	s.slots.stale.Store(false)
-	s.slots.cur.Store(nm)
-	return nm
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.slots.mu.Unlock()
+		ctx, cancel := context.WithTimeout(s.health.ctx, preloadTimeout)
+		defer cancel()
+		nm, err := s.readSlots(ctx)
+		if err != nil {
+			s.slots.failedAt = time.Now()
+			return
+		}
+		s.slots.stale.Store(false)
+		s.slots.cur.Store(nm)
+	}()
+	return m
 }
 
 // refreshSlots reads the map of slots now, within preloadTimeout.
@@ -156,10 +152,3 @@ var crc16Table = func() (t [256]uint16) {
 	}
 	return t
 }()
-
-// routingError reports whether msg, the error that stopped a Cluster's
-// batch, says a key was not on the node (moved, or moving): the checks from
-// there on can go again elsewhere, none of them having changed anything.
-func routingError(msg string) bool {
-	return strings.Contains(msg, "non local key")
-}

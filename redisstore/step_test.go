@@ -2,13 +2,12 @@ package redisstore_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/bouncerhq/bouncer/redisstore"
 )
 
-// The script's F.step finds a TTL step from math.frexp's exponent and
+// The scripts' S.step (store.lua) finds a TTL step from math.frexp's exponent and
 // corrects it against the comparison that defines it; it must give
 // exactly the step of that definition (the least 1000 × 2^k with
 // step × 16 > ems, found by doubling from 1000), which the TTLs written
@@ -18,16 +17,7 @@ import (
 // spread of other values, integer and not.
 func TestScriptStepMatchesDefinition(t *testing.T) {
 	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
-	src := redisstore.CheckLua
-	i := strings.Index(src, "function F.step(ems)")
-	if i < 0 {
-		t.Fatal("check.lua defines no F.step(ems)")
-	}
-	j := strings.Index(src[i:], "\nend\n")
-	if j < 0 {
-		t.Fatal("F.step has no end")
-	}
-	script := "local F = {}\n" + src[i:i+j+5] + `
+	script := redisstore.ComposeLua(`
 local function want(ems)
 	local step = 1000
 	while step * 16 <= ems do
@@ -38,8 +28,8 @@ end
 local bad, n = {}, 0
 local function try(ems)
 	n = n + 1
-	if ems >= 0 and F.step(ems) ~= want(ems) and #bad < 10 then
-		bad[#bad + 1] = string.format('%.17g: %.17g, want %.17g', ems, F.step(ems), want(ems))
+	if ems >= 0 and S.step(ems) ~= want(ems) and #bad < 10 then
+		bad[#bad + 1] = string.format('%.17g: %.17g, want %.17g', ems, S.step(ems), want(ems))
 	end
 end
 for k = 0, 45 do
@@ -57,8 +47,8 @@ while x < 2 ^ 52 do
 end
 bad[#bad + 1] = tostring(n)
 return bad
-`
-	res, err := c.Do(context.Background(), c.B().Eval().Script(script).Numkeys(0).Build()).AsStrSlice()
+`)
+	res, err := c.Do(context.Background(), c.B().Eval().Script(script).Numkeys(0).Arg("").Build()).AsStrSlice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +56,7 @@ return bad
 		t.Fatalf("no value tried: %q", res)
 	}
 	for _, m := range res[:len(res)-1] {
-		t.Errorf("F.step(%s", m)
+		t.Errorf("S.step(%s", m)
 	}
 	t.Logf("%s values tried", res[len(res)-1])
 }

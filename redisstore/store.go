@@ -2,13 +2,9 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +16,6 @@ import (
 	"github.com/bouncerhq/bouncer/memstore"
 )
 
-//go:embed lua/check.lua
-var checkLua string
-
-var checkScript = rueidis.NewLuaScript(checkLua)
-
 // DefaultTimeout is the deadline of a store call when Options.Timeout is
 // 0. It is chosen from measurements (docs/redis.md, "Choosing the
 // deadline"): well above the slowest reply a healthy Redis gives a store
@@ -35,12 +26,6 @@ const DefaultTimeout = 50 * time.Millisecond
 
 // DefaultBuckets is the number of buckets when Options.Buckets is 0.
 const DefaultBuckets = 1 << 14
-
-// MaxSpan bounds the time spans a limit may need in Redis (a bucket's
-// Burst × interval, a window's Period): Redis's Lua computes in doubles,
-// exact below 2⁵³, and the scripts keep every span below 2⁵² ns (about 52
-// days). Longer limits are rejected with bouncer.ErrInvalidLimit.
-const MaxSpan = time.Duration(1 << 52)
 
 // Options configure a Store.
 type Options struct {
@@ -94,10 +79,10 @@ type Options struct {
 	// that N instances admit at most N times a limit.
 	OnStoreError bouncer.StoreErrorPolicy
 
-	// Local is the in-memory store that limits with StoreErrorLocal use
-	// while Redis cannot answer. Nil means a store of the package's own,
-	// which Close closes.
-	Local *memstore.Store
+	// Local decides the limits with StoreErrorLocal while Redis cannot
+	// answer: a per-instance limiter. Nil means an in-memory store of the
+	// package's own (memstore, at its defaults), which Close closes.
+	Local bouncer.Limiter
 
 	// Breaker configures the circuit breakers, one per Redis node.
 	Breaker BreakerOptions
@@ -107,20 +92,36 @@ type Options struct {
 	// Redis or cannot; nil means slog.Default().
 	Logger *slog.Logger
 
-	// NoBatch turns off batching: the store merges checks that arrive
-	// while others are in flight into one script call (on a Cluster, one
-	// per node, for checks of one limit), which decides them one after
-	// another (see batch.go and slots.go).
-	NoBatch bool
+	// InFlight is how many script calls of one lane — a standalone
+	// server's, or a group's on a Cluster — may be in flight at once; 0
+	// means DefaultInFlight. A check that finds fewer in flight makes its
+	// call at once from its own goroutine; one that finds them all in
+	// flight waits, and goes out in the next call with the others that
+	// waited (see batch.go). More calls in flight wait less; fewer make
+	// larger batches, which cost Redis less per check.
+	InFlight int
+
+	// Batch bounds how many checks one script call decides; 0 means
+	// DefaultBatch, and 1 turns batching off.
+	Batch int
+
+	// Groups is how many hash slots a Cluster's keys spread over, every
+	// limit's alike; 0 means DefaultGroups. A script's keys must share a
+	// slot, so only checks of one group can share a call: fewer groups
+	// make larger batches, more spread the load over more of the
+	// Cluster's slots (and so its masters). Changing it forgets every
+	// key's state. A standalone server ignores it.
+	Groups int
 
 	// now, when set (by tests only), pins the time the scripts use
 	// instead of Redis's TIME.
 	now func() time.Time
 
 	// clock and ping, when set (by tests only), replace the breakers'
-	// clock and liveness probe.
+	// clock and liveness probe; lib, the function library.
 	clock func() time.Time
 	ping  func(ctx context.Context, addr string) error
+	lib   *library
 }
 
 // Store is the Redis bouncer.Limiter. Its methods are safe for concurrent
@@ -130,9 +131,12 @@ type Store struct {
 	buckets  uint64
 	timeout  time.Duration
 	policy   bouncer.StoreErrorPolicy
-	local    *memstore.Store
-	ownLocal bool
-	noBatch  bool
+	local    bouncer.Limiter
+	ownLocal *memstore.Store // Local, if the store made it
+	inFlight int
+	batch    int
+	tags     []string // a hash tag per group (see keys.go)
+	lib      *library
 	now      func() time.Time
 	health   *health
 	log      *slog.Logger
@@ -142,14 +146,15 @@ type Store struct {
 	client    rueidis.Client
 	ownClient bool
 	cluster   bool
-	batch     *batcher // nil with Options.NoBatch
-	slots     slots    // on a Cluster: which node serves each slot
+	lanes     []lane // one, or one per group on a Cluster
+	slots     slots  // on a Cluster: which node serves each slot
 	nodes     nodes
 	ready     atomic.Bool
 	connErr   atomic.Pointer[error] // while not ready: the last attempt's
 
 	mu     sync.Mutex // guards closed and the hand-over of a connection
 	closed bool
+	wg     sync.WaitGroup // the lanes' goroutines
 
 	limits sync.Map // bouncer.Limit → *limitInfo
 	cached atomic.Int64
@@ -158,7 +163,6 @@ type Store struct {
 	failures atomic.Uint64
 	slow     atomic.Uint64
 	degraded atomic.Uint64
-	rerouted atomic.Uint64
 	lastErr  atomic.Pointer[error]
 
 	guardUntil atomic.Int64 // since epoch: calls run guarded until then (see exec)
@@ -192,13 +196,15 @@ func New(o Options) (*Store, error) {
 		return nil, errors.New("redisstore: neither Client nor Addrs is set")
 	}
 	s := &Store{
-		prefix:  o.Prefix,
-		timeout: o.Timeout,
-		policy:  o.OnStoreError,
-		local:   o.Local,
-		noBatch: o.NoBatch,
-		now:     o.now,
-		log:     o.Logger,
+		prefix:   o.Prefix,
+		timeout:  o.Timeout,
+		policy:   o.OnStoreError,
+		local:    o.Local,
+		inFlight: o.InFlight,
+		batch:    o.Batch,
+		lib:      defaultLibrary,
+		now:      o.now,
+		log:      o.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -230,8 +236,26 @@ func New(o Options) (*Store, error) {
 	for s.buckets < uint64(n) {
 		s.buckets <<= 1
 	}
+	if s.inFlight <= 0 {
+		s.inFlight = DefaultInFlight
+	}
+	if s.batch <= 0 {
+		s.batch = DefaultBatch
+	}
+	groups := o.Groups
+	if groups <= 0 {
+		groups = DefaultGroups
+	}
+	if groups > slotCount {
+		return nil, fmt.Errorf("redisstore: Groups %d: at most %d", groups, slotCount)
+	}
+	s.tags = groupTags(groups)
+	if o.lib != nil {
+		s.lib = o.lib
+	}
 	if s.local == nil {
-		s.local, s.ownLocal = memstore.New(memstore.Options{}), true
+		s.ownLocal = memstore.New(memstore.Options{})
+		s.local = s.ownLocal
 	}
 	if o.Client != nil {
 		s.attach(o.Client, false)
@@ -288,7 +312,7 @@ func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
 
 // attach makes c the store's client, unless the store is closed.
 func (s *Store) attach(c rueidis.Client, own bool) bool {
-	preload(c)
+	preload(c, s.lib)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -297,8 +321,10 @@ func (s *Store) attach(c rueidis.Client, own bool) bool {
 	s.client, s.ownClient = c, own
 	s.cluster = c.Mode() == rueidis.ClientModeCluster
 	s.nodes.init(s)
-	if !s.noBatch {
-		s.batch = newBatcher(s)
+	if s.cluster {
+		s.lanes = make([]lane, len(s.tags))
+	} else {
+		s.lanes = make([]lane, 1)
 	}
 	if s.cluster {
 		s.refreshSlots()
@@ -331,19 +357,16 @@ func containsAny(s, chars string) bool {
 	return false
 }
 
-// preloadTimeout bounds how long connecting spends loading the script.
+// preloadTimeout bounds how long connecting spends loading the library.
 const preloadTimeout = 2 * time.Second
 
-// preload loads the script on every node c knows, so that the first
-// checks do not spend their deadline sending and compiling it. It is
-// best effort: a node that is down now gets the script with its first
-// check (EVALSHA, then EVAL on NOSCRIPT).
-func preload(c rueidis.Client) {
+// preload loads the library on every node c knows, so that the first
+// calls do not spend their deadline loading it. It is best effort: a node
+// that is down now gets it when a call finds it missing.
+func preload(c rueidis.Client, lib *library) {
 	ctx, cancel := context.WithTimeout(context.Background(), preloadTimeout)
 	defer cancel()
-	for _, n := range c.Nodes() {
-		n.Do(ctx, n.B().ScriptLoad().Script(checkLua).Build())
-	}
+	lib.load(ctx, c)
 }
 
 // ClientOption returns the rueidis options the store connects to addrs
@@ -364,14 +387,12 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.health.close()
-	if s.batch != nil {
-		s.batch.close()
-	}
+	s.wg.Wait() // the lanes' goroutines, which end with their queues
 	if s.ownClient {
 		s.client.Close()
 	}
-	if s.ownLocal {
-		return s.local.Close()
+	if s.ownLocal != nil {
+		return s.ownLocal.Close()
 	}
 	return nil
 }
@@ -382,7 +403,6 @@ type Stats struct {
 	Failures     uint64 // calls that ended in an error
 	Slow         uint64 // calls that missed their deadline
 	Degraded     uint64 // checks decided by policy without Redis
-	Rerouted     uint64 // checks of a Cluster's batch sent again on their own, their key having moved
 	Breaker      string // the worst of the nodes' breakers: BreakerOpen, BreakerHalfOpen or BreakerClosed
 	BreakerOpens uint64 // times a node's breaker opened, all nodes together
 	Connected    bool   // the store has a client (see Options.ClientOption)
@@ -393,7 +413,7 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	st := Stats{
 		Calls: s.calls.Load(), Failures: s.failures.Load(), Slow: s.slow.Load(),
-		Degraded: s.degraded.Load(), Rerouted: s.rerouted.Load(), Breaker: BreakerClosed,
+		Degraded: s.degraded.Load(), Breaker: BreakerClosed,
 		Connected: s.ready.Load(),
 	}
 	for _, n := range s.Health().Nodes {
@@ -460,19 +480,19 @@ func (s *Store) Health() Health {
 	return h
 }
 
-// limitInfo is what a check sends of a limit, computed once.
+// limitInfo is what a call sends of a limit, computed once.
 type limitInfo struct {
-	id     string
-	args   [8]string // algorithm, rate, burst, period, interval, unit, pair, flag (see check.lua)
-	packed string    // the same numbers as eight little-endian doubles, for a packed call
-	log    bool
-	err    error
+	id   string // in its Redis keys (limitID)
+	def  string // its definition (lua/algo.lua's params)
+	log  bool   // its state is a log, in a key of its own
+	wide bool   // its spans reach 2^51 ns: the script computes on wide numbers
+	err  error
 }
 
 // Supports reports an error wrapping bouncer.ErrInvalidLimit if the store
-// cannot decide l: if l is invalid, or needs a longer span than MaxSpan
-// (a window longer than about 52 days, such as a year). A service checks
-// its config with it before serving.
+// cannot decide l, that is if l is invalid: the store counts every valid
+// limit, a year's included, exactly. A service checks its config with it
+// before serving.
 func (s *Store) Supports(l bouncer.Limit) error { return s.info(&l).err }
 
 func (s *Store) info(l *bouncer.Limit) *limitInfo {
@@ -482,33 +502,23 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 	li := &limitInfo{}
 	if err := l.Validate(); err != nil {
 		li.err = err
-	} else if span := supportedSpan(*l); span > MaxSpan {
-		li.err = fmt.Errorf("redisstore: limit %q needs a span of %v, more than the %v the Redis store supports: %w",
-			l.Name, span, MaxSpan, bouncer.ErrInvalidLimit)
 	} else {
 		p := algo.Prepare(*l)
 		unit, pair := p.Packing()
-		li.id = limitID(*l)
-		li.log = l.Algorithm == bouncer.SlidingWindowLog || l.Algorithm == bouncer.Concurrency
-		flag := "0"
+		flag := 0
 		switch {
 		case l.Shape:
-			flag = "1"
+			flag = 1
 		case l.ChargeDenied:
-			flag = "2"
+			flag = 2
 		}
-		nums := [8]int64{
-			int64(algorithmCode(l.Algorithm)), l.Rate, l.Burst, int64(l.Period),
-			int64(l.Interval()), unit, pair, int64(flag[0] - '0'),
-		}
-		packed := make([]byte, 0, 8*len(nums))
-		for i, v := range nums {
-			li.args[i] = strconv.FormatInt(v, 10)
-			// Every number is below 2^53 (MaxSpan keeps durations below
-			// 2^52), so a double holds it exactly.
-			packed = binary.LittleEndian.AppendUint64(packed, math.Float64bits(float64(v)))
-		}
-		li.packed = string(packed)
+		li.id = limitID(*l)
+		li.log = l.Algorithm == bouncer.SlidingWindowLog || l.Algorithm == bouncer.Concurrency
+		// lua/algo.lua's params picks its numbers by the same rule.
+		const small = 1 << 51
+		li.wide = int64(l.Period) >= small || l.Burst > 0 && int64(l.Interval()) >= small/l.Burst
+		li.def = fmt.Sprintf("%d %d %d %d %d %d %d %d", algorithmCode(l.Algorithm), l.Rate, l.Burst,
+			int64(l.Period), int64(l.Interval()), unit, pair, flag)
 	}
 	if s.cached.Load() >= maxCachedLimits {
 		return li // limits are config, not input; but stay bounded regardless
@@ -520,21 +530,9 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 	return v.(*limitInfo)
 }
 
-// maxCachedLimits bounds how many limits a store remembers the arguments
-// of; beyond it they are computed per check.
+// maxCachedLimits bounds how many limits a store remembers the
+// definitions of; beyond it they are computed per check.
 const maxCachedLimits = 1 << 14
-
-// supportedSpan is the longest time span l's algorithm computes with.
-func supportedSpan(l bouncer.Limit) time.Duration {
-	if l.Algorithm.UsesBurst() {
-		iv := l.Interval()
-		if l.Burst > int64(MaxSpan/iv) {
-			return MaxSpan + 1
-		}
-		return time.Duration(l.Burst) * iv
-	}
-	return l.Period
-}
 
 func algorithmCode(a bouncer.Algorithm) int {
 	switch a {

@@ -26,7 +26,7 @@ func TestTTLCoversState(t *testing.T) {
 		for _, a := range []bouncer.Algorithm{bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket} {
 			l := bouncer.Limit{Name: "ttl", Algorithm: a, Rate: 20, Period: time.Second, Burst: 20}
 			key := "ttl-" + a.String()
-			hash, field := redisstore.StateOf(prefix, l, key)
+			hash, field := redisstore.StateOf(s, l, key)
 			r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1}
 			checked := 0
 			for end := time.Now().Add(1100 * time.Millisecond); time.Now().Before(end); checked++ {

@@ -247,7 +247,7 @@ func (d *Domain) overrideLimit(o *Override) bouncer.Limit {
 }
 
 // checkOverrides rejects overrides that the store cannot count, such as
-// a billion or more per second (or, for some stores, a year): they are the
+// a billion or more per second: they are the
 // caller's mistake, not a store failure. A rate of 0 admits nothing and is
 // never counted.
 func (d *Domain) checkOverrides(r *Request, supports func(bouncer.Limit) error) error {

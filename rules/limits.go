@@ -19,8 +19,8 @@ func serviceAlgorithm(a bouncer.Algorithm) error {
 
 // CheckLimits calls supports for every limit of every rule and plan, and
 // returns a *ConfigError naming the file and line of each limit it
-// rejects: a store that cannot count some limit (the Redis store and a
-// window of a year, say) refuses the config before serving it.
+// rejects: a store that cannot count some limit refuses the config
+// before serving it.
 func (c *Config) CheckLimits(supports func(bouncer.Limit) error) error {
 	var errs errorList
 	for _, d := range c.Domains() {

@@ -49,7 +49,7 @@ func TestOverrideOutOfRange(t *testing.T) {
 	}
 }
 
-// An override the store cannot count (a year, for the Redis store) is the
+// An override the store cannot count (one over a month, for this store) is the
 // caller's mistake: an invalid request, not a store failure.
 func TestOverrideTheStoreCannotCount(t *testing.T) {
 	e, _ := newEngine(t, "testdata/envoy.yaml")

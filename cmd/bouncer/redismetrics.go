@@ -11,7 +11,7 @@ import (
 type redisCollector struct {
 	s *redisstore.Store
 
-	connected, open, slow, calls, failures, slowCalls, opens, rerouted *prometheus.Desc
+	connected, open, slow, calls, failures, slowCalls, opens *prometheus.Desc
 }
 
 func newRedisCollector(s *redisstore.Store) *redisCollector {
@@ -25,12 +25,11 @@ func newRedisCollector(s *redisstore.Store) *redisCollector {
 		failures:  prometheus.NewDesc("bouncer_redis_call_failures_total", "Per Redis node: calls that ended in an error (no connection, an error reply).", node, nil),
 		slowCalls: prometheus.NewDesc("bouncer_redis_slow_calls_total", "Per Redis node: calls whose reply had not come by the store's deadline; their checks decided by policy.", node, nil),
 		opens:     prometheus.NewDesc("bouncer_redis_breaker_opens_total", "Per Redis node: times its circuit breaker opened.", node, nil),
-		rerouted:  prometheus.NewDesc("bouncer_redis_rerouted_checks_total", "Checks of a Redis Cluster batch sent again on their own because their key had moved to another node.", nil, nil),
 	}
 }
 
 func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.connected, c.open, c.slow, c.calls, c.failures, c.slowCalls, c.opens, c.rerouted} {
+	for _, d := range []*prometheus.Desc{c.connected, c.open, c.slow, c.calls, c.failures, c.slowCalls, c.opens} {
 		ch <- d
 	}
 }
@@ -38,7 +37,6 @@ func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.s.Health()
 	ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, b2f(h.Connected))
-	ch <- prometheus.MustNewConstMetric(c.rerouted, prometheus.CounterValue, float64(c.s.Stats().Rerouted))
 	for _, n := range h.Nodes {
 		addr := n.Addr
 		if addr == "" {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -340,14 +339,13 @@ func TestServeStores(t *testing.T) {
 			t.Run("envoy format", func(t *testing.T) { testAllowDeny(t, ts, run+"-envoy", "") })
 			t.Run("bouncer format", func(t *testing.T) { testAllowDeny(t, ts, run+"-native", "hourly") })
 			// The Redis store's own metrics are there with it, and only
-			// then: connected, every node's breaker closed and none slow,
-			// and nothing rerouted on a Cluster that did not move.
+			// then: connected, every node's breaker closed and none slow.
 			_, body := ts.get(t, "/metrics")
 			redis := st.env != ""
 			for _, m := range []struct {
 				name string
 				want float64
-			}{{"bouncer_redis_connected", 1}, {"bouncer_redis_rerouted_checks_total", 0}} {
+			}{{"bouncer_redis_connected", 1}} {
 				v, ok := sample(body, m.name)
 				if ok != redis || (redis && v != m.want) {
 					t.Errorf("%s: %v (present %v), want %v with a Redis store and absent without", m.name, v, ok, m.want)
@@ -1258,32 +1256,36 @@ func TestServeArgs(t *testing.T) {
 	}
 }
 
-// A year-long window is more than the Redis store can count exactly: a
-// Redis-backed service refuses such a config, with its file and line,
-// rather than failing every request that matches it.
-func TestServeRedisRefusesLimitsItCannotCount(t *testing.T) {
-	addr := os.Getenv("BOUNCER_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
-			t.Fatal("BOUNCER_REDIS_ADDR is not set; run scripts/redis-up.sh and source .redis/env")
-		}
-		t.Skip("BOUNCER_REDIS_ADDR is not set")
-	}
-	dir := t.TempDir()
-	writeConfig(t, dir, "y.yaml", "domain: y\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 5}\n")
-	c := defaultServeConfig(t)
-	c.config, c.grpcAddr, c.httpAddr, c.adminAddr, c.store = dir, "127.0.0.1:0", "", "", "redis://"+addr
-	o, err := c.validate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := startService(t.Context(), c, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err == nil {
-		s.shutdown()
-		t.Fatal("got a running service, want the year limit refused")
-	}
-	if !strings.Contains(err.Error(), `y.yaml:4: rule "a": the store cannot count limit "per_year"`) {
-		t.Errorf("got %v, want the year limit named with file and line", err)
+// A year-long window, which envoyproxy/ratelimit configs have, is served
+// on Redis and on a Cluster as in memory: counted, not refused.
+func TestServeRedisCountsAYear(t *testing.T) {
+	for _, env := range []string{"BOUNCER_REDIS_ADDR", "BOUNCER_REDIS_CLUSTER_ADDRS"} {
+		t.Run(env, func(t *testing.T) {
+			addrs := os.Getenv(env)
+			if addrs == "" {
+				if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
+					t.Fatalf("%s is not set; run scripts/redis-up.sh and source .redis/env", env)
+				}
+				t.Skipf("%s is not set", env)
+			}
+			domain := fmt.Sprintf("year-%d-%d", os.Getpid(), time.Now().UnixNano())
+			ts := startTest(t, map[string]string{
+				"y.yaml": "domain: " + domain + "\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 2}\n",
+			}, func(c *serveConfig) { c.store = "redis://" + addrs })
+			for i, want := range []string{"OK: OK/1", "OK: OK/0", "OVER_LIMIT: OVER_LIMIT/0"} {
+				resp := ts.check(t, request(domain, desc("a=x")))
+				if got := summary(resp); got != want {
+					t.Fatalf("call %d: got %q, want %q", i, got, want)
+				}
+				st := resp.GetStatuses()[0]
+				if st.GetCurrentLimit().GetUnit() != pb.RateLimitResponse_RateLimit_YEAR {
+					t.Errorf("call %d: current_limit %v, want a YEAR", i, st.GetCurrentLimit())
+				}
+				if d := st.GetDurationUntilReset().AsDuration(); d <= 0 || d > 366*24*time.Hour {
+					t.Errorf("call %d: duration_until_reset %v, want within (0, 366 days]", i, d)
+				}
+			}
+		})
 	}
 }
 

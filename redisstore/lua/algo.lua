@@ -1,0 +1,93 @@
+-- algo.lua: what the algorithms share — their table A, indexed by the
+-- store's algorithm code, and a limit's parameters. Each algorithm, in a
+-- file of its own, is the Lua twin of its Go definition in package algo,
+-- on instants relative to now (time.lua) and exact integers (num.lua):
+--
+--   A[code].check(p, st, cost) -> st', allowed, remaining, reset-after,
+--                                 retry-after (false: never), delay
+--   A[code].refund(p, st, n) -> st'
+--   A[code].expiry(p, st) -> relative instant from which st is fresh (nil: now)
+--
+-- and, for the one-word algorithms, decode(p, raw) and encode(p, st)
+-- between a state and the hash field that stores it (Go's algo.State,
+-- written as decimal instants). A nil state is a fresh key. An algorithm
+-- computes with p.N: num.lua's N, or its plain-number twin N.small for a
+-- limit whose spans stay below 2^51 ns.
+
+local A = {}
+
+-- params reads a limit's definition: "algorithm rate burst period interval
+-- unit pair flag", the numbers of Go's algo.Params (flag 1: shape, 2:
+-- charge denied checks), durations in nanoseconds, of any size.
+function A.params(def)
+	local f = {}
+	for w in string.gmatch(def, '%S+') do
+		f[#f + 1] = w
+	end
+	local p = {
+		alg = tonumber(f[1]),
+		rate = tonumber(f[2]),
+		burst = tonumber(f[3]),
+		period = N.parse(f[4]),
+		interval = N.parse(f[5]),
+		unit = N.parse(f[6]),
+		pair = N.parse(f[7]),
+		shape = f[8] == '1',
+		cd = f[8] == '2',
+	}
+	p.span = N.mul(p.interval, p.burst)
+	p.top = p.rate
+	if p.cd and (p.alg == 4 or p.alg == 6) then
+		p.top = p.rate + 1 -- a denied check leaves a window's count at Rate+1
+	end
+	local small = 2251799813685248 -- 2^51
+	p.N = N
+	if type(p.period) == 'number' and p.period < small and type(p.span) == 'number' and p.span < small then
+		p.N = N.small
+	end
+	return p
+end
+
+-- The bucket algorithms' state: d, the stored instant minus now. A limit
+-- of plain numbers holds no instant more than 2^51 ns (26 days) away; one
+-- that is (written by a clock that far off) counts as fresh if past, and
+-- as 2^51 ahead, which no such bucket admits, if future.
+function A.decodeInstant(p, raw)
+	local d = T.relRaw(raw)
+	if p.N == N.small and type(d) == 'table' then
+		if N.lt(d, 0) then
+			return nil
+		end
+		return 2251799813685248
+	end
+	return d
+end
+
+function A.encodeInstant(_, d)
+	return T.rawAt(d)
+end
+
+-- refundTime moves a bucket's instant back by n intervals, never before
+-- now: a bucket cannot hold more than its capacity (algo's refundTime).
+function A.refundTime(p, d, n)
+	local N = p.N
+	if d == nil or N.le(d, 0) then
+		return d
+	end
+	return N.max(N.sub(d, N.mul(p.interval, n)), 0)
+end
+
+function A.expiryInstant(_, d)
+	return d
+end
+
+-- decodeWindow returns a stored window instant's window start relative to
+-- now and its offset, or nil for a limit of plain numbers whose stored
+-- window is more than 2^51 ns away (a clock that far off): fresh.
+function A.decodeWindow(p, raw)
+	local ws, m = T.windowRaw(raw, p.period)
+	if p.N == N.small and type(ws) == 'table' then
+		return nil
+	end
+	return ws, m
+end

@@ -1,0 +1,238 @@
+-- log.lua: the state of the log algorithms (sliding window log,
+-- concurrency) — Go's State.Log, entries of an instant and a count, oldest
+-- first — kept in a sorted set of its own key, so that a check costs a
+-- few operations of O(log n) whatever the entries in the window:
+--
+--   member "<instant, 20 digits>:<count>", score the instant in whole
+--   milliseconds (exact in a double; members of one millisecond sort by
+--   their exact instants); entries of one instant are one member, whose
+--   count is their sum (decisions are the same as for separate entries);
+--   member "#", score −(total + 1): the sum of the counts, kept by
+--   ZINCRBY, below every entry.
+--
+-- A log object reads the set as needed; what a check appends stays
+-- pending until the check is committed (commit) or dropped with it.
+-- Dropping aged-out entries and refunds write at once: they change no
+-- decision but the state.
+
+local L = {}
+L.__index = L
+
+local function member(instant, count)
+	local s = N.format(instant)
+	return string.rep('0', 20 - #s) .. s .. ':' .. string.format('%d', count)
+end
+
+local function entry(m)
+	local i = string.find(m, ':', 1, true)
+	return N.parse(string.sub(m, 1, i - 1)), tonumber(string.sub(m, i + 1))
+end
+
+local function ms(instant) -- an instant's score: floor(instant / 10^6)
+	return N.fdiv(instant, 1000000)
+end
+
+function L.open(key)
+	local score = R('ZSCORE', key, '#')
+	local total = 0
+	if score then
+		total = -tonumber(score) - 1
+	end
+	return setmetatable({ key = key, total = total, has = score ~= false, pend = {} }, L)
+end
+
+-- view returns the log without what is pending: the state before the
+-- check, for a peek.
+function L:view()
+	return setmetatable({ key = self.key, total = self.total, has = self.has, pend = {} }, L)
+end
+
+-- adjust adds delta to the stored total.
+function L:adjust(delta)
+	if delta == 0 then
+		return
+	end
+	self.total = self.total + delta
+	if self.has then
+		R('ZINCRBY', self.key, -delta, '#')
+	else
+		R('ZADD', self.key, -(self.total + 1), '#')
+		self.has = true
+	end
+end
+
+-- dropThrough removes the entries at or before now + d.
+function L:dropThrough(d)
+	local cut = T.at(d)
+	local found = R('ZRANGEBYSCORE', self.key, 0, ms(cut))
+	local gone, freed = {}, 0
+	for _, m in ipairs(found) do
+		local at, c = entry(m)
+		if N.le(at, cut) then
+			gone[#gone + 1] = m
+			freed = freed + c
+		end
+	end
+	for i = 1, #gone, 1000 do
+		R('ZREM', self.key, unpack(gone, i, math.min(i + 999, #gone)))
+	end
+	self:adjust(-freed)
+	local kept = {}
+	for _, e in ipairs(self.pend) do
+		if N.lt(cut, e.at) then
+			kept[#kept + 1] = e
+		end
+	end
+	self.pend = kept
+end
+
+function L:sum()
+	local s = self.total
+	for _, e in ipairs(self.pend) do
+		s = s + e.count
+	end
+	return s
+end
+
+-- stored returns the stored newest entry's member, instant and count.
+function L:stored()
+	local r = R('ZRANGE', self.key, -1, -1)
+	if #r == 0 or r[1] == '#' then
+		return nil
+	end
+	local at, c = entry(r[1])
+	return r[1], at, c
+end
+
+-- newest returns the newest entry's instant relative to now (nil: none).
+function L:newest()
+	local n = #self.pend
+	if n > 0 then
+		return T.rel(self.pend[n].at)
+	end
+	local m, at = self:stored()
+	if m == nil then
+		return nil
+	end
+	return T.rel(at)
+end
+
+-- freedAt returns, relative to now, the instant by which the oldest
+-- entries hold count units (the newest entry's when they hold fewer; far
+-- in the past when the log is empty).
+function L:freedAt(count)
+	local last
+	local off = 0
+	while true do
+		local r = R('ZRANGEBYSCORE', self.key, 0, '+inf', 'LIMIT', off, 64)
+		for _, m in ipairs(r) do
+			local at, c = entry(m)
+			count, last = count - c, at
+			if count <= 0 then
+				return T.rel(at)
+			end
+		end
+		if #r < 64 then
+			break
+		end
+		off = off + 64
+	end
+	for _, e in ipairs(self.pend) do
+		count, last = count - e.count, e.at
+		if count <= 0 then
+			return T.rel(e.at)
+		end
+	end
+	if last == nil then
+		return -N.MAX
+	end
+	return T.rel(last)
+end
+
+-- append adds count units at now + d, or at the newest entry's instant if
+-- that is later (a clock that stepped back), pending.
+function L:append(d, count)
+	local at = T.at(d)
+	local n = #self.pend
+	if n > 0 then
+		local e = self.pend[n]
+		if N.le(at, e.at) then
+			e.count = e.count + count
+			return
+		end
+	else
+		local m, sat, sc = self:stored()
+		if m ~= nil and N.le(at, sat) then
+			self.pend[1] = { at = sat, count = count, merge = m, base = sc }
+			return
+		end
+	end
+	self.pend[n + 1] = { at = at, count = count }
+end
+
+-- commit writes what is pending.
+function L:commit()
+	local added = 0
+	for _, e in ipairs(self.pend) do
+		local c = e.count
+		if e.merge then
+			R('ZREM', self.key, e.merge)
+			c = c + e.base
+		end
+		R('ZADD', self.key, ms(e.at), member(e.at, c))
+		added = added + e.count
+	end
+	self.pend = {}
+	self:adjust(added)
+end
+
+-- take removes up to n units from the entries, the newest first (newest)
+-- or the oldest first; what is pending is committed first.
+function L:take(n, newest)
+	self:commit()
+	local freed = 0
+	while n > 0 do
+		local r
+		if newest then
+			r = R('ZRANGE', self.key, -1, -1)
+		else
+			r = R('ZRANGEBYSCORE', self.key, 0, '+inf', 'LIMIT', 0, 1)
+		end
+		if #r == 0 or r[1] == '#' then
+			break
+		end
+		local at, c = entry(r[1])
+		local t = math.min(n, c)
+		R('ZREM', self.key, r[1])
+		if c > t then
+			R('ZADD', self.key, ms(at), member(at, c - t))
+		end
+		n, freed = n - t, freed + t
+	end
+	self:adjust(-freed)
+end
+
+function L:takeNewest(n)
+	self:take(n, true)
+end
+
+function L:takeOldest(n)
+	self:take(n, false)
+end
+
+-- save commits the log and keeps its key until expiry (relative to now;
+-- nil: the log is empty, and the key goes).
+function L:save(expiry)
+	self:commit()
+	if expiry == nil or N.le(expiry, 0) then
+		R('DEL', self.key)
+		return
+	end
+	if T.pinned then
+		-- Redis expires keys on its own clock, which a pinned time does
+		-- not drive: keep them for the test instead.
+		R('PEXPIRE', self.key, math.max(N.fdiv(expiry, 1000000) + 1, 600000))
+		return
+	end
+	R('PEXPIREAT', self.key, ms(T.at(expiry)) + 1)
+end

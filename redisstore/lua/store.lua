@@ -1,0 +1,180 @@
+-- store.lua: how a limit's state is kept. One-word states (the buckets,
+-- the fixed window, the sliding window counter) are fields of a hash that
+-- the keys of one bucket share, field the key's digest; log states are
+-- sorted sets of their own (log.lua). Every key a call touches is among
+-- its KEYS.
+--
+-- A hash's TTL covers every state it holds: a write extends it
+-- (PEXPIREAT ... GT) to the granule of the new state's expiry, the expiry
+-- rounded up to a step that grows with its distance, so that a state
+-- written again and again extends it once in many writes. A write may skip
+-- that when the granule of the field's old expiry, computed now, is at
+-- least the new expiry's: steps are powers of two that only shrink as an
+-- expiry comes nearer, so that granule is at most the TTL the old writer
+-- left. A field whose state is fresh is deleted, and a write that adds a
+-- field samples two others and deletes those that are fresh, so that a
+-- busy hash keeps no idle keys.
+
+local S = {}
+
+-- step returns the step, in ms, to which a TTL ems milliseconds away is
+-- rounded up: 1000 times the least power of two with step × 16 > ems.
+function S.step(ems)
+	if ems < 16000 then
+		return 1000
+	end
+	local _, x = math.frexp(ems / 16000)
+	local step = 1000 * 2 ^ x
+	while step * 16 <= ems do
+		step = step * 2
+	end
+	while step > 1000 and step * 8 > ems do
+		step = step / 2
+	end
+	return step
+end
+
+-- granule returns, in Unix ms, where a hash's TTL goes for an expiry e
+-- (relative, > 0): the expiry rounded up to a millisecond, then past a
+-- multiple of its step.
+function S.granule(e)
+	local ems
+	if type(e) == 'number' then
+		ems = math.floor(e / 1000000)
+	else
+		ems = N.fdiv(e, 1000000)
+	end
+	local at = T.nowms + ems + 1
+	local step = S.step(ems)
+	return at - at % step + step
+end
+
+-- extend keeps key's TTL at least until e, for a field that existed
+-- before (expiring at oe) or not. It returns true if the key had no TTL,
+-- which makes it a hash the call has just created.
+function S.extend(key, e, existed, oe)
+	if T.pinned then
+		-- Redis expires keys on its own clock, which a pinned time does
+		-- not drive: keep them for the test instead.
+		local ttl = math.max(N.fdiv(e, 1000000) + 1, 600000)
+		if R('PEXPIRE', key, ttl, 'GT') == 0 then
+			return R('PEXPIRE', key, ttl, 'NX') == 1
+		end
+		return false
+	end
+	if existed and oe ~= nil and N.lt(0, oe) and N.le(e, oe) then
+		return false -- the old expiry's TTL covers a nearer one
+	end
+	local g = S.granule(e)
+	if existed and oe ~= nil and N.lt(0, oe) and S.granule(oe) >= g then
+		return false
+	end
+	-- GT leaves a key without a TTL alone: only a new field may have made
+	-- the hash.
+	if R('PEXPIREAT', key, g, 'GT') == 0 and not existed then
+		return R('PEXPIREAT', key, g, 'NX') == 1
+	end
+	return false
+end
+
+-- A word: the state of one limit of one key in a hash, loaded once per
+-- check and saved at its end.
+function S.loadWord(p, key, field, w)
+	local raw = R('HGET', key, field)
+	local st = nil
+	if raw then
+		st = A[p.alg].decode(p, raw)
+	end
+	w = w or {}
+	w.key, w.field, w.existed, w.orig, w.cur, w.log, w.saved = key, field, raw ~= false, st, st, nil, nil
+	return w
+end
+
+function S.saveWord(p, w)
+	local alg = A[p.alg]
+	local e = nil
+	if w.cur ~= nil then
+		e = alg.expiry(p, w.cur)
+	end
+	if e == nil or p.N.le(e, 0) then
+		if w.existed then
+			R('HDEL', w.key, w.field)
+		end
+		return
+	end
+	local added = R('HSET', w.key, w.field, alg.encode(p, w.cur)) == 1
+	local oe = nil
+	if w.orig ~= nil then
+		oe = alg.expiry(p, w.orig)
+	end
+	if not S.extend(w.key, e, w.existed, oe) and added then
+		local sample = R('HRANDFIELD', w.key, 2, 'WITHVALUES')
+		for i = 1, #sample, 2 do
+			if sample[i] ~= w.field then
+				local x = alg.expiry(p, alg.decode(p, sample[i + 1]))
+				if x == nil or N.le(x, 0) then
+					R('HDEL', w.key, sample[i])
+				end
+			end
+		end
+	end
+end
+
+-- The limits a call argument names, from byte pos on: k times a limit
+-- definition's index and a key's (two little-endian 16-bit integers) and
+-- an 8-byte hash field. S.p[i] is the i-th's parameters and S.st[i] its
+-- state: one per distinct key and field, loaded (a word) or opened (a log)
+-- once. The arrays are the call's, reused by each check in turn.
+S.p, S.st, S.words = {}, {}, {}
+
+function S.refs(D, arg, pos, k)
+	local P, ST = S.p, S.st
+	for i = 1, k do
+		local di, ki = struct.unpack('<HH', arg, pos)
+		local p, key = D[di], KEYS[ki]
+		local field = string.sub(arg, pos + 4, pos + 11)
+		pos = pos + 12
+		local s = nil
+		for j = 1, i - 1 do
+			local o = ST[j]
+			if o.key == key and (o.log or o.field == field) then
+				s = o
+				break
+			end
+		end
+		if s == nil then
+			if A[p.alg].log then
+				s = { key = key, log = L.open(key) }
+			else
+				-- The word of the i-th place is reused check after check.
+				s = S.loadWord(p, key, field, S.words[i])
+				S.words[i] = s
+			end
+		end
+		P[i], ST[i] = p, s
+	end
+end
+
+-- save stores the state of the i-th limit, unless a limit of the same key
+-- and field was saved in this check (mark).
+function S.save(i, mark)
+	local p, s = S.p[i], S.st[i]
+	if s.saved == mark then
+		return
+	end
+	s.saved = mark
+	if s.log then
+		s.log:save(A[p.alg].expiry(p, s.log))
+	else
+		S.saveWord(p, s)
+	end
+end
+
+-- limits reads the call's limit definitions, ARGV[3] to ARGV[2 + L].
+function S.limits()
+	local D = {}
+	for i = 1, tonumber(ARGV[2]) do
+		D[i] = A.params(ARGV[2 + i])
+	end
+	return D, 3 + #D
+end

@@ -1,0 +1,164 @@
+package redisstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+)
+
+// The wire format of a script call (see lua/check.lua): ARGV[1] is the
+// pinned time or "", ARGV[2] the number of limit definitions, then the
+// definitions, then the number of checks (or refunds, or resets) and one
+// argument each: its cost (a little-endian double; not for a reset), for a
+// check a flag byte, its number of limits (a byte), and per limit the
+// index of its definition and of its key in KEYS (little-endian uint16)
+// and its 8-byte hash field. Every key goes once into KEYS.
+
+type op uint8
+
+const (
+	opCheck op = iota
+	opRefund
+	opReset
+)
+
+// encode returns the keys and arguments of one call of op deciding cs.
+func (s *Store) encode(o op, cs []*check) (keys, args []string) {
+	var ibuf [8]*limitInfo
+	infos := ibuf[:0]
+	n := 0
+	for _, c := range cs {
+		n += len(c.refs)
+	}
+	keys = make([]string, 0, n)
+	bodies := make([]string, len(cs))
+	var b []byte
+	for i, c := range cs {
+		b = b[:0]
+		if o != opReset {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(c.cost)))
+		}
+		if o == opCheck {
+			b = append(b, c.flag)
+		}
+		b = append(b, byte(len(c.refs)))
+		for j := range c.refs {
+			r := &c.refs[j]
+			di := -1
+			for k, in := range infos {
+				if in == r.info {
+					di = k
+					break
+				}
+			}
+			if di < 0 {
+				infos = append(infos, r.info)
+				di = len(infos) - 1
+			}
+			ki := indexOf(keys, r.rkey)
+			if ki < 0 {
+				keys = append(keys, r.rkey)
+				ki = len(keys) - 1
+			}
+			b = binary.LittleEndian.AppendUint16(b, uint16(di+1))
+			b = binary.LittleEndian.AppendUint16(b, uint16(ki+1))
+			b = append(b, r.field[:]...)
+		}
+		bodies[i] = string(b)
+	}
+	args = make([]string, 0, 3+len(infos)+len(cs))
+	var pinned string
+	if s.now != nil {
+		pinned = strconv.FormatInt(s.now().UnixNano(), 10)
+	}
+	args = append(args, pinned, strconv.Itoa(len(infos)))
+	for _, in := range infos {
+		args = append(args, in.def)
+	}
+	args = append(args, strconv.Itoa(len(cs)))
+	return keys, append(args, bodies...)
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// A limit's part of a check's reply (lua/check.lua's pack): allowed (a
+// byte), remaining (a double), and reset-after, retry-after (-1: never)
+// and delay as doubles of nanoseconds; for a limit of wide spans, each
+// duration as two doubles, seconds and nanoseconds.
+const (
+	limitReplyLen     = 1 + 8*4
+	wideLimitReplyLen = 1 + 8*7
+)
+
+var errMalformed = errors.New("redisstore: malformed script reply")
+
+// decodeReply splits a check call's reply into each check's results.
+func decodeReply(cs []*check, b string) ([][]result, error) {
+	out := make([][]result, len(cs))
+	for i, c := range cs {
+		if len(b) < 1 || b[0] > 1 {
+			return nil, errMalformed
+		}
+		c.allowed = b[0] == 1
+		b = b[1:]
+		rs := c.res[:0]
+		if cap(rs) < len(c.refs) {
+			rs = make([]result, 0, len(c.refs))
+		}
+		for j := range c.refs {
+			n := limitReplyLen
+			if c.refs[j].info.wide {
+				n = wideLimitReplyLen
+			}
+			if len(b) < n || b[0] > 1 {
+				return nil, errMalformed
+			}
+			r := result{ref: &c.refs[j], allowed: b[0] == 1, remaining: int64(f64(b[1:]))}
+			if n == limitReplyLen {
+				r.reset, r.retry, r.delay = nanos(b[9:]), nanos(b[17:]), nanos(b[25:])
+			} else {
+				r.reset, r.retry, r.delay = durationOf(b[9:], b[17:]), durationOf(b[25:], b[33:]), durationOf(b[41:], b[49:])
+			}
+			rs = append(rs, r)
+			b = b[n:]
+		}
+		out[i] = rs
+	}
+	if len(b) != 0 {
+		return nil, errMalformed
+	}
+	return out, nil
+}
+
+// nanos reads a duration as a double of nanoseconds; -1 is never.
+func nanos(b string) time.Duration {
+	v := f64(b)
+	if v < 0 {
+		return -1
+	}
+	return time.Duration(v)
+}
+
+func f64(b string) float64 {
+	u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	return math.Float64frombits(u)
+}
+
+// durationOf reads seconds and nanoseconds; seconds -1 is never.
+func durationOf(s, n string) time.Duration {
+	sec := f64(s)
+	if sec < 0 {
+		return -1
+	}
+	return time.Duration(int64(sec)*1e9 + int64(f64(n)))
+}
