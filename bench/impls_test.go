@@ -39,6 +39,16 @@ var (
 	// forget a key while it is measured.
 	holdSpec = spec{Rate: 1, Period: time.Hour, Burst: 1000, WindowRate: 1000, Window: bouncer.MaxPeriod}
 
+	// refillSpec refills one unit per millisecond up to one, so that a key
+	// checked less often than every millisecond finds its state refilled
+	// at every check, and is refused a second check at once: the state
+	// state=refilled of BenchmarkCheckRandom. Windows are a millisecond
+	// long and admit one unit. A millisecond is the least interval that
+	// memstore serves from its default clock, which ticks every
+	// millisecond, as it serves the limits users set (100 per minute, 10
+	// per second).
+	refillSpec = spec{Rate: 1, Period: time.Millisecond, Burst: 1, WindowRate: 1, Window: time.Millisecond}
+
 	// smallSpec admits three checks per key, for TestImplementations.
 	smallSpec = spec{Rate: 1, Period: time.Hour, Burst: 3, WindowRate: 3, Window: bouncer.MaxPeriod}
 )
