@@ -14,8 +14,11 @@
 // A check of one key under one one-word limit takes no lock: it
 // compare-and-swaps the key's slot (words.go states the protocol). Other
 // checks lock the shards of their keys in order, so every check is one
-// atomic step. Idle state is forgotten once it equals a fresh key's: each
-// new key inserted samples a few entries of its table and evicts the
-// expired ones, and Sweep evicts all of them. MaxKeys bounds the entries a
-// store holds; see Options.
+// atomic step. State that equals a fresh key's again (a bucket refilled,
+// a window over) decides as a fresh key's does, and stays in place while
+// its key is still checked, so that a client below its limit keeps the
+// lock-free check; a table that needs room forgets the states whose keys
+// have not been charged since it last made room, and Sweep forgets every
+// state back to fresh. MaxKeys bounds the entries a store holds; see
+// Options.
 package memstore

@@ -40,23 +40,38 @@ func TestSweepForgetsOnlyFreshState(t *testing.T) {
 	}
 }
 
-func TestInsertsReclaimExpiredState(t *testing.T) {
+// A state back to fresh stays in place for a while, so that a key checked
+// again finds it; once it has been fresh for a minute, insertions reclaim
+// it without a Sweep.
+func TestInsertsReclaimIdleState(t *testing.T) {
 	clock := &fakeClock{t: start}
 	s := memstore.New(memstore.Options{Now: clock.Now, Shards: 1})
 	for i := range 1000 {
 		check(t, s, "old"+strconv.Itoa(i), 1, perSecond)
 	}
-	clock.t = clock.t.Add(time.Second)
+	clock.t = clock.t.Add(time.Second) // every old state is back to fresh
 	for i := range 1000 {
 		check(t, s, "new"+strconv.Itoa(i), 1, perSecond)
 	}
-	// Each insertion inspects a few entries, so most of the 1000 expired
-	// ones are gone without a Sweep.
-	if got := s.Len(); got >= 1500 {
-		t.Fatalf("Len = %d, want < 1500: inserts must reclaim expired state", got)
+	if st := s.Stats(); st.Keys != 2000 || st.Expired != 0 {
+		t.Fatalf("a second after the old states refilled, Stats = %+v, want 2000 keys, none forgotten", st)
 	}
-	if got := s.Stats().Expired; got < 500 {
-		t.Fatalf("Expired = %d, want ≥ 500", got)
+	for i := range 1000 {
+		if d := check(t, s, "old"+strconv.Itoa(i), 1, perSecond); !d.Allowed || d.Remaining != 9 {
+			t.Fatalf("refilled key %d: %+v, want allowed with 9 remaining", i, d)
+		}
+	}
+	clock.t = clock.t.Add(2 * time.Minute) // every state has been fresh for over a minute
+	for i := range 1000 {
+		check(t, s, "later"+strconv.Itoa(i), 1, perSecond)
+	}
+	// Each insertion inspects a few entries, so most of the 2000 idle ones
+	// are gone without a Sweep.
+	if got := s.Len(); got >= 2000 {
+		t.Fatalf("Len = %d, want < 2000: inserts must reclaim idle state", got)
+	}
+	if got := s.Stats().Expired; got < 1000 {
+		t.Fatalf("Expired = %d, want ≥ 1000", got)
 	}
 }
 

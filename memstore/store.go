@@ -161,8 +161,9 @@ func (s *Store) Stats() Stats {
 }
 
 // Sweep forgets every state that is back to fresh, one shard at a time,
-// and returns how many it forgot. Checks do this a little at a time; call
-// Sweep to reclaim memory at once, for example after a flood of keys.
+// and returns how many it forgot. Insertions forget idle state as tables
+// need room (see docs/memstore.md); call Sweep to reclaim memory at once,
+// for example after a flood of keys.
 func (s *Store) Sweep() int {
 	n := 0
 	for i := range s.shards {

@@ -1,6 +1,8 @@
 package memstore
 
 import (
+	"time"
+
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
 )
@@ -159,12 +161,24 @@ func (t *table) scan(n int, now int64, from uint64) (gone int, oldest uint64, fo
 }
 
 // samplesPerInsert is how many entries a new key's insertion inspects for
-// expiry, so that idle state is reclaimed as fast as new state arrives
-// while a quarter or more of a table has expired.
+// idle state, so that idle state is reclaimed as fast as new state arrives
+// while a quarter or more of a table is idle.
 const samplesPerInsert = 4
 
+// keepRefilled is how long a table keeps a state after it is back to fresh
+// (a bucket refilled, a window over), while its shard holds less than half
+// its share of MaxKeys: a key checked again meanwhile, such as a client
+// below its limit, finds its state in place, and a one-word check of it
+// stays lock-free. Forgetting such state as soon as it is fresh made the
+// insertions of the clients that come back forget the state of others that
+// would come back too, so that nearly every check of a client below its
+// limit took the locked path of a new key (docs/memstore.md).
+const keepRefilled = int64(time.Minute)
+
 // save stores s as h's state in t, or forgets h when s is back to fresh.
-// known says whether h already has state in t.
+// known says whether h already has state in t. An insertion forgets the
+// sampled states that have been fresh for keepRefilled or longer, or, in a
+// shard holding half its share of MaxKeys or more, those back to fresh.
 func (sh *shard) save(t *table, h uint64, s algo.State, now int64, known bool) {
 	if t.p.Expiry(s) <= now {
 		if known {
@@ -174,7 +188,11 @@ func (sh *shard) save(t *table, h uint64, s algo.State, now int64, known bool) {
 		return
 	}
 	if !known {
-		sh.expire(t, now, samplesPerInsert, h)
+		idle := now - keepRefilled
+		if 2*sh.count >= sh.max {
+			idle = now
+		}
+		sh.expire(t, idle, samplesPerInsert, h)
 		if sh.count >= sh.max {
 			sh.evict(t, now, h)
 		}
@@ -183,8 +201,8 @@ func (sh *shard) save(t *table, h uint64, s algo.State, now int64, known bool) {
 	t.put(h, s)
 }
 
-// expire forgets up to n sampled states of t that are back to fresh (all
-// of them when n < 0) and returns how many.
+// expire forgets up to n sampled states of t that are back to fresh by now
+// (all of them when n < 0) and returns how many.
 func (sh *shard) expire(t *table, now int64, n int, from uint64) int {
 	gone, _, _ := t.scan(n, now, from)
 	sh.count -= gone
