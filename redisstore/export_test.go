@@ -101,3 +101,6 @@ func GroupOf(key string) int { return int(digestOf(key, DefaultBuckets).bucket %
 
 // LuaSource is the source of a file of lua/.
 func LuaSource(name string) string { return luaSource(name) }
+
+// LimitDef is a limit's definition as the library reads it.
+func LimitDef(l bouncer.Limit) string { return limitDef(l) }

@@ -485,7 +485,6 @@ type limitInfo struct {
 	id   string // in its Redis keys (limitID)
 	def  string // its definition (lua/algo.lua's params)
 	log  bool   // its state is a log, in a key of its own
-	wide bool   // its spans reach 2^51 ns: the script computes on wide numbers
 	err  error
 }
 
@@ -503,22 +502,9 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 	if err := l.Validate(); err != nil {
 		li.err = err
 	} else {
-		p := algo.Prepare(*l)
-		unit, pair := p.Packing()
-		flag := 0
-		switch {
-		case l.Shape:
-			flag = 1
-		case l.ChargeDenied:
-			flag = 2
-		}
 		li.id = limitID(*l)
 		li.log = l.Algorithm == bouncer.SlidingWindowLog || l.Algorithm == bouncer.Concurrency
-		// lua/algo.lua's params picks its numbers by the same rule.
-		const small = 1 << 51
-		li.wide = int64(l.Period) >= small || l.Burst > 0 && int64(l.Interval()) >= small/l.Burst
-		li.def = fmt.Sprintf("%d %d %d %d %d %d %d %d", algorithmCode(l.Algorithm), l.Rate, l.Burst,
-			int64(l.Period), int64(l.Interval()), unit, pair, flag)
+		li.def = limitDef(*l)
 	}
 	if s.cached.Load() >= maxCachedLimits {
 		return li // limits are config, not input; but stay bounded regardless
@@ -528,6 +514,22 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 		s.cached.Add(1)
 	}
 	return v.(*limitInfo)
+}
+
+// limitDef returns l's definition for the library (lua/algo.lua's
+// params).
+func limitDef(l bouncer.Limit) string {
+	p := algo.Prepare(l)
+	unit, pair := p.Packing()
+	flag := 0
+	switch {
+	case l.Shape:
+		flag = 1
+	case l.ChargeDenied:
+		flag = 2
+	}
+	return fmt.Sprintf("%d %d %d %d %d %d %d %d", algorithmCode(l.Algorithm), l.Rate, l.Burst,
+		int64(l.Period), int64(l.Interval()), unit, pair, flag)
 }
 
 // maxCachedLimits bounds how many limits a store remembers the

@@ -90,10 +90,10 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
-// A limit's part of a check's reply (lua/check.lua's pack): allowed (a
-// byte), remaining (a double), and reset-after, retry-after (-1: never)
-// and delay as doubles of nanoseconds; for a limit of wide spans, each
-// duration as two doubles, seconds and nanoseconds.
+// A limit's part of a check's reply (lua/check.lua's pack): a byte (bit
+// 0: allowed, bit 1: wide), remaining (a double), then reset-after,
+// retry-after (-1: never) and delay as doubles of nanoseconds or, wide,
+// each as two doubles, seconds and nanoseconds.
 const (
 	limitReplyLen     = 1 + 8*4
 	wideLimitReplyLen = 1 + 8*7
@@ -115,17 +115,18 @@ func decodeReply(cs []*check, b string) ([][]result, error) {
 			rs = make([]result, 0, len(c.refs))
 		}
 		for j := range c.refs {
-			n := limitReplyLen
-			if c.refs[j].info.wide {
-				n = wideLimitReplyLen
-			}
-			if len(b) < n || b[0] > 1 {
+			if len(b) < limitReplyLen || b[0] > 3 {
 				return nil, errMalformed
 			}
-			r := result{ref: &c.refs[j], allowed: b[0] == 1, remaining: int64(f64(b[1:]))}
-			if n == limitReplyLen {
+			r := result{ref: &c.refs[j], allowed: b[0]&1 == 1, remaining: int64(f64(b[1:]))}
+			n := limitReplyLen
+			if b[0]&2 == 0 {
 				r.reset, r.retry, r.delay = nanos(b[9:]), nanos(b[17:]), nanos(b[25:])
 			} else {
+				n = wideLimitReplyLen
+				if len(b) < n {
+					return nil, errMalformed
+				}
 				r.reset, r.retry, r.delay = durationOf(b[9:], b[17:]), durationOf(b[25:], b[33:]), durationOf(b[41:], b[49:])
 			}
 			rs = append(rs, r)

@@ -5,14 +5,14 @@
 --
 --   A[code].check(p, st, cost) -> st', allowed, remaining, reset-after,
 --                                 retry-after (false: never), delay
---   A[code].refund(p, st, n) -> st'
+--   A[code].refund(p, st, n) -> st' (A.refund bounds n first)
 --   A[code].expiry(p, st) -> relative instant from which st is fresh (nil: now)
 --
 -- and, for the one-word algorithms, decode(p, raw) and encode(p, st)
 -- between a state and the hash field that stores it (Go's algo.State,
 -- written as decimal instants). A nil state is a fresh key. An algorithm
 -- computes with p.N: num.lua's N, or its plain-number twin N.small for a
--- limit whose spans stay below 2^51 ns.
+-- limit whose spans stay below 2^51 ns and a state near now (A.widen).
 
 local A = {}
 
@@ -48,19 +48,23 @@ function A.params(def)
 	return p
 end
 
--- The bucket algorithms' state: d, the stored instant minus now. A limit
--- of plain numbers holds no instant more than 2^51 ns (26 days) away; one
--- that is (written by a clock that far off) counts as fresh if past, and
--- as 2^51 ahead, which no such bucket admits, if future.
-function A.decodeInstant(p, raw)
-	local d = T.relRaw(raw)
-	if p.N == N.small and type(d) == 'table' then
-		if N.lt(d, 0) then
-			return nil
-		end
-		return 2251799813685248
+-- refund gives n units back to st, the state of a limit of parameters p,
+-- and returns the new state: never more than two capacities' worth, which
+-- no state holds more than (algo's Params.Refund).
+function A.refund(p, st, n)
+	local most = p.rate
+	if p.alg <= 3 then
+		most = p.burst
 	end
-	return d
+	if p.cd then
+		most = most + 1
+	end
+	return A[p.alg].refund(p, st, math.min(n, 2 * most))
+end
+
+-- The bucket algorithms' state: d, the stored instant minus now.
+function A.decodeInstant(_, raw)
+	return T.relRaw(raw)
 end
 
 function A.encodeInstant(_, d)
@@ -82,12 +86,32 @@ function A.expiryInstant(_, d)
 end
 
 -- decodeWindow returns a stored window instant's window start relative to
--- now and its offset, or nil for a limit of plain numbers whose stored
--- window is more than 2^51 ns away (a clock that far off): fresh.
+-- now and its offset.
 function A.decodeWindow(p, raw)
-	local ws, m = T.windowRaw(raw, p.period)
-	if p.N == N.small and type(ws) == 'table' then
-		return nil
+	return T.windowRaw(raw, p.period)
+end
+
+-- widen returns p, or for a limit of plain numbers whose state st holds a
+-- value of 2^51 or more (written by a clock far ahead of or behind this
+-- one), p's twin on wide numbers, so that every sum stays exact.
+function A.widen(p, st)
+	if p.N ~= N.small or st == nil then
+		return p
 	end
-	return ws, m
+	local x = st
+	if type(st) == 'table' and st.ws ~= nil then
+		x = st.ws
+	end
+	if type(x) == 'number' and x > -2251799813685248 and x < 2251799813685248 then
+		return p
+	end
+	if p.wide == nil then
+		local w = {}
+		for k, v in pairs(p) do
+			w[k] = v
+		end
+		w.N = N
+		p.wide = w
+	end
+	return p.wide
 end

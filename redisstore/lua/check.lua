@@ -12,16 +12,17 @@
 -- then per limit its result (pack). A limit that would have allowed a
 -- denied check reports itself as it was, peeked at with cost 0.
 
--- pack writes a limit's result: allowed (a byte), remaining (a double),
--- and reset-after, retry-after (-1: never) and delay as doubles of
--- nanoseconds; for a limit of wide spans (p.N is num.lua's N), each
--- duration as two doubles, seconds and nanoseconds, instead.
-local function pack(p, ok, rem, reset, retry, delay)
+-- pack writes a limit's result: a byte (1: allowed, 2: wide), remaining
+-- (a double), then reset-after, retry-after (-1: never) and delay as
+-- doubles of nanoseconds or, if one of them is wide (2^53 ns or more:
+-- long limits, clocks far apart), each as two doubles, seconds and
+-- nanoseconds.
+local function pack(ok, rem, reset, retry, delay)
 	local b = 0
 	if ok then
 		b = 1
 	end
-	if p.N == N.small then
+	if type(reset) == 'number' and type(retry or 0) == 'number' and type(delay) == 'number' then
 		return struct.pack('<Bdddd', b, rem, reset, retry or -1, delay)
 	end
 	local rs, rn = N.wide(reset)
@@ -30,7 +31,7 @@ local function pack(p, ok, rem, reset, retry, delay)
 		ys, yn = N.wide(retry)
 	end
 	local ds, dn = N.wide(delay)
-	return struct.pack('<Bddddddd', b, rem, rs, rn, ys, yn, ds, dn)
+	return struct.pack('<Bddddddd', b + 2, rem, rs, rn, ys, yn, ds, dn)
 end
 
 local oks, replies = {}, {}
@@ -52,7 +53,7 @@ local function check(D, arg, mark)
 			local nst, ok, rem, reset, retry, delay = A[p.alg].check(p, st, cost)
 			s.cur = nst
 			oks[i] = ok
-			replies[i] = pack(p, ok, rem, reset, retry, delay)
+			replies[i] = pack(ok, rem, reset, retry, delay)
 			allowed = allowed and ok
 		end
 	end
@@ -76,7 +77,7 @@ local function check(D, arg, mark)
 				st = s.log:view()
 			end
 			local _, _, rem, reset, retry, delay = A[p.alg].check(p, st, 0)
-			replies[i] = pack(p, true, rem, reset, retry, delay)
+			replies[i] = pack(true, rem, reset, retry, delay)
 		end
 	end
 	local head = '\0'

@@ -10,15 +10,15 @@ A[2].check = function(p, d, cost)
 		tat = d
 	end
 	if cost > p.burst then
-		return d, false, math.max(N.fdiv(N.sub(capacity, tat), interval), 0), tat, false, 0
+		return d, false, N.max(N.fdiv(N.sub(capacity, tat), interval), 0), tat, false, 0
 	end
 	local nxt = N.add(tat, N.mul(interval, cost))
 	local over = N.sub(nxt, capacity)
 	if N.lt(0, over) then
-		return d, false, math.max(N.fdiv(N.sub(capacity, tat), interval), 0), tat, over, 0
+		return d, false, N.max(N.fdiv(N.sub(capacity, tat), interval), 0), tat, over, 0
 	end
 	if cost > 0 then
 		d = nxt
 	end
-	return d, true, math.max(N.fdiv(N.sub(capacity, nxt), interval), 0), nxt, 0, 0
+	return d, true, N.max(N.fdiv(N.sub(capacity, nxt), interval), 0), nxt, 0, 0
 end

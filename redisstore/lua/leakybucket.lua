@@ -11,11 +11,11 @@ A[3].check = function(p, d, cost)
 		level = d
 	end
 	if cost > p.burst then
-		return d, false, math.max(N.fdiv(N.sub(depth, level), interval), 0), level, false, 0
+		return d, false, N.max(N.fdiv(N.sub(depth, level), interval), 0), level, false, 0
 	end
 	local over = N.sub(N.add(level, N.mul(interval, cost)), depth)
 	if N.lt(0, over) then
-		return d, false, math.max(N.fdiv(N.sub(depth, level), interval), 0), level, over, 0
+		return d, false, N.max(N.fdiv(N.sub(depth, level), interval), 0), level, over, 0
 	end
 	local delay = 0
 	if p.shape and cost > 0 then

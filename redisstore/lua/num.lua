@@ -284,12 +284,6 @@ function N.format(x)
 	return string.format('%d%09d', s, n)
 end
 
--- pack returns x as two doubles, seconds and nanoseconds, for a reply.
-function N.pack(x)
-	local s, n = wide(x)
-	return s, n
-end
-
 -- NS is N for limits whose every span is below 2^51 (a limit of under 26
 -- days): the same functions on plain numbers, every value and every sum
 -- the algorithms form staying below 2^53, so exact. A limit's parameters

@@ -79,11 +79,18 @@ end
 
 -- A word: the state of one limit of one key in a hash, loaded once per
 -- check and saved at its end.
+-- decode returns the state a stored word holds under a limit of
+-- parameters p, and the parameters to compute on it with (A.widen).
+function S.decode(p, raw)
+	local st = A[p.alg].decode(p, raw)
+	return st, A.widen(p, st)
+end
+
 function S.loadWord(p, key, field, w)
 	local raw = R('HGET', key, field)
 	local st = nil
 	if raw then
-		st = A[p.alg].decode(p, raw)
+		st = S.decode(p, raw)
 	end
 	w = w or {}
 	w.key, w.field, w.existed, w.orig, w.cur, w.log, w.saved = key, field, raw ~= false, st, st, nil, nil
@@ -111,7 +118,8 @@ function S.saveWord(p, w)
 		local sample = R('HRANDFIELD', w.key, 2, 'WITHVALUES')
 		for i = 1, #sample, 2 do
 			if sample[i] ~= w.field then
-				local x = alg.expiry(p, alg.decode(p, sample[i + 1]))
+				local st, sp = S.decode(p, sample[i + 1])
+				local x = alg.expiry(sp, st)
 				if x == nil or N.le(x, 0) then
 					R('HDEL', w.key, sample[i])
 				end
@@ -150,6 +158,9 @@ function S.refs(D, arg, pos, k)
 				s = S.loadWord(p, key, field, S.words[i])
 				S.words[i] = s
 			end
+		end
+		if not s.log then
+			p = A.widen(p, s.orig)
 		end
 		P[i], ST[i] = p, s
 	end

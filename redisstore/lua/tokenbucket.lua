@@ -11,11 +11,11 @@ A[1].check = function(p, d, cost)
 		credit = N.sub(full, d)
 	end
 	if cost > p.burst then
-		return d, false, math.max(N.fdiv(credit, interval), 0), N.max(N.sub(full, credit), 0), false, 0
+		return d, false, N.max(N.fdiv(credit, interval), 0), N.max(N.sub(full, credit), 0), false, 0
 	end
 	local need = N.mul(interval, cost)
 	if N.lt(credit, need) then
-		return d, false, math.max(N.fdiv(credit, interval), 0), N.sub(full, credit), N.sub(need, credit), 0
+		return d, false, N.max(N.fdiv(credit, interval), 0), N.sub(full, credit), N.sub(need, credit), 0
 	end
 	credit = N.sub(credit, need)
 	if cost > 0 then
