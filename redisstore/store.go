@@ -482,10 +482,10 @@ func (s *Store) Health() Health {
 
 // limitInfo is what a call sends of a limit, computed once.
 type limitInfo struct {
-	id   string // in its Redis keys (limitID)
-	def  string // its definition (lua/algo.lua's params)
-	log  bool   // its state is a log, in a key of its own
-	err  error
+	id  string // in its Redis keys (limitID)
+	def string // its definition (lua/algo.lua's params)
+	log bool   // its state is a log, in a key of its own
+	err error
 }
 
 // Supports reports an error wrapping bouncer.ErrInvalidLimit if the store
