@@ -23,10 +23,11 @@ import (
 )
 
 // result is one benchmark line: its parameters and its metrics by unit.
-// Topology and callers are set by the Redis benchmarks only; server,
-// store, descriptors and streams by the RLS benchmarks only.
+// State is set by BenchmarkCheckRandom only; topology and callers by the
+// Redis benchmarks only; server, store, descriptors and streams by the RLS
+// benchmarks only.
 type result struct {
-	bench, impl, keys, mode             string
+	bench, impl, keys, state, mode      string
 	topology, callers                   string
 	server, store, descriptors, streams string
 	metrics                             map[string]float64
@@ -48,21 +49,33 @@ func main() {
 		fmt.Fprintf(w, "Each number is the median of %d runs (-count %d).\n\n", runs, runs)
 	}
 	check := filter(results, "BenchmarkCheck")
+	random := filter(results, "BenchmarkCheckRandom")
+	floors := inProcessFloors{
+		check:  filter(results, "BenchmarkCheckFloor"),
+		random: filter(results, "BenchmarkCheckRandomFloor"),
+	}
 	bytes := filter(results, "BenchmarkBytesPerKey")
 	redisCheck := filter(results, "BenchmarkRedisCheck")
 	redisBytes := filter(results, "BenchmarkRedisBytesPerKey")
 	rls := filter(results, "BenchmarkRLS")
 	if len(check) > 0 {
-		checkTables(w, check)
+		checkTables(w, check, "Check")
+	}
+	if len(random) > 0 {
+		checkTables(w, random, "Check at random")
+		refilledTable(w, random)
+	}
+	if len(floors.check)+len(floors.random) > 0 {
+		floorTables(w, check, random, floors)
 	}
 	if len(bytes) > 0 {
 		bytesTables(w, bytes)
 	}
 	// The in-process targets, unless the input holds only Redis or RLS
 	// results.
-	inProcess := len(check)+len(bytes) > 0 || len(redisCheck)+len(redisBytes)+len(rls) == 0
+	inProcess := len(check)+len(random)+len(bytes) > 0 || len(redisCheck)+len(redisBytes)+len(rls) == 0
 	if inProcess {
-		targets(w, check, bytes)
+		targets(w, check, random, floors, bytes)
 	}
 	redis := len(redisCheck)+len(redisBytes) > 0
 	if redis {
@@ -104,6 +117,8 @@ func parse(r io.Reader) ([]result, error) {
 				res.impl = v
 			case "keys":
 				res.keys = v
+			case "state":
+				res.state = v
 			case "topology":
 				res.topology = v
 			case "callers":
@@ -139,7 +154,7 @@ func medians(rs []result) ([]result, int) {
 	var out []result
 	groups := map[string][]result{}
 	id := func(r result) string {
-		return r.bench + "/" + r.impl + "/" + r.keys + "/" + r.mode + "/" + r.topology + "/" + r.callers +
+		return r.bench + "/" + r.impl + "/" + r.keys + "/" + r.state + "/" + r.mode + "/" + r.topology + "/" + r.callers +
 			"/" + r.server + "/" + r.store + "/" + r.descriptors + "/" + r.streams
 	}
 	for _, r := range rs {
@@ -214,6 +229,9 @@ func caseOf(r result) string {
 	if r.topology != "" {
 		return redisCaseOf(r)
 	}
+	if r.state != "" {
+		return "keys=" + r.keys + " " + r.state + " " + r.mode
+	}
 	return strings.TrimSpace("keys=" + r.keys + " " + r.mode)
 }
 
@@ -226,12 +244,15 @@ func find(rs []result, impl, c string) (result, bool) {
 	return result{}, false
 }
 
-func checkTables(w io.Writer, rs []result) {
+// checkTables writes the ns/op of every implementation in every case of
+// rs, a check benchmark called name in the titles, and every bouncer
+// implementation's ratio to every peer.
+func checkTables(w io.Writer, rs []result, name string) {
 	bouncers, peers := impls(rs)
 	cs := cases(rs)
 	all := append(slices.Clone(bouncers), peers...)
 
-	fmt.Fprintf(w, "### Check: ns/op (allocs/op)\n\n| impl |")
+	fmt.Fprintf(w, "### %s: ns/op (allocs/op)\n\n| impl |", name)
 	for _, c := range cs {
 		fmt.Fprintf(w, " %s |", c)
 	}
@@ -248,7 +269,7 @@ func checkTables(w io.Writer, rs []result) {
 		fmt.Fprintln(w)
 	}
 
-	fmt.Fprintf(w, "\n### Check: throughput ratios (peer ns/op ÷ bouncer ns/op; above 1 means bouncer is faster)\n")
+	fmt.Fprintf(w, "\n### %s: throughput ratios (peer ns/op ÷ bouncer ns/op; above 1 means bouncer is faster)\n", name)
 	for _, c := range cs {
 		fmt.Fprintf(w, "\n**%s**\n\n| bouncer |", c)
 		for _, p := range peers {
@@ -318,16 +339,47 @@ func fastestPeer(rs []result, peers []string, c, unit string) (string, float64) 
 
 // targets checks the goals: token_bucket and gcra at 100 000 keys at least
 // twice the throughput of the fastest peer, serial and parallel, and at
-// most half the bytes per key of the leanest peer.
-func targets(w io.Writer, check, bytes []result) {
+// most half the bytes per key of the leanest peer; on refilled state at
+// 10 000 and 100 000 keys, with the store at its defaults, at least twice
+// the fastest peer and no allocation; in parallel at 100 000 keys, at
+// most 1.25× the floor.
+func targets(w io.Writer, check, random []result, floors inProcessFloors, bytes []result) {
 	const want = 2.0
-	fmt.Fprintf(w, "### Targets (at least %.0f× the fastest peer; at most 1/%.0f of the leanest peer's bytes)\n\n| target | bouncer | best peer | ratio | met |\n|---|---|---|---:|---|\n", want, want)
+	fmt.Fprintf(w, "### Targets (at least %.0f× the fastest peer; at most 1/%.0f of the leanest peer's bytes; at most %.2f× the floor)\n\n| target | bouncer | best peer | ratio | met |\n|---|---|---|---:|---|\n", want, want, floorWant)
 	bouncers, peers := impls(check)
 	for _, c := range []string{"keys=100000 serial", "keys=100000 parallel"} {
 		p, pv := fastestPeer(check, peers, c, "ns/op")
 		for _, b := range bouncers {
 			if r, ok := find(check, b, c); ok && p != "" && targeted(b) {
 				row(w, "throughput, "+c, b, p, pv/r.metrics["ns/op"], want)
+			}
+		}
+	}
+	bouncers, peers = impls(random)
+	for _, c := range []string{"keys=10000 refilled serial", "keys=10000 refilled parallel", "keys=100000 refilled serial", "keys=100000 refilled parallel"} {
+		p, pv := fastestPeer(random, peers, c, "ns/op")
+		for _, b := range bouncers {
+			if r, ok := find(random, b, c); ok && p != "" && atDefaults(b) {
+				row(w, "throughput at random, "+c, b, p, pv/r.metrics["ns/op"], want)
+			}
+		}
+	}
+	for _, c := range []string{"keys=10000 refilled serial", "keys=10000 refilled parallel", "keys=100000 refilled serial", "keys=100000 refilled parallel"} {
+		for _, b := range bouncers {
+			if r, ok := find(random, b, c); ok && atDefaults(b) {
+				a := r.metrics["allocs/op"]
+				fmt.Fprintf(w, "| allocs/op at random, %s | %s | – | %s | %s |\n", c, b, num(a), yes(a == 0))
+			}
+		}
+	}
+	for _, fc := range floorCases(check, random, floors) {
+		if fc.c != "keys=100000 parallel" && fc.c != "keys=100000 refilled parallel" {
+			continue
+		}
+		for _, b := range bouncers {
+			if r, ok := find(fc.rs, b, fc.c); ok && atDefaults(b) {
+				v := r.metrics["ns/op"] / fc.floor
+				fmt.Fprintf(w, "| %s, %s, ÷ floor | %s | – | %.2f× | %s |\n", fc.bench, fc.c, b, v, yes(v <= floorWant))
 			}
 		}
 	}
@@ -340,6 +392,115 @@ func targets(w io.Writer, check, bytes []result) {
 			}
 		}
 	}
+}
+
+// floorWant is the most a bouncer check may cost over the floor's, in
+// parallel at 100 000 keys.
+const floorWant = 1.25
+
+// atDefaults reports whether impl is a targeted store at its default
+// options.
+func atDefaults(impl string) bool {
+	return targeted(impl) && !strings.HasSuffix(impl, "-exactclock")
+}
+
+// inProcessFloors are BenchmarkCheckFloor's results and
+// BenchmarkCheckRandomFloor's.
+type inProcessFloors struct{ check, random []result }
+
+// floorCase is one case of a check benchmark, rs, with the floor's ns/op
+// on its workload.
+type floorCase struct {
+	bench, c string
+	rs       []result
+	floor    float64
+}
+
+// floorCases returns the cases of BenchmarkCheck and BenchmarkCheckRandom
+// that have a floor: BenchmarkCheckFloor's for the first,
+// BenchmarkCheckRandomFloor's (the same for both states) for the second.
+func floorCases(check, random []result, floors inProcessFloors) []floorCase {
+	var fcs []floorCase
+	for _, c := range cases(check) {
+		if f, ok := find(floors.check, "", c); ok {
+			fcs = append(fcs, floorCase{"BenchmarkCheck", c, check, f.metrics["ns/op"]})
+		}
+	}
+	var seen []string
+	for _, r := range random {
+		c := caseOf(r)
+		if slices.Contains(seen, c) {
+			continue
+		}
+		seen = append(seen, c)
+		if f, ok := find(floors.random, "", "keys="+r.keys+" "+r.mode); ok {
+			fcs = append(fcs, floorCase{"BenchmarkCheckRandom", c, random, f.metrics["ns/op"]})
+		}
+	}
+	return fcs
+}
+
+// refilledTable writes, for BenchmarkCheckRandom, each implementation's
+// ns/op on refilled state over its ns/op on live state.
+func refilledTable(w io.Writer, rs []result) {
+	bouncers, peers := impls(rs)
+	var cs []string
+	for _, r := range rs {
+		if c := "keys=" + r.keys + " " + r.mode; !slices.Contains(cs, c) {
+			cs = append(cs, c)
+		}
+	}
+	fmt.Fprintf(w, "### Check at random: refilled ÷ live (ns/op on refilled state over ns/op on live state; 1 means a check of refilled state costs what one of live state does)\n\n| impl |")
+	for _, c := range cs {
+		fmt.Fprintf(w, " %s |", c)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(cs)))
+	for _, im := range append(slices.Clone(bouncers), peers...) {
+		fmt.Fprintf(w, "| %s |", im)
+		for _, c := range cs {
+			keys, mode, _ := strings.Cut(c, " ")
+			refilled, ok1 := find(rs, im, keys+" refilled "+mode)
+			live, ok2 := find(rs, im, keys+" live "+mode)
+			if ok1 && ok2 {
+				fmt.Fprintf(w, " %s |", ratio(refilled.metrics["ns/op"], live.metrics["ns/op"]))
+			} else {
+				fmt.Fprintf(w, " – |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
+// floorTables writes the floors' ns/op and the ratio of each bouncer
+// implementation at its defaults to the floor of its workload.
+func floorTables(w io.Writer, check, random []result, floors inProcessFloors) {
+	fcs := floorCases(check, random, floors)
+	if len(fcs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Floors: bouncer ÷ floor (ns/op over the floor's on the same workload; the floor is not a limiter)\n\n| benchmark | case | floor ns/op |")
+	bouncers, _ := impls(append(slices.Clone(check), random...))
+	var shown []string
+	for _, b := range bouncers {
+		if atDefaults(b) {
+			shown = append(shown, b)
+			fmt.Fprintf(w, " %s |", b)
+		}
+	}
+	fmt.Fprintf(w, "\n|---|---|---:|%s\n", strings.Repeat("---:|", len(shown)))
+	for _, fc := range fcs {
+		fmt.Fprintf(w, "| %s | %s | %s |", fc.bench, fc.c, num(fc.floor))
+		for _, b := range shown {
+			if r, ok := find(fc.rs, b, fc.c); ok {
+				fmt.Fprintf(w, " %.2f× |", r.metrics["ns/op"]/fc.floor)
+			} else {
+				fmt.Fprintf(w, " – |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 }
 
 // targeted reports whether the targets concern impl: the token bucket and
