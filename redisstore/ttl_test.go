@@ -2,68 +2,163 @@ package redisstore_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"pgregory.net/rapid"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/redisstore"
 )
 
-// A hash's TTL covers the state of every field it holds, on Redis's own
-// clock: after every check of a key made in a tight loop — a new bucket
-// checked many times within its first second, the case where a run of
-// skipped TTL extensions once left the TTL at the first write's and the
-// state was forgotten at the next whole second — PEXPIRETIME is at or
-// after the instant the stored state expires (Redis 7's PEXPIRETIME).
+// The TTL invariant: a hash's TTL covers the state of every field it
+// holds. coverLua checks it for KEYS[1], a hash of the limit ARGV[2]'s
+// states, at the call's clock: it returns one line per field whose state
+// expires after the hash does (or a hash with fields and no TTL).
+const coverLua = `
+local function cover(p, key)
+	local bad = {}
+	local at = redis.call('PEXPIRETIME', key)
+	local all = redis.call('HGETALL', key)
+	for j = 1, #all, 2 do
+		local st, q = S.decode(p, all[j + 1])
+		local e = A[p.alg].expiry(q, st)
+		if e ~= nil and N.lt(0, e) then
+			local ems = N.fdiv(N.add(T.at(e), 999999), 1000000)
+			if at < 0 or ems > at then
+				bad[#bad + 1] = string.format('field %q (%s) expires at %s ms, the hash at %d', all[j], all[j + 1], N.format(ems), at)
+			end
+		end
+	end
+	return bad
+end
+`
+
+var coverScript = redisstore.ComposeLua(coverLua + `return cover(A.params(ARGV[2]), KEYS[1])`)
+
+// oneWord are the algorithms whose state is a hash's field.
+var oneWord = []bouncer.Algorithm{bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket, bouncer.FixedWindow, bouncer.SlidingWindowCounter}
+
+// On Redis's own clock, through the store: keys sharing one hash (one
+// bucket) are checked at random, as fast as the loop goes, under limits of
+// every one-word algorithm — a new bucket checked many times within its
+// first second is where a run of skipped TTL extensions once left the TTL
+// at the first write's, and the state was forgotten at the next whole
+// second — and after every check every field's state expires no later
+// than the hash (Redis 7's PEXPIRETIME).
 func TestTTLCoversState(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
 		ctx := context.Background()
-		prefix := freshPrefix()
-		s := newStore(t, c, redisstore.Options{Prefix: prefix})
-		for _, a := range []bouncer.Algorithm{bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket} {
-			l := bouncer.Limit{Name: "ttl", Algorithm: a, Rate: 20, Period: time.Second, Burst: 20}
-			key := "ttl-" + a.String()
-			hash, field := redisstore.StateOf(s, l, key)
-			r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1}
-			checked := 0
-			for end := time.Now().Add(1100 * time.Millisecond); time.Now().Before(end); checked++ {
-				if d, err := s.Check(ctx, r); err != nil || d.Degraded {
-					t.Fatalf("%v: check: %+v, %v", a, d, err)
+		s := newStore(t, c, redisstore.Options{Buckets: 1})
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, a := range oneWord {
+			for _, l := range []bouncer.Limit{
+				{Name: "ttl-second", Algorithm: a, Rate: 20, Period: time.Second, Burst: 20},
+				{Name: "ttl-minute", Algorithm: a, Rate: 50, Period: time.Minute, Burst: 5},
+			} {
+				if !bucket(a) {
+					l.Burst = 0
 				}
-				v, err := c.Do(ctx, c.B().Hget().Key(hash).Field(field).Build()).ToString()
-				if err != nil {
-					t.Fatalf("%v: HGET: %v", a, err)
+				hash, _ := redisstore.StateOf(s, l, "k0")
+				checked := 0
+				for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); checked++ {
+					key := "k" + strconv.Itoa(rng.IntN(4))
+					r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1 + rng.Int64N(3)}
+					if d, err := s.Check(ctx, r); err != nil || d.Degraded {
+						t.Fatalf("%v %s: check: %+v, %v", a, l.Name, d, err)
+					}
+					bad, err := c.Do(ctx, c.B().Eval().Script(coverScript).Numkeys(1).Key(hash).Arg("", redisstore.LimitDef(l)).Build()).AsStrSlice()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, b := range bad {
+						t.Fatalf("%v %s, check %d: %s: the state would be forgotten early", a, l.Name, checked+1, b)
+					}
 				}
-				expires := stateInstantMs(t, v)
-				at, err := c.Do(ctx, c.B().Pexpiretime().Key(hash).Build()).AsInt64()
-				if err != nil {
-					t.Fatalf("%v: PEXPIRETIME: %v", a, err)
+				if checked < 40 {
+					t.Fatalf("%v: only %d checks in 0.4 s: the test did not exercise the hash's first second", a, checked)
 				}
-				if at < expires {
-					t.Fatalf("%v, check %d: the hash expires at %d ms, before its state does (%d ms): the state would be forgotten early", a, checked+1, at, expires)
-				}
-			}
-			if checked < 40 {
-				t.Fatalf("%v: only %d checks in 1.1 s: the test did not exercise the bucket's first second", a, checked)
 			}
 		}
 	})
 }
 
-// stateInstantMs decodes a bucket's stored instant ("<s><9 digits of
-// ns>") into Unix milliseconds, rounded up.
-func stateInstantMs(t *testing.T, v string) int64 {
-	t.Helper()
-	if len(v) <= 9 {
-		t.Fatalf("stored state %q: not an instant of this century", v)
-	}
-	sec, err1 := strconv.ParseInt(v[:len(v)-9], 10, 64)
-	ns, err2 := strconv.ParseInt(v[len(v)-9:], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("stored state %q: %v %v", v, err1, err2)
-	}
-	return sec*1000 + (ns+999_999)/1_000_000
+// ttlLua runs the store's own load, check and save (store.lua) of fields
+// of KEYS[1] at pinned instants, three arguments per step after ARGV[2]
+// (the limit): the instant, the field's number and the cost; after each
+// step it checks the invariant (coverLua). The pinned instants lie ahead of
+// Redis's clock, and the TTLs are set on them as on Redis's clock (the
+// store otherwise keeps a pinned test's keys for ten minutes instead).
+var ttlScript = redisstore.ComposeLua(coverLua + `
+local p = A.params(ARGV[2])
+local alg = A[p.alg]
+local key = KEYS[1]
+for i = 3, #ARGV, 3 do
+	ARGV[1] = ARGV[i]
+	T.init()
+	T.pinned = false
+	local field = string.format('f%07d', tonumber(ARGV[i + 1]))
+	local cost = tonumber(ARGV[i + 2])
+	local w = S.loadWord(p, key, field)
+	local q = A.widen(p, w.orig)
+	local st, ok = alg.check(q, w.cur, cost)
+	w.cur = st
+	if cost > 0 and (ok or q.cd and st ~= w.orig) then
+		S.saveWord(q, w)
+	end
+	local bad = cover(p, key)
+	if #bad > 0 then
+		table.insert(bad, 1, 'step ' .. tostring((i - 3) / 3))
+		return bad
+	end
+end
+return {}
+`)
+
+// On a pinned clock, any sequence: limits of every magnitude, fields of
+// one hash checked at instants that creep, jump ahead by up to years, and
+// step back, keep the invariant after every step.
+func TestTTLCoversStatePinned(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
+		ahead := time.Now().Add(24 * time.Hour).UnixNano()
+		for _, a := range oneWord {
+			t.Run(a.String(), func(t *testing.T) {
+				rapid.Check(t, func(rt *rapid.T) {
+					l := drawLimit(rt, a)
+					now := ahead + rapid.Int64Range(0, int64(bouncer.MaxPeriod)).Draw(rt, "start")
+					args := []string{"", redisstore.LimitDef(l)}
+					for range rapid.IntRange(1, 60).Draw(rt, "steps") {
+						switch rapid.IntRange(0, 5).Draw(rt, "advance_kind") {
+						case 1, 2:
+							now += logTwo(rt, 1, int64(time.Second), "advance")
+						case 3:
+							now += logTwo(rt, 1, 4*int64(l.Period), "advance")
+						case 4:
+							now += logTwo(rt, 1, int64(bouncer.MaxPeriod), "advance")
+						case 5:
+							now = max(now-logTwo(rt, 1, int64(l.Period), "back"), ahead)
+						}
+						field := rapid.IntRange(0, 5).Draw(rt, "field")
+						cost := rapid.Int64Range(0, min(l.Capacity(), 3)).Draw(rt, "cost")
+						args = append(args, strconv.FormatInt(now, 10), strconv.Itoa(field), strconv.FormatInt(cost, 10))
+					}
+					key := keyOn("ttl")
+					bad, err := c.Do(context.Background(), c.B().Eval().Script(ttlScript).Numkeys(1).Key(key).Arg(args...).Build()).AsStrSlice()
+					if err != nil {
+						rt.Fatalf("under %+v: %v", l, err)
+					}
+					if len(bad) > 0 {
+						rt.Fatalf("under %+v: %q", l, bad)
+					}
+				})
+			})
+		}
+	})
+}
+
+func bucket(a bouncer.Algorithm) bool {
+	return a == bouncer.TokenBucket || a == bouncer.GCRA || a == bouncer.LeakyBucket
 }

@@ -40,6 +40,16 @@ function A.params(def)
 	if p.cd and (p.alg == 4 or p.alg == 6) then
 		p.top = p.rate + 1 -- a denied check leaves a window's count at Rate+1
 	end
+	-- The farthest a state's expiry lies from now, in ms (a bucket's span,
+	-- a fixed window's period, a sliding window counter's two), and the
+	-- step of its TTLs (store.lua).
+	local horizon = p.span
+	if p.alg == 4 then
+		horizon = p.period
+	elseif p.alg == 6 then
+		horizon = N.mul(p.period, 2)
+	end
+	p.step = math.max(1000, N.fdiv(horizon, 16000000))
 	local small = 2251799813685248 -- 2^51
 	p.N = N
 	if type(p.period) == 'number' and p.period < small and type(p.span) == 'number' and p.span < small then

@@ -5,54 +5,38 @@
 -- its KEYS.
 --
 -- A hash's TTL covers every state it holds: a write extends it
--- (PEXPIREAT ... GT) to the granule of the new state's expiry, the expiry
--- rounded up to a step that grows with its distance, so that a state
--- written again and again extends it once in many writes. A write may skip
--- that when the granule of the field's old expiry, computed now, is at
--- least the new expiry's: steps are powers of two that only shrink as an
--- expiry comes nearer, so that granule is at most the TTL the old writer
--- left. A field whose state is fresh is deleted, and a write that adds a
--- field samples two others and deletes those that are fresh, so that a
--- busy hash keeps no idle keys.
+-- (PEXPIREAT ... GT) to the granule of the new state's expiry — the
+-- expiry, in Unix ms, rounded up past a multiple of the limit's step
+-- (p.step, algo.lua: a sixteenth of the farthest any of its states
+-- expires, at least a second) — so that a state written again and again
+-- extends it once in many writes. A write skips that when the new expiry
+-- is no later than the field's old one, or its granule no later than the
+-- old one's: the granule of an expiry depends on it alone, never on the
+-- clock, so the TTL an earlier write left covers it, whatever clock the
+-- writes read. A field whose state is fresh is deleted, and a write that
+-- adds a field samples two others and deletes those that are fresh, so
+-- that a busy hash keeps no idle keys.
 
 local S = {}
 
--- step returns the step, in ms, to which a TTL ems milliseconds away is
--- rounded up: 1000 times the least power of two with step × 16 > ems.
-function S.step(ems)
-	if ems < 16000 then
-		return 1000
-	end
-	local _, x = math.frexp(ems / 16000)
-	local step = 1000 * 2 ^ x
-	while step * 16 <= ems do
-		step = step * 2
-	end
-	while step > 1000 and step * 8 > ems do
-		step = step / 2
-	end
-	return step
-end
-
--- granule returns, in Unix ms, where a hash's TTL goes for an expiry e
--- (relative, > 0): the expiry rounded up to a millisecond, then past a
--- multiple of its step.
-function S.granule(e)
-	local ems
-	if type(e) == 'number' then
-		ems = math.floor(e / 1000000)
+-- granule returns, in Unix ms, where a hash of states of a limit of
+-- parameters p goes for an expiry e (relative to now): past a multiple of
+-- p.step after floor((now + e) / 10^6).
+function S.granule(p, e)
+	local ms
+	if type(e) == 'number' and e > -2251799813685248 and e < 2251799813685248 then
+		ms = N.small.fdiv(T.n + e, 1000000)
 	else
-		ems = N.fdiv(e, 1000000)
+		ms = N.fdiv(N.add(T.n, e), 1000000)
 	end
-	local at = T.nowms + ems + 1
-	local step = S.step(ems)
-	return at - at % step + step
+	local at = T.s * 1000 + ms + 1
+	return at - at % p.step + p.step
 end
 
 -- extend keeps key's TTL at least until e, for a field that existed
 -- before (expiring at oe) or not. It returns true if the key had no TTL,
 -- which makes it a hash the call has just created.
-function S.extend(key, e, existed, oe)
+function S.extend(p, key, e, existed, oe)
 	if T.pinned then
 		-- Redis expires keys on its own clock, which a pinned time does
 		-- not drive: keep them for the test instead.
@@ -65,8 +49,8 @@ function S.extend(key, e, existed, oe)
 	if existed and oe ~= nil and N.lt(0, oe) and N.le(e, oe) then
 		return false -- the old expiry's TTL covers a nearer one
 	end
-	local g = S.granule(e)
-	if existed and oe ~= nil and N.lt(0, oe) and S.granule(oe) >= g then
+	local g = S.granule(p, e)
+	if existed and oe ~= nil and N.lt(0, oe) and S.granule(p, oe) >= g then
 		return false
 	end
 	-- GT leaves a key without a TTL alone: only a new field may have made
@@ -114,7 +98,7 @@ function S.saveWord(p, w)
 	if w.orig ~= nil then
 		oe = alg.expiry(p, w.orig)
 	end
-	if not S.extend(w.key, e, w.existed, oe) and added then
+	if not S.extend(p, w.key, e, w.existed, oe) and added then
 		local sample = R('HRANDFIELD', w.key, 2, 'WITHVALUES')
 		for i = 1, #sample, 2 do
 			if sample[i] ~= w.field then

@@ -20,7 +20,6 @@ function T.init()
 		T.s, T.n = tonumber(t[1]), tonumber(t[2]) * 1000
 	end
 	T.now = N.norm(T.s, T.n)
-	T.nowms = T.s * 1000 + math.floor(T.n / 1000000) -- now in Unix ms, rounded down
 end
 
 -- split returns a stored instant's seconds and nanoseconds.
