@@ -267,7 +267,7 @@ func (d *Domain) checkOverrides(r *Request, supports func(bouncer.Limit) error) 
 }
 
 // storeKey is the key a descriptor is counted under: the domain and the
-// entries' keys and values, escaped and bounded by bouncer.KeyOf.
+// entries' keys and values, escaped and bounded by keyOf.
 func storeKey(domain string, entries []Entry, values []string) string {
 	var buf [9]string // a domain and four entries without allocating
 	parts := buf[:0]
@@ -275,7 +275,7 @@ func storeKey(domain string, entries []Entry, values []string) string {
 	for i, e := range entries {
 		parts = append(parts, e.Key, values[i])
 	}
-	return bouncer.KeyOf(parts...)
+	return keyOf(parts...)
 }
 
 // decideEach charges every matched descriptor on its own, over-limit hits

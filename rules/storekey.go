@@ -1,4 +1,4 @@
-package bouncer
+package rules
 
 import (
 	"crypto/sha256"
@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-// MaxKeyPart is the longest escaped part KeyOf keeps as it is; longer
-// parts are replaced by a digest.
+// MaxKeyPart is the longest escaped part of a store key (a domain, an
+// entry's key or value) kept as it is; longer parts become a digest.
 const MaxKeyPart = 128
 
-// KeyOf joins the parts of a key — a rule's name, the values of a
+// keyOf joins the parts of a key — a rule's name, the values of a
 // request's descriptors — into one key string that is safe to build from
 // client-controlled values:
 //
@@ -23,7 +23,7 @@ const MaxKeyPart = 128
 //   - distinct lists of parts give distinct keys (escaping is one to one,
 //     a digest starts with the '#' no escaped part has, and SHA-256 does
 //     not collide).
-func KeyOf(parts ...string) string {
+func keyOf(parts ...string) string {
 	var b strings.Builder
 	for i, p := range parts {
 		if i > 0 {

@@ -1,10 +1,8 @@
-package bouncer_test
+package rules
 
 import (
 	"strings"
 	"testing"
-
-	"github.com/bouncerhq/bouncer"
 )
 
 func TestKeyOfEscapes(t *testing.T) {
@@ -22,28 +20,28 @@ func TestKeyOfEscapes(t *testing.T) {
 		{[]string{"", ""}, ":"},
 	}
 	for _, c := range cases {
-		if got := bouncer.KeyOf(c.parts...); got != c.want {
-			t.Errorf("KeyOf(%q) = %q, want %q", c.parts, got, c.want)
+		if got := keyOf(c.parts...); got != c.want {
+			t.Errorf("keyOf(%q) = %q, want %q", c.parts, got, c.want)
 		}
 	}
 }
 
 func TestKeyOfBoundsLongParts(t *testing.T) {
 	long := strings.Repeat("x", 64<<10)
-	k := bouncer.KeyOf("rule", long)
+	k := keyOf("rule", long)
 	if len(k) != len("rule:#")+64 || !strings.HasPrefix(k, "rule:#") {
-		t.Fatalf("KeyOf(rule, 64 KiB) = %q (%d bytes), want rule:# and 64 hex digits", k[:min(len(k), 80)], len(k))
+		t.Fatalf("keyOf(rule, 64 KiB) = %q (%d bytes), want rule:# and 64 hex digits", k[:min(len(k), 80)], len(k))
 	}
-	if bouncer.KeyOf("rule", long+"y") == k {
+	if keyOf("rule", long+"y") == k {
 		t.Fatal("two long parts that differ in their last byte give one key")
 	}
 	// A part that only grows past the bound by escaping is hashed too.
-	colons := strings.Repeat(":", bouncer.MaxKeyPart/3+1)
-	if k := bouncer.KeyOf(colons); !strings.HasPrefix(k, "#") || len(k) != 65 {
-		t.Fatalf("KeyOf(%d colons) = %q, want a digest", len(colons), k)
+	colons := strings.Repeat(":", MaxKeyPart/3+1)
+	if k := keyOf(colons); !strings.HasPrefix(k, "#") || len(k) != 65 {
+		t.Fatalf("keyOf(%d colons) = %q, want a digest", len(colons), k)
 	}
-	exact := strings.Repeat("y", bouncer.MaxKeyPart)
-	if got := bouncer.KeyOf(exact); got != exact {
+	exact := strings.Repeat("y", MaxKeyPart)
+	if got := keyOf(exact); got != exact {
 		t.Fatalf("a part of exactly MaxKeyPart bytes was changed: %q", got)
 	}
 }
@@ -51,7 +49,7 @@ func TestKeyOfBoundsLongParts(t *testing.T) {
 // Distinct lists of parts give distinct keys, and no key carries a
 // brace, a line break, or more separators than its parts need.
 func TestKeyOfIsOneToOne(t *testing.T) {
-	alphabet := []string{"", "a", ":", "%", "#", "{", "}", "%3A", "#a", "\n", "a:b", strings.Repeat("z", bouncer.MaxKeyPart+1)}
+	alphabet := []string{"", "a", ":", "%", "#", "{", "}", "%3A", "#a", "\n", "a:b", strings.Repeat("z", MaxKeyPart+1)}
 	seen := map[string][]string{}
 	var walk func(prefix []string, depth int)
 	walk = func(prefix []string, depth int) {
@@ -60,13 +58,13 @@ func TestKeyOfIsOneToOne(t *testing.T) {
 		}
 		for _, a := range alphabet {
 			parts := append(append([]string(nil), prefix...), a)
-			k := bouncer.KeyOf(parts...)
+			k := keyOf(parts...)
 			if prev, ok := seen[k]; ok {
-				t.Fatalf("KeyOf(%q) = KeyOf(%q) = %q", parts, prev, k)
+				t.Fatalf("keyOf(%q) = keyOf(%q) = %q", parts, prev, k)
 			}
 			seen[k] = parts
 			if strings.ContainsAny(k, "{}\n") || strings.Count(k, ":") != len(parts)-1 {
-				t.Fatalf("KeyOf(%q) = %q: a brace, a line break or a stray separator", parts, k)
+				t.Fatalf("keyOf(%q) = %q: a brace, a line break or a stray separator", parts, k)
 			}
 			walk(parts, depth-1)
 		}
