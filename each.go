@@ -24,14 +24,12 @@ func CheckEach(ctx context.Context, l Limiter, rs []Request, ds []Decision, errs
 		el.CheckEach(ctx, rs, ds, errs)
 		return
 	}
-	CheckConcurrently(ctx, l, rs, ds, errs)
+	checkConcurrently(ctx, l, rs, ds, errs)
 }
 
-// CheckConcurrently decides each of rs on its own with l.Check, all at
-// once (a single request on the calling goroutine), into ds and errs: what
-// CheckEach does for a Limiter without CheckEach of its own, and what an
-// EachLimiter may fall back to.
-func CheckConcurrently(ctx context.Context, l Limiter, rs []Request, ds []Decision, errs []error) {
+// checkConcurrently decides each of rs on its own with l.Check, all at
+// once (a single request on the calling goroutine), into ds and errs.
+func checkConcurrently(ctx context.Context, l Limiter, rs []Request, ds []Decision, errs []error) {
 	if len(rs) == 1 {
 		ds[0], errs[0] = l.Check(ctx, rs[0])
 		return

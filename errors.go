@@ -10,8 +10,8 @@ var (
 	// ErrInvalidLimit is wrapped by every *LimitError.
 	ErrInvalidLimit = errors.New("bouncer: invalid limit")
 	// ErrInvalidRequest reports a request a store cannot decide: no keys,
-	// a key without limits, a negative cost, or two limits of one key
-	// sharing a name.
+	// a key without limits, a negative cost, a cost of 0 without Peek (or
+	// a peek with a cost), or two limits of one key sharing a name.
 	ErrInvalidRequest = errors.New("bouncer: invalid request")
 )
 

@@ -2,6 +2,7 @@ package bouncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -22,14 +23,37 @@ type Limiter interface {
 	Refund(ctx context.Context, r Request) error
 }
 
+// Resetter is a Limiter that can forget a key's state. Both stores
+// implement it.
+type Resetter interface {
+	Limiter
+	// Reset makes every limit of every key in r as if it had never been
+	// checked; r.Cost and r.Peek are ignored.
+	Reset(ctx context.Context, r Request) error
+}
+
+// Reset forgets the state of every limit of every key in r with l's
+// Reset, or returns an error wrapping errors.ErrUnsupported if l is not a
+// Resetter.
+func Reset(ctx context.Context, l Limiter, r Request) error {
+	if rs, ok := l.(Resetter); ok {
+		return rs.Reset(ctx, r)
+	}
+	return fmt.Errorf("bouncer: %T cannot reset keys: %w", l, errors.ErrUnsupported)
+}
+
 // Request is one check: Cost units for every key in Keys.
 type Request struct {
 	Keys []KeyLimits
-	// Cost is how many units the check takes, at least 0. Cost 0 peeks: it
-	// charges nothing and the Decision reports the state; it is allowed
-	// unless a ChargeDenied limit is already over (counted past its
-	// capacity by denied checks).
+	// Cost is how many units the check takes: at least 1, or 0 for a peek.
+	// A check of Cost 0 without Peek is an invalid request, so that a
+	// Request whose Cost was forgotten fails loudly instead of being
+	// allowed forever.
 	Cost int64
+	// Peek makes the check charge nothing and report the state, with Cost
+	// 0: it is allowed unless a ChargeDenied limit is already over
+	// (counted past its capacity by denied checks).
+	Peek bool
 }
 
 // KeyLimits is one key and the limits it is checked under.
@@ -43,8 +67,13 @@ type KeyLimits struct {
 // Validate reports an error wrapping ErrInvalidRequest or ErrInvalidLimit
 // if a store cannot decide r.
 func (r Request) Validate() error {
-	if r.Cost < 0 {
+	switch {
+	case r.Cost < 0:
 		return fmt.Errorf("%w: cost %d is negative", ErrInvalidRequest, r.Cost)
+	case r.Cost == 0 && !r.Peek:
+		return fmt.Errorf("%w: cost 0 charges nothing: set Cost (1 for one request), or Peek to look without charging", ErrInvalidRequest)
+	case r.Cost != 0 && r.Peek:
+		return fmt.Errorf("%w: a peek charges nothing, so its cost must be 0, got %d", ErrInvalidRequest, r.Cost)
 	}
 	if len(r.Keys) == 0 {
 		return fmt.Errorf("%w: no keys", ErrInvalidRequest)

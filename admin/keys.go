@@ -153,13 +153,17 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// resetKey gives every limit of one key its full capacity back.
+// resetKey forgets one key's state under every limit of its rule.
 func resetKey(w http.ResponseWriter, r *http.Request, o Options) {
 	k, ok := findKey(w, r, o)
 	if !ok {
 		return
 	}
-	if err := o.Engine.Reset(r.Context(), k.Key, k.Limits); err != nil {
+	if err := o.Engine.Reset(r.Context(), k); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			writeError(w, http.StatusNotImplemented, "unsupported", err.Error())
+			return
+		}
 		writeError(w, storeStatus(err), "store_unavailable", err.Error())
 		return
 	}

@@ -6,10 +6,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"testing"
+	"time"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 type keysPage struct {
@@ -117,3 +120,51 @@ func TestKeysBadRequests(t *testing.T) {
 	off := admin.Handler(admin.Options{Engine: rules.NewEngine(config(t, envoyFile), nil)})
 	get(t, off, "/v1/keys", http.StatusNotImplemented, &body)
 }
+
+// A reset forgets a key's state: a sliding window counter's previous
+// window goes with its current one, so the key shows its whole limit, not
+// a refund's share of it.
+func TestKeysResetForgetsState(t *testing.T) {
+	c, err := rules.Parse("swc.yaml", []byte("domain: w\nrules:\n  - name: per_user\n    match: [{key: user}]\n    algorithm: sliding_window_counter\n    limits: [{rate: 10, period: 1m}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(storetest.Start)
+	st := memstore.New(memstore.Options{Now: clock.Now})
+	t.Cleanup(func() { st.Close() })
+	e := rules.NewEngine(c, st)
+	e.Now = clock.Now
+	h := admin.Handler(admin.Options{Engine: e})
+	decideW := func() rules.Response {
+		t.Helper()
+		resp, err := e.Decide(t.Context(), rules.Request{Domain: "w", Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "user", Value: "u"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for range 10 {
+		decideW()
+	}
+	// Late in the next window the 10 weigh in as 1: 9 more pass, and the
+	// key holds 19 units, more than a refund of its capacity gives back.
+	clock.Advance(2*time.Minute - time.Second)
+	for range 9 {
+		if resp := decideW(); resp.Code != rules.OK {
+			t.Fatalf("a check late in the second window: %v, want OK", resp.Code)
+		}
+	}
+	post(t, h, "/v1/keys/reset?domain=w&entry=user=u", http.StatusOK)
+	var v admin.KeyView
+	get(t, h, "/v1/keys/state?domain=w&entry=user=u", http.StatusOK, &v)
+	if len(v.Limits) != 1 || v.Limits[0].Remaining != 10 || v.Limits[0].Over {
+		t.Fatalf("state after a reset: %+v, want all 10 remaining", v.Limits)
+	}
+
+	// A store that cannot reset says so.
+	plain := admin.Handler(admin.Options{Engine: rules.NewEngine(c, onlyLimiter{st})})
+	post(t, plain, "/v1/keys/reset?domain=w&entry=user=u", http.StatusNotImplemented)
+}
+
+// onlyLimiter hides every method of its store but the Limiter's.
+type onlyLimiter struct{ bouncer.Limiter }

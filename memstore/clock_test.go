@@ -12,7 +12,7 @@ import (
 )
 
 func request(l bouncer.Limit, cost int64) bouncer.Request {
-	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "k", Limits: []bouncer.Limit{l}}}, Cost: cost}
+	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "k", Limits: []bouncer.Limit{l}}}, Cost: cost, Peek: cost == 0}
 }
 
 // A store with the default clock decides like any other and stops its

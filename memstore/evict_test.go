@@ -130,7 +130,7 @@ func TestMultiKeyChecksDoNotDeadlock(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	d, err := s.Check(context.Background(), bouncer.Request{Keys: keys, Cost: 0})
+	d, err := s.Check(context.Background(), bouncer.Request{Keys: keys, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func drawLimit(t *rapid.T) bouncer.Limit {
 // rcheck is check for a property test.
 func rcheck(t *rapid.T, s *memstore.Store, key string, cost int64, l bouncer.Limit) bouncer.Decision {
 	t.Helper()
-	d, err := s.Check(context.Background(), bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: cost})
+	d, err := s.Check(context.Background(), bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: cost, Peek: cost == 0})
 	if err != nil {
 		t.Fatalf("Check(%q, %d): %v", key, cost, err)
 	}

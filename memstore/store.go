@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -195,7 +194,9 @@ func (s *Store) Sweep() int {
 // Check decides r; see bouncer.Limiter. ctx is not consulted: the store
 // never waits for anything but a shard's lock.
 func (s *Store) Check(_ context.Context, r bouncer.Request) (d bouncer.Decision, err error) {
-	if len(r.Keys) == 1 && len(r.Keys[0].Limits) == 1 {
+	// A valid cost is positive, or 0 for a peek: checkOne validates the
+	// rest.
+	if len(r.Keys) == 1 && len(r.Keys[0].Limits) == 1 && (r.Cost > 0) != r.Peek {
 		err = s.checkOne(&d, r.Keys[0].Key, &r.Keys[0].Limits[0], r.Cost)
 		return d, err
 	}
@@ -219,7 +220,7 @@ func (s *Store) Check(_ context.Context, r bouncer.Request) (d bouncer.Decision,
 func (s *Store) checkOne(d *bouncer.Decision, key string, l *bouncer.Limit, cost int64) error {
 	h := fixHash(maphash.String(s.seed, key))
 	sh := &s.shards[s.shardOf(h)]
-	if t := sh.find(l); t != nil && t.one != nil && cost >= 0 {
+	if t := sh.find(l); t != nil && t.one != nil {
 		if t.update(h, s, cost, key, d) {
 			return nil
 		}
@@ -230,9 +231,6 @@ func (s *Store) checkOne(d *bouncer.Decision, key string, l *bouncer.Limit, cost
 // checkLocked is checkOne under the shard's lock, for a new key or limit
 // and for the algorithms that are not one word.
 func (s *Store) checkLocked(d *bouncer.Decision, sh *shard, h uint64, key string, l *bouncer.Limit, cost int64) error {
-	if cost < 0 {
-		return fmt.Errorf("%w: cost %d is negative", bouncer.ErrInvalidRequest, cost)
-	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.table(l, false)
@@ -301,6 +299,31 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 			}
 			now := s.clock(t)
 			sh.save(t, h, t.p.Refund(st, now, r.Cost), now, true)
+		}
+	}
+	return nil
+}
+
+var _ bouncer.Resetter = (*Store)(nil)
+
+// Reset forgets the state of every limit of every key in r, as if they
+// had never been checked; see bouncer.Resetter.
+func (s *Store) Reset(_ context.Context, r bouncer.Request) error {
+	r.Cost, r.Peek = 0, true
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	var hashBuf [4]uint64
+	var lockBuf [4]int
+	hashes := s.hash(r.Keys, hashBuf[:0])
+	locked := s.lock(hashes, lockBuf[:0])
+	defer s.unlock(locked)
+	for i, k := range r.Keys {
+		sh := &s.shards[s.shardOf(hashes[i])]
+		for j := range k.Limits {
+			if t := sh.table(&k.Limits[j], false); t != nil && t.forget(hashes[i]) {
+				sh.count--
+			}
 		}
 	}
 	return nil

@@ -82,6 +82,35 @@ func (t *table) del(h uint64) {
 	}
 }
 
+// forget deletes h's state, live or not, and reports whether it held
+// any. Lock-free checks may change a word meanwhile, never delete it.
+func (t *table) forget(h uint64) bool {
+	switch {
+	case t.one != nil:
+		slots, i := t.one.find(h)
+		if i < 0 {
+			return false
+		}
+		for {
+			v := slots[i].v.Load()
+			if !isLive(v) {
+				return false
+			}
+			if t.one.remove(slots, i, v) {
+				return true
+			}
+		}
+	case t.two != nil:
+		_, ok := t.two[h]
+		delete(t.two, h)
+		return ok
+	default:
+		_, ok := t.log[h]
+		delete(t.log, h)
+		return ok
+	}
+}
+
 // scanWords is scan over a words table, under the shard's lock. A sample
 // starts at the slot that from picks, so that successive samples look at
 // different parts of the table.

@@ -159,6 +159,11 @@ func (t *timed) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bounce
 
 func (t *timed) Refund(ctx context.Context, r bouncer.Request) error { return t.next.Refund(ctx, r) }
 
+// Reset forwards to the store's Reset (see bouncer.Reset).
+func (t *timed) Reset(ctx context.Context, r bouncer.Request) error {
+	return bouncer.Reset(ctx, t.next, r)
+}
+
 // GaugeFunc registers a gauge read from f at every scrape, such as a
 // store's breaker state.
 func GaugeFunc(reg prometheus.Registerer, name, help string, f func() float64) {

@@ -29,7 +29,7 @@ func TestClusterChargeDeniedAcrossBuckets(t *testing.T) {
 	tight := bouncer.Limit{Name: "tight", Algorithm: bouncer.TokenBucket, Rate: 1, Period: time.Hour, Burst: 2}
 	check := func(cost int64, keys ...bouncer.KeyLimits) bouncer.Decision {
 		t.Helper()
-		d, err := s.Check(ctx, bouncer.Request{Keys: keys, Cost: cost})
+		d, err := s.Check(ctx, bouncer.Request{Keys: keys, Cost: cost, Peek: cost == 0})
 		if err != nil || d.Degraded {
 			t.Fatalf("Check: %+v, %v", d, err)
 		}

@@ -178,8 +178,10 @@ func (s *Store) Refund(ctx context.Context, r bouncer.Request) error {
 	return s.apply(ctx, opRefund, r)
 }
 
+var _ bouncer.Resetter = (*Store)(nil)
+
 // Reset forgets the state of every limit of every key in r, as if they
-// had never been checked; r.Cost is ignored. It fails, changing nothing
+// had never been checked; see bouncer.Resetter. It fails, changing nothing
 // on the nodes it could not reach, when Redis cannot answer.
 func (s *Store) Reset(ctx context.Context, r bouncer.Request) error {
 	return s.apply(ctx, opReset, r)
@@ -187,7 +189,7 @@ func (s *Store) Reset(ctx context.Context, r bouncer.Request) error {
 
 func (s *Store) apply(ctx context.Context, o op, r bouncer.Request) error {
 	if o == opReset {
-		r.Cost = 1 // a reset has none; any valid cost passes validation
+		r.Cost, r.Peek = 1, false // a reset has none; any valid cost passes validation
 	}
 	if !s.ready.Load() {
 		if err := s.validate(r); err != nil {

@@ -157,7 +157,7 @@ func contend(t *testing.T, stores []*redisstore.Store, r bouncer.Request) {
 	// Every store now sees the key exhausted.
 	for i, s := range stores {
 		peek := r
-		peek.Cost = 0
+		peek.Cost, peek.Peek = 0, true
 		if d, err := s.Check(ctx, peek); err != nil || !d.Allowed || d.Remaining != 0 || d.Degraded {
 			t.Errorf("store %d: peek after the race = %+v, %v; want allowed with 0 remaining", i, d, err)
 		}

@@ -55,14 +55,14 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 			LimitName:  deny.Name,
 			Degraded:   true,
 		}
-		if r.Cost == 0 {
+		if r.Peek {
 			// A peek is always allowed: it sees the limit exhausted.
 			d.Allowed, d.RetryAfter = true, 0
 		}
 		return d, nil
 	}
 	if len(local) > 0 {
-		d, lerr := s.local.Check(ctx, bouncer.Request{Keys: local, Cost: r.Cost})
+		d, lerr := s.local.Check(ctx, bouncer.Request{Keys: local, Cost: r.Cost, Peek: r.Peek})
 		if lerr != nil {
 			return bouncer.Decision{}, lerr
 		}

@@ -36,7 +36,7 @@ func downStore(t *testing.T, c rueidis.Client, openFor time.Duration, clock func
 }
 
 func oneKey(key string, cost int64, limits ...bouncer.Limit) bouncer.Request {
-	return bouncer.Request{Cost: cost, Keys: []bouncer.KeyLimits{{Key: key, Limits: limits}}}
+	return bouncer.Request{Cost: cost, Peek: cost == 0, Keys: []bouncer.KeyLimits{{Key: key, Limits: limits}}}
 }
 
 // mustCheck checks r, which must not return an error, and returns the
@@ -211,7 +211,7 @@ func TestStoreErrorPeek(t *testing.T) {
 	r := bouncer.Request{Keys: []bouncer.KeyLimits{
 		{Key: "k1", Limits: []bouncer.Limit{bucket3("d", bouncer.StoreErrorDeny)}},
 		{Key: "k2", Limits: []bouncer.Limit{bucket3("l", bouncer.StoreErrorLocal)}},
-	}}
+	}, Peek: true}
 	if d := mustCheck(t, s, r, true); !d.Allowed || d.RetryAfter != 0 {
 		t.Errorf("peek at a deny and a local limit with Redis failing: %+v; want allowed with no retry", d)
 	}

@@ -107,7 +107,7 @@ func TestHostileKeysIsolated(t *testing.T) {
 						t.Fatal("test bug: more entities than units")
 					}
 					req := func(e hostileEntity, cost int64) bouncer.Request {
-						return bouncer.Request{Cost: cost, Keys: []bouncer.KeyLimits{{Key: e.key, Limits: []bouncer.Limit{hostileLimit(a, e.name, window)}}}}
+						return bouncer.Request{Cost: cost, Peek: cost == 0, Keys: []bouncer.KeyLimits{{Key: e.key, Limits: []bouncer.Limit{hostileLimit(a, e.name, window)}}}}
 					}
 					check := func(e hostileEntity, cost int64) bouncer.Decision {
 						t.Helper()

@@ -336,6 +336,7 @@ func (m *matched) request() bouncer.Request {
 	return bouncer.Request{
 		Keys: []bouncer.KeyLimits{{Key: m.key, Limits: m.limits}},
 		Cost: cost,
+		Peek: cost == 0,
 	}
 }
 
@@ -446,7 +447,7 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 	}
 	for _, g := range order {
 		idx := members[g]
-		req := bouncer.Request{Cost: g.cost}
+		req := bouncer.Request{Cost: g.cost, Peek: g.cost == 0}
 		first := map[string]int{} // a key named twice is checked once
 		for _, i := range idx {
 			if _, dup := first[ms[i].key]; dup {
@@ -470,6 +471,7 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 				// OK.
 				own, err = e.Limiter.Check(ctx, bouncer.Request{
 					Keys: []bouncer.KeyLimits{{Key: ms[i].key, Limits: ms[i].limits}},
+					Peek: true,
 				})
 				if err != nil {
 					return err

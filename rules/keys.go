@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -139,7 +140,7 @@ type LimitState struct {
 func (e *Engine) State(ctx context.Context, key string, limits []bouncer.Limit) ([]LimitState, error) {
 	out := make([]LimitState, len(limits))
 	for i, l := range limits {
-		peek, err := e.Limiter.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}})
+		peek, err := e.Limiter.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Peek: true})
 		if err != nil {
 			return nil, err
 		}
@@ -148,17 +149,24 @@ func (e *Engine) State(ctx context.Context, key string, limits []bouncer.Limit) 
 	return out, nil
 }
 
-// Reset gives every limit of a key back its full capacity (a refund of
-// more than it can hold, which stores cap), so that the key starts fresh.
-func (e *Engine) Reset(ctx context.Context, key string, limits []bouncer.Limit) error {
-	for _, l := range limits {
-		// A charge_denied window can be counted one past its capacity.
-		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: l.Capacity() + 1}
-		if err := e.Limiter.Refund(ctx, r); err != nil {
-			return err
+// Reset forgets k's state under every limit it may have been counted
+// under — those it was last checked under, and its rule's own and every
+// plan's, since a key of a rule with plans is counted under the plan of
+// each request — so that it starts fresh. The store must be a
+// bouncer.Resetter.
+func (e *Engine) Reset(ctx context.Context, k KeyInfo) error {
+	r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k.Key, Limits: k.Limits}}}
+	if k.Rule != nil {
+		r.Keys = append(r.Keys, bouncer.KeyLimits{Key: k.Key, Limits: k.Rule.Limits})
+		for _, name := range slices.Sorted(maps.Keys(k.Rule.Plans)) {
+			r.Keys = append(r.Keys, bouncer.KeyLimits{Key: k.Key, Limits: k.Rule.Plans[name].Limits})
 		}
 	}
-	return nil
+	r.Keys = slices.DeleteFunc(r.Keys, func(kl bouncer.KeyLimits) bool { return len(kl.Limits) == 0 })
+	if len(r.Keys) == 0 {
+		return nil
+	}
+	return bouncer.Reset(ctx, e.Limiter, r)
 }
 
 // Resolve finds the key and limits that a descriptor of domain is counted

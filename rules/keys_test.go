@@ -62,11 +62,30 @@ func TestStateAndReset(t *testing.T) {
 	if got := codes(decide(t, e, "api", desc("user_id=s"))); got != "OVER_LIMIT: OVER_LIMIT/0" {
 		t.Fatalf("a third check: got %q, want over", got)
 	}
-	if err := e.Reset(t.Context(), k.Key, k.Limits); err != nil {
+	if err := e.Reset(t.Context(), k); err != nil {
 		t.Fatal(err)
 	}
 	if got := codes(decide(t, e, "api", desc("user_id=s"))); got != "OK: OK/1" {
 		t.Errorf("after a reset: got %q, want a fresh key (OK/1)", got)
+	}
+	// A key of a rule with plans is counted under the plan of each
+	// request: a reset, which names the key without a plan, forgets its
+	// state under every plan.
+	for range 20 {
+		decide(t, e, "api", desc("user_id=p", "plan=pro"))
+	}
+	if got := codes(decide(t, e, "api", desc("user_id=p", "plan=pro"))); got != "OVER_LIMIT: OVER_LIMIT/0" {
+		t.Fatalf("the pro plan's 21st check: got %q, want over", got)
+	}
+	k, err = e.Resolve("api", desc("user_id=p").Entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Reset(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if got := codes(decide(t, e, "api", desc("user_id=p", "plan=pro"))); got != "OK: OK/19" {
+		t.Errorf("the pro plan after a reset: got %q, want a fresh key (OK/19)", got)
 	}
 	if _, err := e.Resolve("api", desc("nothing=1").Entries); err == nil {
 		t.Errorf("Resolve of a descriptor no rule matches: got no error")

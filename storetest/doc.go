@@ -13,9 +13,10 @@
 //
 // Run checks the step tables of Scenarios, the all-or-nothing rule across
 // limits and keys (with the limits that ChargeDenied charges when a check
-// is denied), which limit a decision reports, peeks, costs above
-// capacity, refunds, key isolation, expiry, invalid input, many goroutines
-// on one key, and random sequences compared with a naive reference Model.
+// is denied), which limit a decision reports, peeks (explicit, with
+// Request.Peek), costs above capacity, refunds, key isolation, expiry,
+// invalid input, resets (for a bouncer.Resetter), many goroutines on one
+// key, and random sequences compared with a naive reference Model.
 //
 // The same tables and models drive the tests of package algo, so that the
 // algorithms, every store and the fuzz targets share one definition of

@@ -162,6 +162,8 @@ func testInvalidInput(t *testing.T, newStore Factory) {
 		{"no_keys", bouncer.Request{Cost: 1}, bouncer.ErrInvalidRequest},
 		{"key_without_limits", bouncer.Request{Keys: one("k"), Cost: 1}, bouncer.ErrInvalidRequest},
 		{"duplicate_limit_names", bouncer.Request{Keys: one("k", valid, valid), Cost: 1}, bouncer.ErrInvalidRequest},
+		{"cost_forgotten", bouncer.Request{Keys: one("k", valid)}, bouncer.ErrInvalidRequest},
+		{"peek_with_cost", bouncer.Request{Keys: one("k", valid), Cost: 1, Peek: true}, bouncer.ErrInvalidRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

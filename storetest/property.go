@@ -84,7 +84,7 @@ func testProperty(t *testing.T, newStore Factory) {
 				for i := range steps {
 					h.clock.Advance(propertyAdvance(rt, l, h.clock.Now().UnixNano()))
 					now := h.clock.Now().UnixNano()
-					r := bouncer.Request{Keys: keys, Cost: rapid.Int64Range(0, l.Capacity()+1).Draw(rt, "cost")}
+					r := request(rapid.Int64Range(0, l.Capacity()+1).Draw(rt, "cost"), keys...)
 					if rapid.IntRange(0, 5).Draw(rt, "refund?") == 0 {
 						if err := h.store.Refund(context.Background(), r); err != nil {
 							rt.Fatalf("step %d: Refund(%d): %v", i, r.Cost, err)

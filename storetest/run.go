@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("KeyIsolation", func(t *testing.T) { testKeyIsolation(t, newStore) })
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, newStore) })
 	t.Run("InvalidInput", func(t *testing.T) { testInvalidInput(t, newStore) })
+	t.Run("Reset", func(t *testing.T) { testReset(t, newStore) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore) })
 	t.Run("Property", func(t *testing.T) { testProperty(t, newStore) })
 }
@@ -59,11 +60,16 @@ func (h *harness) check(key string, cost int64, limits ...bouncer.Limit) bouncer
 
 func (h *harness) checkKeys(cost int64, keys ...bouncer.KeyLimits) bouncer.Decision {
 	h.t.Helper()
-	d, err := h.store.Check(context.Background(), bouncer.Request{Keys: keys, Cost: cost})
+	d, err := h.store.Check(context.Background(), request(cost, keys...))
 	if err != nil {
 		h.t.Fatalf("Check(cost %d, %s): %v", cost, describe(keys), err)
 	}
 	return d
+}
+
+// request is a request of cost for keys: a peek when cost is 0.
+func request(cost int64, keys ...bouncer.KeyLimits) bouncer.Request {
+	return bouncer.Request{Keys: keys, Cost: cost, Peek: cost == 0}
 }
 
 // peek returns the state of one limit of key without charging it.
@@ -74,7 +80,7 @@ func (h *harness) peek(key string, l bouncer.Limit) bouncer.Decision {
 
 func (h *harness) refund(key string, n int64, limits ...bouncer.Limit) {
 	h.t.Helper()
-	r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: limits}}, Cost: n}
+	r := request(n, bouncer.KeyLimits{Key: key, Limits: limits})
 	if err := h.store.Refund(context.Background(), r); err != nil {
 		h.t.Fatalf("Refund(%d, %q): %v", n, key, err)
 	}

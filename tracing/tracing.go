@@ -129,3 +129,14 @@ func (t *traced) Refund(ctx context.Context, r bouncer.Request) error {
 	}
 	return err
 }
+
+func (t *traced) Reset(ctx context.Context, r bouncer.Request) error {
+	ctx, span := t.tracer.Start(ctx, "store.Reset", trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	err := bouncer.Reset(ctx, t.next, r)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "store failed")
+	}
+	return err
+}
