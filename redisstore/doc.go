@@ -2,21 +2,28 @@
 // lives in Redis or Redis Cluster, so that many Bouncer instances share
 // one limit.
 //
-// Every check is one Lua script call (EVALSHA, reloaded on NOSCRIPT)
-// that reads Redis's clock (TIME), decides all the check's limits with
-// the algorithms of package algo, and charges them only if all allow.
-// The scripts compute the same integers as algo, so a Redis store decides
-// as the in-memory store does for the same times and costs; the
+// The store's Lua is one Redis function library (Redis 7 or later),
+// composed from small files (lua/): one per algorithm, each the twin of
+// its Go definition in package algo, and one function per operation
+// (check, refund, reset). A check is one FCALL that reads Redis's clock
+// (TIME), decides all the check's limits and charges them only if all
+// allow; checks that arrive while calls are in flight share the next call
+// (Options.InFlight, Batch). The library computes the same integers as
+// algo at every magnitude, a year's spans included, so a Redis store
+// decides as the in-memory store does for the same times and costs; the
 // conformance suite (storetest) holds it to that.
 //
 // Keys: a key's state is kept under a digest of the key, never the key
-// itself, in a small hash shared with the other keys of its bucket:
-// Redis key "<prefix>:<limit id>:{<bucket>}", field the key's 8-byte
-// digest. All limits of one key share the hash tag {<bucket>}, so they
-// land in one Cluster slot and one script call. Client-controlled values
-// therefore never reach a Redis key name: no value can open or close a
-// hash tag or fake a separator, and key names have a fixed, short length.
-// Every write extends the TTL of what it writes, so idle state vanishes.
+// itself: one-word states in a small hash shared with the other keys of
+// its bucket, Redis key "<prefix>:<limit id>:{<group tag>}<bucket>",
+// field the key's 8-byte digest; a log (sliding window log, concurrency)
+// in a sorted set of its own, "<hash key>:<digest>". All limits of one
+// key share the hash tag, so they land in one Cluster slot and one call,
+// and every key a call touches is among its KEYS. Client-controlled
+// values never reach a Redis key name: no value can open or close a hash
+// tag or fake a separator, and key names have a fixed, short length.
+// Every write keeps the TTL of what it writes covering its state, so
+// idle state vanishes.
 //
 // Failures: every call has a deadline (Options.Timeout, 50 ms by
 // default); a check whose reply is late decides by its limits'

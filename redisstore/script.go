@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -74,11 +76,21 @@ func newLibrary(call string) *library {
 var defaultLibrary = newLibrary(luaSource("call.lua"))
 
 // load loads lib on every node c knows (within ctx), leaving alone a node
-// that has it already; a replica refuses (it gets it from its master).
-func (lib *library) load(ctx context.Context, c rueidis.Client) {
-	for _, n := range c.Nodes() {
-		n.Do(ctx, n.B().FunctionLoad().FunctionCode(lib.source).Build())
+// that has it already; a replica refuses (it gets it from its master). It
+// returns what else went wrong, such as a server older than Redis 7,
+// which has no functions.
+func (lib *library) load(ctx context.Context, c rueidis.Client) error {
+	var errs []error
+	for addr, n := range c.Nodes() {
+		err := n.Do(ctx, n.B().FunctionLoad().FunctionCode(lib.source).Build()).Error()
+		if e, ok := rueidis.IsRedisErr(err); ok && (strings.Contains(e.Error(), "already exists") || strings.HasPrefix(e.Error(), "READONLY")) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // fcall calls the function fn with keys and args.

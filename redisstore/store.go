@@ -312,7 +312,7 @@ func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
 
 // attach makes c the store's client, unless the store is closed.
 func (s *Store) attach(c rueidis.Client, own bool) bool {
-	preload(c, s.lib)
+	s.preload(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -361,12 +361,15 @@ func containsAny(s, chars string) bool {
 const preloadTimeout = 2 * time.Second
 
 // preload loads the library on every node c knows, so that the first
-// calls do not spend their deadline loading it. It is best effort: a node
-// that is down now gets it when a call finds it missing.
-func preload(c rueidis.Client, lib *library) {
+// calls do not spend their deadline loading it, and logs what failed. It
+// is best effort: a node that is down now gets it when a call finds it
+// missing.
+func (s *Store) preload(c rueidis.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), preloadTimeout)
 	defer cancel()
-	lib.load(ctx, c)
+	if err := s.lib.load(ctx, c); err != nil {
+		s.log.Error("redis: loading the function library failed (the store needs Redis 7 or later)", "err", err)
+	}
 }
 
 // ClientOption returns the rueidis options the store connects to addrs

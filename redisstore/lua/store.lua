@@ -165,11 +165,25 @@ function S.save(i, mark)
 	end
 end
 
--- limits reads the call's limit definitions, ARGV[3] to ARGV[2 + L].
+-- limits reads the call's limit definitions, ARGV[3] to ARGV[2 + L]. A
+-- definition's parameters are kept from call to call (the library's
+-- state lives as long as it is loaded), up to 1024 of them; they are never
+-- changed once made.
+local known, nknown = {}, 0
+
 function S.limits()
 	local D = {}
 	for i = 1, tonumber(ARGV[2]) do
-		D[i] = A.params(ARGV[2 + i])
+		local def = ARGV[2 + i]
+		local p = known[def]
+		if p == nil then
+			if nknown >= 1024 then
+				known, nknown = {}, 0
+			end
+			p = A.params(def)
+			known[def], nknown = p, nknown + 1
+		end
+		D[i] = p
 	end
 	return D, 3 + #D
 end

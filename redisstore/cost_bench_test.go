@@ -1,0 +1,144 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/redisstore"
+)
+
+// BenchmarkRedisCost measures what checks cost Redis itself, on the
+// standalone server of BOUNCER_REDIS_ADDR, from 64 goroutines at once
+// through a store at its defaults:
+//
+//   - keys=10000: every algorithm, checks spread over 10 000 keys that
+//     stay below their limit (state alive between checks);
+//   - keys=1: one busy key, rate 300 per second or per minute, checked far
+//     more often than that (most checks denied), for the sliding window
+//     log, whose state holds one entry per admitted check, beside the
+//     fixed window.
+//
+// Besides ns/op it reports, from INFO before and after the run:
+// "redis-cpu-µs/check" (the server process's user and system CPU, parsing
+// and networking included), "fcall-µs/check" (the usec of FCALL in INFO
+// commandstats, the library's own time with the commands it calls),
+// "checks/call", "denied-%" and "degraded" (checks decided without Redis:
+// 0, or the figures do not measure Redis). Whatever else the server runs
+// meanwhile counts too.
+func BenchmarkRedisCost(b *testing.B) {
+	as := addrs(b, "BOUNCER_REDIS_ADDR")
+	type bench struct {
+		name  string
+		keys  int
+		limit bouncer.Limit
+	}
+	var cases []bench
+	for _, a := range bouncer.Algorithms() {
+		l := bouncer.Limit{Name: "cost", Algorithm: a, Rate: 1 << 30, Period: time.Hour}
+		if a == bouncer.TokenBucket || a == bouncer.GCRA || a == bouncer.LeakyBucket {
+			l.Burst = 1 << 30
+		}
+		if a == bouncer.Concurrency {
+			l.Rate = 1 << 20 // leases of an hour: a log of one per check
+		}
+		cases = append(cases, bench{"keys=10000/" + a.String(), 10000, l})
+	}
+	for _, a := range []bouncer.Algorithm{bouncer.SlidingWindowLog, bouncer.FixedWindow} {
+		for _, p := range []time.Duration{time.Second, time.Minute} {
+			cases = append(cases, bench{fmt.Sprintf("keys=1/%s/rate=300/period=%v", a, p), 1, bouncer.Limit{Name: "busy", Algorithm: a, Rate: 300, Period: p}})
+		}
+	}
+	for _, bc := range cases {
+		b.Run(bc.name+"/parallel=64", func(b *testing.B) {
+			c, err := rueidis.NewClient(redisstore.ClientOption(as))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(c.Close)
+			s, err := redisstore.New(redisstore.Options{Client: c, Prefix: freshPrefix()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			reqs := make([]bouncer.Request, bc.keys)
+			for i := range reqs {
+				reqs[i] = bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "cost-" + strconv.Itoa(i), Limits: []bouncer.Limit{bc.limit}}}, Cost: 1}
+			}
+			var next, denied, degraded atomic.Int64
+			before := redisUsage(b, c)
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					d, err := s.Check(ctx, reqs[int(next.Add(1))%len(reqs)])
+					if err != nil {
+						b.Errorf("check: %v", err)
+						return
+					}
+					if d.Degraded {
+						degraded.Add(1)
+					}
+					if !d.Allowed {
+						denied.Add(1)
+					}
+				}
+			})
+			b.StopTimer()
+			after := redisUsage(b, c)
+			n := float64(b.N)
+			b.ReportMetric((after.cpu-before.cpu)*1e6/n, "redis-cpu-µs/check")
+			b.ReportMetric(float64(after.fcallUsec-before.fcallUsec)/n, "fcall-µs/check")
+			b.ReportMetric(n/float64(max(after.fcalls-before.fcalls, 1)), "checks/call")
+			b.ReportMetric(100*float64(denied.Load())/n, "denied-%")
+			b.ReportMetric(float64(degraded.Load()), "degraded")
+		})
+	}
+}
+
+// usage is what a server has spent so far.
+type usage struct {
+	fcalls    int64   // calls of FCALL
+	fcallUsec int64   // their time, in microseconds
+	cpu       float64 // the process's user and system CPU, in seconds
+}
+
+// redisUsage reads c's server's usage.
+func redisUsage(t testing.TB, c rueidis.Client) usage {
+	t.Helper()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats", "cpu").Build()).ToString()
+	if err != nil {
+		t.Fatalf("INFO: %v", err)
+	}
+	var u usage
+	for line := range strings.Lines(info) {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "cmdstat_fcall":
+			for f := range strings.SplitSeq(v, ",") {
+				if us, ok := strings.CutPrefix(f, "usec="); ok {
+					u.fcallUsec, _ = strconv.ParseInt(us, 10, 64)
+				} else if calls, ok := strings.CutPrefix(f, "calls="); ok {
+					u.fcalls, _ = strconv.ParseInt(calls, 10, 64)
+				}
+			}
+		case "used_cpu_user", "used_cpu_sys":
+			f, _ := strconv.ParseFloat(v, 64)
+			u.cpu += f
+		}
+	}
+	return u
+}
