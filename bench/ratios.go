@@ -46,7 +46,7 @@ func main() {
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
 	if runs > 1 {
-		fmt.Fprintf(w, "Each number is the median of %d runs (-count %d).\n\n", runs, runs)
+		fmt.Fprintf(w, "Each number is the median of %d runs.\n\n", runs)
 	}
 	check := filter(results, "BenchmarkCheck")
 	random := filter(results, "BenchmarkCheckRandom")
