@@ -2,11 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/redis/rueidis"
