@@ -180,7 +180,7 @@ func newRedisBouncer(c *redisConn, keyPrefix string, sp spec, buckets int) (redi
 var errDegraded = errors.New("bench: decision degraded: Redis did not answer")
 
 func (b *redisBouncer) decide(ctx context.Context, key string, cost int64) (bouncer.Decision, error) {
-	d, err := b.s.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: b.limits}}, Cost: cost})
+	d, err := b.s.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: b.limits}}, Cost: cost, Peek: cost == 0})
 	if err == nil && d.Degraded {
 		err = errDegraded
 	}

@@ -25,12 +25,13 @@ import (
 // Timeout from its start), whatever its call does; a check whose caller
 // gave up before its call went out is never sent, so never charged.
 
-// DefaultInFlight, DefaultBatch and DefaultGroups are the batching
-// defaults (Options.InFlight, Batch and Groups).
+// The batching defaults (Options.InFlight, Batch and Groups):
+// docs/redis.md says what each trades and how they were chosen.
 const (
-	DefaultInFlight = 4
-	DefaultBatch    = 64
-	DefaultGroups   = 16
+	DefaultInFlight        = 4 // a standalone server's one lane
+	DefaultClusterInFlight = 1 // each group's lane on a Cluster
+	DefaultBatch           = 64
+	DefaultGroups          = 8
 )
 
 type lane struct {

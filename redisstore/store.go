@@ -94,7 +94,9 @@ type Options struct {
 
 	// InFlight is how many script calls of one lane — a standalone
 	// server's, or a group's on a Cluster — may be in flight at once; 0
-	// means DefaultInFlight. A check that finds fewer in flight makes its
+	// means DefaultInFlight on a standalone server and
+	// DefaultClusterInFlight on a Cluster, whose masters each serve the
+	// lanes of several groups. A check that finds fewer in flight makes its
 	// call at once from its own goroutine; one that finds them all in
 	// flight waits, and goes out in the next call with the others that
 	// waited (see batch.go). More calls in flight wait less; fewer make
@@ -236,9 +238,6 @@ func New(o Options) (*Store, error) {
 	for s.buckets < uint64(n) {
 		s.buckets <<= 1
 	}
-	if s.inFlight <= 0 {
-		s.inFlight = DefaultInFlight
-	}
 	if s.batch <= 0 {
 		s.batch = DefaultBatch
 	}
@@ -326,6 +325,12 @@ func (s *Store) attach(c rueidis.Client, own bool) bool {
 	} else {
 		s.lanes = make([]lane, 1)
 	}
+	if s.inFlight <= 0 {
+		s.inFlight = DefaultInFlight
+		if s.cluster {
+			s.inFlight = DefaultClusterInFlight
+		}
+	}
 	if s.cluster {
 		s.refreshSlots()
 	}
@@ -374,11 +379,13 @@ func (s *Store) preload(c rueidis.Client) {
 
 // ClientOption returns the rueidis options the store connects to addrs
 // with when Options.Client is nil, and recommends for a client of one's
-// own: no client-side cache (the store does not use it), and a flush delay
-// of 20µs, which lets concurrent checks share a write to Redis (fewer
-// system calls on both sides, for up to 20µs more latency).
+// own: no client-side cache (the store does not use it), and each call on
+// a pooled connection of its own (DisableAutoPipelining): the store
+// coalesces concurrent checks itself and bounds its calls in flight, so
+// rueidis's pipelining would only add a hand-off to its writer and reader
+// goroutines to every call (docs/redis.md measures it).
 func ClientOption(addrs []string) rueidis.ClientOption {
-	return rueidis.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: 20 * time.Microsecond}
+	return rueidis.ClientOption{InitAddress: addrs, DisableCache: true, DisableAutoPipelining: true}
 }
 
 // Close stops the store's goroutines (batching, probes, connecting) and
