@@ -104,3 +104,35 @@ func LuaSource(name string) string { return luaSource(name) }
 
 // LimitDef is a limit's definition as the library reads it.
 func LimitDef(l bouncer.Limit) string { return limitDef(l) }
+
+// CheckCall returns the keys and arguments of one check call deciding rs,
+// each a request of one group.
+func CheckCall(s *Store, rs []bouncer.Request) (keys, args []string, err error) {
+	var cs []*check
+	for _, r := range rs {
+		planned, err := s.plan(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range planned {
+			cs = append(cs, &planned[i])
+		}
+	}
+	keys, args = s.encode(opCheck, cs)
+	return keys, args, nil
+}
+
+// CheckLoopScript is a script that runs the check function on its KEYS
+// and ARGV (but the last, a count) that many times in one call, and
+// returns the microseconds it took.
+func CheckLoopScript() string {
+	return composeEval(luaSource("call.lua"), luaSource("check.lua")+`
+local loops = tonumber(ARGV[#ARGV])
+local t0 = redis.call('TIME')
+for _ = 1, loops do
+	checkCall(KEYS, ARGV)
+end
+local t1 = redis.call('TIME')
+return (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])
+`)
+}
