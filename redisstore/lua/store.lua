@@ -9,11 +9,11 @@
 -- expiry, in Unix ms, rounded up past a multiple of the limit's step
 -- (p.step, algo.lua: a sixteenth of the farthest any of its states
 -- expires, at least a second) — so that a state written again and again
--- extends it once in many writes. A write skips that when the new expiry
--- is no later than the field's old one, or its granule no later than the
--- old one's: the granule of an expiry depends on it alone, never on the
+-- extends it once in many writes. A write skips that when the new
+-- expiry's granule is no later than the granule of the field's old expiry,
+-- past or not: the granule of an expiry depends on it alone, never on the
 -- clock, so the TTL an earlier write left covers it, whatever clock the
--- writes read. A field whose state is fresh is deleted, and a write that
+-- writes read, and a hash that holds the field has not expired since. A field whose state is fresh is deleted, and a write that
 -- adds a field samples two others and deletes those that are fresh, so
 -- that a busy hash keeps no idle keys.
 
@@ -46,11 +46,11 @@ function S.extend(p, key, e, existed, oe)
 		end
 		return false
 	end
-	if existed and oe ~= nil and N.lt(0, oe) and N.le(e, oe) then
-		return false -- the old expiry's TTL covers a nearer one
-	end
+	-- The field's old expiry oe, past or not, was covered by the write
+	-- that stored it, and the hash has not expired since (it holds the
+	-- field): its granule's TTL is still there.
 	local g = S.granule(p, e)
-	if existed and oe ~= nil and N.lt(0, oe) and S.granule(p, oe) >= g then
+	if existed and oe ~= nil and S.granule(p, oe) >= g then
 		return false
 	end
 	-- GT leaves a key without a TTL alone: only a new field may have made
