@@ -687,11 +687,12 @@ func bestPeer(rs []result, peers []string, c, unit string, higher bool) (string,
 }
 
 // redisTargets checks the Redis goals, on every topology: at 64 callers
-// at least 3× redis_rate's decisions/s with a lower p99, and at most half
-// the Redis bytes per key of the leanest peer.
+// at least 3× redis_rate's decisions/s with a lower p99; with one caller
+// at least the fastest peer's decisions/s with a p99 no higher than its;
+// and at most half the Redis bytes per key of the leanest peer.
 func redisTargets(w io.Writer, check, bytes []result) {
 	fmt.Fprintf(w, "### Redis targets\n\n| target | case | bouncer | peer | ratio | met |\n|---|---|---|---|---:|---|\n")
-	bouncers, _ := impls(check)
+	bouncers, checkPeers := impls(check)
 	for _, c := range cases(check) {
 		p, ok := find(check, redisTargetPeer, c)
 		if !ok || !strings.HasSuffix(c, ", callers="+redisTargetCallers) {
@@ -710,6 +711,29 @@ func redisTargets(w io.Writer, check, bytes []result) {
 			}
 			fmt.Fprintf(w, "| decisions/s at %s callers ≥ 3× %s, with a lower p99 | %s | %s | %s | %s (p99 %s vs %s µs) | %s |\n",
 				redisTargetCallers, redisTargetPeer, c, b, redisTargetPeer, better(bd, pd, true), num(bp), num(pp), met)
+		}
+	}
+	for _, c := range cases(check) {
+		if !strings.HasSuffix(c, ", callers=1") {
+			continue
+		}
+		p, pd := bestPeer(check, checkPeers, c, unitDecisions, true)
+		pr, ok := find(check, p, c)
+		if p == "" || !ok {
+			continue
+		}
+		for _, b := range bouncers {
+			r, ok := find(check, b, c)
+			if !ok {
+				continue
+			}
+			bd, bp, pp := r.metrics[unitDecisions], r.metrics[unitP99], pr.metrics[unitP99]
+			met := "no"
+			if bd >= pd && bp <= pp {
+				met = "yes"
+			}
+			fmt.Fprintf(w, "| decisions/s with 1 caller ≥ the fastest peer's, p99 ≤ its p99 | %s | %s | %s | %s (p99 %s vs %s µs) | %s |\n",
+				c, b, p, better(bd, pd, true), num(bp), num(pp), met)
 		}
 	}
 	bouncers, peers := impls(bytes)
