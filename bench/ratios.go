@@ -553,10 +553,13 @@ const (
 	redisTargetCallers = "64"
 )
 
-// redisCaseOf is a Redis result's case: its topology, then its callers or
-// its keys.
+// redisCaseOf is a Redis result's case: its topology, its state, then its
+// callers or its keys.
 func redisCaseOf(r result) string {
 	c := r.topology
+	if r.state != "" {
+		c += ", state=" + r.state
+	}
 	if r.callers != "" {
 		c += ", callers=" + r.callers
 	}

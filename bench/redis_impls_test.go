@@ -105,6 +105,14 @@ var (
 	// that every key's state outlives the run but none outlives the hour.
 	redisCheckSpec = spec{Rate: 1, Period: time.Second, Burst: 1_000_000, WindowRate: 1_000_000, Window: time.Hour}
 
+	// redisRefillSpec is BenchmarkRedisCheck's with state=refilled: a
+	// thousand a second with room for eight, so that a key's state has
+	// refilled by the time a caller comes back to it (the next caller
+	// comes tens of milliseconds later, the same caller after all the
+	// other keys), and checks of one key by callers that walk side by
+	// side are still allowed.
+	redisRefillSpec = spec{Rate: 1, Period: time.Millisecond, Burst: 8, WindowRate: 1000, Window: time.Second}
+
 	// redisHoldSpec is BenchmarkRedisBytesPerKey's 1-hour limit: 1000 an
 	// hour, one unit refilled an hour, so that one check's state lives an
 	// hour.

@@ -162,3 +162,45 @@ func TestTTLCoversStatePinned(t *testing.T) {
 func bucket(a bouncer.Algorithm) bool {
 	return a == bouncer.TokenBucket || a == bouncer.GCRA || a == bouncer.LeakyBucket
 }
+
+// A key added to a hash samples its other fields and deletes the idle
+// ones, fresh for a minute; a state that has only just refilled (a client
+// below its limit, likely back soon) stays. Two fields, so that the
+// sample holds both.
+func TestInsertionKeepsRefilledState(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
+		ctx := context.Background()
+		l := bouncer.Limit{Name: "idle", Algorithm: bouncer.GCRA, Rate: 1, Period: time.Millisecond, Burst: 1}
+		for _, tc := range []struct {
+			later time.Duration
+			kept  bool
+		}{
+			{10 * time.Millisecond, true}, // refilled 9 ms ago
+			{59 * time.Second, true},      // refilled 59 s ago
+			{61 * time.Second, false},     // idle: fresh for over a minute
+		} {
+			now := time.Unix(1_800_000_000, 0)
+			o := redisstore.Options{Buckets: 1}
+			redisstore.PinClock(&o, func() time.Time { return now })
+			s := newStore(t, c, o)
+			check := func(key string) {
+				t.Helper()
+				d, err := s.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1})
+				if err != nil || !d.Allowed || d.Degraded {
+					t.Fatalf("check %q: %+v, %v", key, d, err)
+				}
+			}
+			check("a")
+			now = now.Add(tc.later)
+			check("b")
+			hash, field := redisstore.StateOf(s, l, "a")
+			kept, err := c.Do(ctx, c.B().Hexists().Key(hash).Field(field).Build()).AsBool()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept != tc.kept {
+				t.Errorf("a key refilled %v before another joined its hash: kept %v, want %v", tc.later-time.Millisecond, kept, tc.kept)
+			}
+		}
+	})
+}

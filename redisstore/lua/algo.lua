@@ -49,7 +49,7 @@ function A.params(def)
 	elseif p.alg == 6 then
 		horizon = N.mul(p.period, 2)
 	end
-	p.step = math.max(1000, N.fdiv(horizon, 16000000))
+	p.step = math.max(60000, N.fdiv(horizon, 16000000))
 	local small = 2251799813685248 -- 2^51
 	p.N = N
 	if type(p.period) == 'number' and p.period < small and type(p.span) == 'number' and p.span < small then

@@ -8,16 +8,23 @@
 -- (PEXPIREAT ... GT) to the granule of the new state's expiry — the
 -- expiry, in Unix ms, rounded up past a multiple of the limit's step
 -- (p.step, algo.lua: a sixteenth of the farthest any of its states
--- expires, at least a second) — so that a state written again and again
+-- expires, at least a minute) — so that a state written again and again
 -- extends it once in many writes. A write skips that when the new
 -- expiry's granule is no later than the granule of the field's old expiry,
 -- past or not: the granule of an expiry depends on it alone, never on the
 -- clock, so the TTL an earlier write left covers it, whatever clock the
--- writes read, and a hash that holds the field has not expired since. A field whose state is fresh is deleted, and a write that
--- adds a field samples two others and deletes those that are fresh, so
--- that a busy hash keeps no idle keys.
+-- writes read, and a hash that holds the field has not expired since.
+--
+-- A state written fresh is deleted. A write that adds a field samples two
+-- others and deletes those that are idle, fresh for a minute (IDLE), so
+-- that a busy hash keeps no idle keys. A state that has only just
+-- refilled stays: its key, a client below its limit, is likely to come
+-- back soon, and deleting it would make that check add a field and
+-- delete two others in turn (docs/redis.md measures it).
 
 local S = {}
+
+local IDLE = -60000000000 -- a minute before now, in ns
 
 -- granule returns, in Unix ms, where a hash of states of a limit of
 -- parameters p goes for an expiry e (relative to now): past a multiple of
@@ -104,7 +111,7 @@ function S.saveWord(p, w)
 			if sample[i] ~= w.field then
 				local st, sp = S.decode(p, sample[i + 1])
 				local x = alg.expiry(sp, st)
-				if x == nil or N.le(x, 0) then
+				if x == nil or N.le(x, IDLE) then
 					R('HDEL', w.key, sample[i])
 				end
 			end
