@@ -18,8 +18,8 @@ import (
 // package algo), how states are stored, and one function per operation
 // (check, refund, reset). A library is loaded once per node, so a call
 // (FCALL) runs only the function, where a script sent with EVALSHA would
-// define the whole library again on every call (about 20 µs of Redis's
-// time, as docs/redis.md measures). Every key a function touches is among
+// define the whole library again on every call (docs/redis.md measures
+// what that costs). Every key a function touches is among
 // its KEYS; the library's shebang line makes Redis hold its functions to
 // its cross-slot rule on a Cluster.
 
