@@ -57,6 +57,9 @@ local function R(cmd, key, ...)
 	end
 	error('undeclared key: ' .. tostring(key))
 end
+local function enter(keys, args)
+	KEYS, ARGV = keys, args
+end
 `
 
 // ComposeLua returns a script for EVAL of the store's library code, with

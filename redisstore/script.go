@@ -116,7 +116,7 @@ func composeEval(call, entry string) string {
 		b.WriteString("\n-- " + f + "\n")
 		b.WriteString(luaSource(f))
 	}
-	b.WriteString("\nKEYS, ARGV = EVALKEYS, EVALARGV\nT.init()\n")
+	b.WriteString("\nenter(EVALKEYS, EVALARGV)\nT.init()\n")
 	b.WriteString(entry)
 	return b.String()
 }

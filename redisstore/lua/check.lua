@@ -36,7 +36,9 @@ end
 
 local oks, replies = {}, {}
 
-local function check(D, arg, mark)
+-- check decides the check of call argument arg and appends its reply to
+-- out, a list of strings from n on; it returns the list's new length.
+local function check(D, arg, mark, out, n)
 	local cost, flag, k = struct.unpack('<dBB', arg)
 	S.refs(D, arg, 11, k)
 	local P, ST = S.p, S.st
@@ -66,7 +68,7 @@ local function check(D, arg, mark)
 		end
 	end
 	if elsewhere then
-		return ''
+		return n
 	end
 	for i = 1, k do
 		if not allowed and oks[i] then
@@ -80,24 +82,25 @@ local function check(D, arg, mark)
 			replies[i] = pack(true, rem, reset, retry, delay)
 		end
 	end
-	local head = '\0'
 	if allowed then
-		head = '\1'
+		out[n + 1] = '\1'
+	else
+		out[n + 1] = '\0'
 	end
-	if k == 1 then
-		return head .. replies[1]
+	for i = 1, k do
+		out[n + 1 + i] = replies[i]
 	end
-	return head .. table.concat(replies, '', 1, k)
+	return n + 1 + k
 end
 
 -- checkCall is the check function's body.
 local function checkCall(keys, args)
-	KEYS, ARGV = keys, args
+	enter(keys, args)
 	T.init()
 	local D, base = S.limits()
-	local out = {}
+	local out, n = {}, 0
 	for c = 1, tonumber(ARGV[base]) do
-		out[c] = check(D, ARGV[base + c], c)
+		n = check(D, ARGV[base + c], c, out, n)
 	end
-	return table.concat(out)
+	return table.concat(out, '', 1, n)
 end

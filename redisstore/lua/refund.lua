@@ -20,7 +20,7 @@ local function refund(D, arg, mark)
 end
 
 local function refundCall(keys, args)
-	KEYS, ARGV = keys, args
+	enter(keys, args)
 	T.init()
 	local D, base = S.limits()
 	for c = 1, tonumber(ARGV[base]) do

@@ -18,7 +18,7 @@ local function reset(D, arg)
 end
 
 local function resetCall(keys, args)
-	KEYS, ARGV = keys, args
+	enter(keys, args)
 	local D, base = S.limits()
 	for c = 1, tonumber(ARGV[base]) do
 		reset(D, ARGV[base + c])

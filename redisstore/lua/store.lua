@@ -29,16 +29,20 @@ local IDLE = -60000000000 -- a minute before now, in ns
 -- granule returns, in Unix ms, where a hash of states of a limit of
 -- parameters p goes for an expiry e (relative to now): past a multiple of
 -- p.step after floor((now + e) / 10^6).
-function S.granule(p, e)
+local sfdiv = N.small.fdiv
+
+local function granule(p, e)
 	local ms
 	if type(e) == 'number' and e > -2251799813685248 and e < 2251799813685248 then
-		ms = N.small.fdiv(T.n + e, 1000000)
+		ms = sfdiv(T.n + e, 1000000)
 	else
 		ms = N.fdiv(N.add(T.n, e), 1000000)
 	end
 	local at = T.s * 1000 + ms + 1
-	return at - at % p.step + p.step
+	local step = p.step
+	return at - at % step + step
 end
+S.granule = granule
 
 -- extend keeps key's TTL at least until e, for a field that existed
 -- before (expiring at oe) or not. It returns true if the key had no TTL,
@@ -56,8 +60,11 @@ function S.extend(p, key, e, existed, oe)
 	-- The field's old expiry oe, past or not, was covered by the write
 	-- that stored it, and the hash has not expired since (it holds the
 	-- field): its granule's TTL is still there.
-	local g = S.granule(p, e)
-	if existed and oe ~= nil and S.granule(p, oe) >= g then
+	if existed and oe ~= nil and p.N.le(e, oe) then
+		return false -- a window's checks share one expiry
+	end
+	local g = granule(p, e)
+	if existed and oe ~= nil and granule(p, oe) >= g then
 		return false
 	end
 	-- GT leaves a key without a TTL alone: only a new field may have made
@@ -81,7 +88,7 @@ function S.loadWord(p, key, field, w)
 	local raw = R('HGET', key, field)
 	local st = nil
 	if raw then
-		st = S.decode(p, raw)
+		st = A[p.alg].decode(p, raw)
 	end
 	w = w or {}
 	w.key, w.field, w.existed, w.orig, w.cur, w.log, w.saved = key, field, raw ~= false, st, st, nil, nil
