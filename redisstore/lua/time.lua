@@ -20,6 +20,7 @@ function T.init()
 		T.s, T.n = tonumber(t[1]), tonumber(t[2]) * 1000
 	end
 	T.now = N.norm(T.s, T.n)
+	T.starts = {}
 end
 
 -- split returns a stored instant's seconds and nanoseconds.
@@ -129,7 +130,14 @@ end
 -- (aligned to the Unix epoch) that holds now + d.
 function T.startOf(d, period)
 	if d == 0 then
-		return N.sub(0, offset(T.s, T.n, period))
+		-- Every check of a call asks this for now and its period: the
+		-- call keeps the answers.
+		local st = T.starts[period]
+		if st == nil then
+			st = N.sub(0, offset(T.s, T.n, period))
+			T.starts[period] = st
+		end
+		return st
 	end
 	local s, n = N.wide(N.add(T.now, d))
 	return N.sub(d, offset(s, n, period))
