@@ -274,33 +274,20 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	var hashBuf [4]uint64
-	var lockBuf [4]int
-	hashes := s.hash(r.Keys, hashBuf[:0])
-	locked := s.lock(hashes, lockBuf[:0])
-	defer s.unlock(locked)
-	for i, k := range r.Keys {
-		h := hashes[i]
-		sh := &s.shards[s.shardOf(h)]
-		for j := range k.Limits {
-			t := sh.table(&k.Limits[j], false)
-			if t == nil {
-				continue
-			}
-			if t.one != nil {
-				// Read, refund and write in one step: lock-free checks
-				// may change the state meanwhile.
-				t.update(h, s, r.Cost, "", nil)
-				continue
-			}
-			st, ok := t.load(h)
-			if !ok {
-				continue
-			}
-			now := s.clock(t)
-			sh.save(t, h, t.p.Refund(st, now, r.Cost), now, true)
+	s.eachTable(r, func(sh *shard, h uint64, t *table) {
+		if t.one != nil {
+			// Read, refund and write in one step: lock-free checks may
+			// change the state meanwhile.
+			t.update(h, s, r.Cost, "", nil)
+			return
 		}
-	}
+		st, ok := t.load(h)
+		if !ok {
+			return
+		}
+		now := s.clock(t)
+		sh.save(t, h, t.p.Refund(st, now, r.Cost), now, true)
+	})
 	return nil
 }
 
@@ -313,6 +300,17 @@ func (s *Store) Reset(_ context.Context, r bouncer.Request) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
+	s.eachTable(r, func(sh *shard, h uint64, t *table) {
+		if t.forget(h) {
+			sh.count--
+		}
+	})
+	return nil
+}
+
+// eachTable runs f, under the shards' locks, on every key of r and the
+// table of each of its limits that has one.
+func (s *Store) eachTable(r bouncer.Request, f func(sh *shard, h uint64, t *table)) {
 	var hashBuf [4]uint64
 	var lockBuf [4]int
 	hashes := s.hash(r.Keys, hashBuf[:0])
@@ -321,12 +319,11 @@ func (s *Store) Reset(_ context.Context, r bouncer.Request) error {
 	for i, k := range r.Keys {
 		sh := &s.shards[s.shardOf(hashes[i])]
 		for j := range k.Limits {
-			if t := sh.table(&k.Limits[j], false); t != nil && t.forget(hashes[i]) {
-				sh.count--
+			if t := sh.table(&k.Limits[j], false); t != nil {
+				f(sh, hashes[i], t)
 			}
 		}
 	}
-	return nil
 }
 
 // hash appends the hash of each key to hs.

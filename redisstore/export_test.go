@@ -11,9 +11,6 @@ import (
 // TIME, so that the conformance suite's fake clock drives it.
 func PinClock(o *Options, now func() time.Time) { o.now = now }
 
-// BucketOf returns the bucket of key in a store of DefaultBuckets.
-func BucketOf(key string) uint64 { return digestOf(key, DefaultBuckets).bucket }
-
 // LimitID is limitID, the name of a limit's state in Redis keys.
 func LimitID(l bouncer.Limit) string { return limitID(l) }
 
@@ -29,9 +26,6 @@ func StateOf(s *Store, l bouncer.Limit, key string) (rkey, field string) {
 
 // KeySlot is keySlot, the Cluster slot of a key.
 func KeySlot(key string) uint16 { return keySlot(key) }
-
-// GroupTags is groupTags.
-func GroupTags(n int) []string { return groupTags(n) }
 
 // SetHealthHooks makes the store made from o run its breakers on clock
 // and probe its nodes with ping (nil: the real one) instead of a PING.
@@ -67,9 +61,6 @@ end
 // with the call's clock read (ARGV[1], as the library's calls take it).
 func ComposeLua(entry string) string { return composeEval(luaSource("call.lua"), entry) }
 
-// LibrarySource is the function library the store loads.
-func LibrarySource() string { return defaultLibrary.source }
-
 // LuaFiles lists the files of lua/ and their sizes in lines.
 func LuaFiles() map[string]int {
 	out := map[string]int{}
@@ -101,9 +92,6 @@ func LaneInFlight(s *Store) []int {
 // GroupOf returns the group of key in a store of DefaultBuckets and
 // DefaultGroups.
 func GroupOf(key string) int { return int(digestOf(key, DefaultBuckets).bucket % DefaultGroups) }
-
-// LuaSource is the source of a file of lua/.
-func LuaSource(name string) string { return luaSource(name) }
 
 // LimitDef is a limit's definition as the library reads it.
 func LimitDef(l bouncer.Limit) string { return limitDef(l) }

@@ -95,6 +95,12 @@ function A.expiryInstant(_, d)
 	return d
 end
 
+-- bucket returns a new bucket algorithm's table, its check to add: the
+-- state of the token bucket, GCRA and the leaky bucket is one instant.
+function A.bucket()
+	return { decode = A.decodeInstant, encode = A.encodeInstant, refund = A.refundTime, expiry = A.expiryInstant }
+end
+
 -- decodeWindow returns a stored window instant's window start relative to
 -- now and its offset.
 function A.decodeWindow(p, raw)

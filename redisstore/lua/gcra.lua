@@ -1,6 +1,6 @@
 -- gcra.lua: algo.GCRA. The state d is the theoretical arrival time
 -- relative to now.
-A[2] = { decode = A.decodeInstant, encode = A.encodeInstant, refund = A.refundTime, expiry = A.expiryInstant }
+A[2] = A.bucket()
 
 A[2].check = function(p, d, cost)
 	local N = p.N

@@ -1,7 +1,7 @@
 -- leakybucket.lua: algo.LeakyBucket. The state d is the instant the bucket
 -- is empty, relative to now; the level is max(0, d). Shape mode admits the
 -- same checks as police mode, with a delay of the level.
-A[3] = { decode = A.decodeInstant, encode = A.encodeInstant, refund = A.refundTime, expiry = A.expiryInstant }
+A[3] = A.bucket()
 
 A[3].check = function(p, d, cost)
 	local N = p.N

@@ -20,7 +20,7 @@ function T.init()
 		T.s, T.n = tonumber(t[1]), tonumber(t[2]) * 1000
 	end
 	T.now = N.norm(T.s, T.n)
-	T.starts = {}
+	T.starts = nil
 end
 
 -- split returns a stored instant's seconds and nanoseconds.
@@ -132,10 +132,15 @@ function T.startOf(d, period)
 	if d == 0 then
 		-- Every check of a call asks this for now and its period: the
 		-- call keeps the answers.
-		local st = T.starts[period]
+		local starts = T.starts
+		if starts == nil then
+			starts = {}
+			T.starts = starts
+		end
+		local st = starts[period]
 		if st == nil then
 			st = N.sub(0, offset(T.s, T.n, period))
-			T.starts[period] = st
+			starts[period] = st
 		end
 		return st
 	end

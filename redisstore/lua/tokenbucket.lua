@@ -1,7 +1,7 @@
 -- tokenbucket.lua: algo.TokenBucket. The state d is the instant the
 -- bucket is full again, relative to now; the credit, in nanoseconds of
 -- refill, is B×I − max(0, d).
-A[1] = { decode = A.decodeInstant, encode = A.encodeInstant, refund = A.refundTime, expiry = A.expiryInstant }
+A[1] = A.bucket()
 
 A[1].check = function(p, d, cost)
 	local N = p.N
