@@ -21,7 +21,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/bench/refsvc"
-	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/rls"

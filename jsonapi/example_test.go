@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/jsonapi"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"

@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/rules"
 )
 

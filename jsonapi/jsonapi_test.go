@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/jsonapi"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/rules"
 )
 

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rls"
 	"github.com/bouncerhq/bouncer/rules"

@@ -1,6 +1,6 @@
 package rules
 
-import "github.com/bouncerhq/bouncer/internal/header"
+import "github.com/bouncerhq/bouncer/header"
 
 // Headers returns the rate-limit headers that describe r, from its binding
 // status, under mode; none when no descriptor had a limit.

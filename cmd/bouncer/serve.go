@@ -30,7 +30,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/admin"
-	"github.com/bouncerhq/bouncer/internal/header"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/jsonapi"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/metrics"
