@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/internal/storekey"
 )
 
 // Engine decides requests against the config it holds, charging a
@@ -267,7 +268,7 @@ func (d *Domain) checkOverrides(r *Request, supports func(bouncer.Limit) error) 
 }
 
 // storeKey is the key a descriptor is counted under: the domain and the
-// entries' keys and values, escaped and bounded by keyOf.
+// entries' keys and values, escaped and bounded by storekey.Join.
 func storeKey(domain string, entries []Entry, values []string) string {
 	var buf [9]string // a domain and four entries without allocating
 	parts := buf[:0]
@@ -275,7 +276,7 @@ func storeKey(domain string, entries []Entry, values []string) string {
 	for i, e := range entries {
 		parts = append(parts, e.Key, values[i])
 	}
-	return keyOf(parts...)
+	return storekey.Join(parts...)
 }
 
 // decideEach charges every matched descriptor on its own, over-limit hits

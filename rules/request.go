@@ -3,11 +3,17 @@ package rules
 import (
 	"fmt"
 	"time"
+
+	"github.com/bouncerhq/bouncer/internal/storekey"
 )
 
 // Bounds on a request, so that no client can make Bouncer do unbounded
-// work or keep unbounded state. Values longer than bouncer.MaxKeyPart are
+// work or keep unbounded state. Values longer than MaxKeyPart are
 // kept as a digest, never raw.
+// MaxKeyPart is the longest escaped part of a store key kept as it is;
+// longer parts become a digest.
+const MaxKeyPart = storekey.MaxPart
+
 const (
 	MaxDescriptors = 64
 	MaxEntries     = 32

@@ -1,4 +1,5 @@
-package rules
+// Package storekey builds store keys from client-controlled parts.
+package storekey
 
 import (
 	"crypto/sha256"
@@ -6,31 +7,31 @@ import (
 	"strings"
 )
 
-// MaxKeyPart is the longest escaped part of a store key (a domain, an
+// MaxPart is the longest escaped part of a store key (a domain, an
 // entry's key or value) kept as it is; longer parts become a digest.
-const MaxKeyPart = 128
+const MaxPart = 128
 
-// keyOf joins the parts of a key — a rule's name, the values of a
+// Join joins the parts of a key — a rule's name, the values of a
 // request's descriptors — into one key string that is safe to build from
 // client-controlled values:
 //
 //   - each part is percent-escaped: '%', ':', '#', '{', '}' and bytes
 //     below 0x20 or equal to 0x7f become %XX, so no part can fake the ':'
 //     separator, open or close a Redis hash tag, or carry a line break;
-//   - a part whose escaped form is longer than MaxKeyPart bytes becomes '#'
+//   - a part whose escaped form is longer than MaxPart bytes becomes '#'
 //     and the 64 hex digits of its SHA-256, so a key's length is bounded
 //     by the number of its parts;
 //   - distinct lists of parts give distinct keys (escaping is one to one,
 //     a digest starts with the '#' no escaped part has, and SHA-256 does
 //     not collide).
-func keyOf(parts ...string) string {
+func Join(parts ...string) string {
 	var b strings.Builder
 	for i, p := range parts {
 		if i > 0 {
 			b.WriteByte(':')
 		}
 		e := escapeKeyPart(p)
-		if len(e) > MaxKeyPart {
+		if len(e) > MaxPart {
 			sum := sha256.Sum256([]byte(p))
 			b.WriteByte('#')
 			b.WriteString(hex.EncodeToString(sum[:]))

@@ -1,11 +1,11 @@
-package rules
+package storekey
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestKeyOfEscapes(t *testing.T) {
+func TestJoinEscapes(t *testing.T) {
 	cases := []struct {
 		parts []string
 		want  string
@@ -20,36 +20,36 @@ func TestKeyOfEscapes(t *testing.T) {
 		{[]string{"", ""}, ":"},
 	}
 	for _, c := range cases {
-		if got := keyOf(c.parts...); got != c.want {
-			t.Errorf("keyOf(%q) = %q, want %q", c.parts, got, c.want)
+		if got := Join(c.parts...); got != c.want {
+			t.Errorf("Join(%q) = %q, want %q", c.parts, got, c.want)
 		}
 	}
 }
 
-func TestKeyOfBoundsLongParts(t *testing.T) {
+func TestJoinBoundsLongParts(t *testing.T) {
 	long := strings.Repeat("x", 64<<10)
-	k := keyOf("rule", long)
+	k := Join("rule", long)
 	if len(k) != len("rule:#")+64 || !strings.HasPrefix(k, "rule:#") {
-		t.Fatalf("keyOf(rule, 64 KiB) = %q (%d bytes), want rule:# and 64 hex digits", k[:min(len(k), 80)], len(k))
+		t.Fatalf("Join(rule, 64 KiB) = %q (%d bytes), want rule:# and 64 hex digits", k[:min(len(k), 80)], len(k))
 	}
-	if keyOf("rule", long+"y") == k {
+	if Join("rule", long+"y") == k {
 		t.Fatal("two long parts that differ in their last byte give one key")
 	}
 	// A part that only grows past the bound by escaping is hashed too.
-	colons := strings.Repeat(":", MaxKeyPart/3+1)
-	if k := keyOf(colons); !strings.HasPrefix(k, "#") || len(k) != 65 {
-		t.Fatalf("keyOf(%d colons) = %q, want a digest", len(colons), k)
+	colons := strings.Repeat(":", MaxPart/3+1)
+	if k := Join(colons); !strings.HasPrefix(k, "#") || len(k) != 65 {
+		t.Fatalf("Join(%d colons) = %q, want a digest", len(colons), k)
 	}
-	exact := strings.Repeat("y", MaxKeyPart)
-	if got := keyOf(exact); got != exact {
-		t.Fatalf("a part of exactly MaxKeyPart bytes was changed: %q", got)
+	exact := strings.Repeat("y", MaxPart)
+	if got := Join(exact); got != exact {
+		t.Fatalf("a part of exactly MaxPart bytes was changed: %q", got)
 	}
 }
 
 // Distinct lists of parts give distinct keys, and no key carries a
 // brace, a line break, or more separators than its parts need.
-func TestKeyOfIsOneToOne(t *testing.T) {
-	alphabet := []string{"", "a", ":", "%", "#", "{", "}", "%3A", "#a", "\n", "a:b", strings.Repeat("z", MaxKeyPart+1)}
+func TestJoinIsOneToOne(t *testing.T) {
+	alphabet := []string{"", "a", ":", "%", "#", "{", "}", "%3A", "#a", "\n", "a:b", strings.Repeat("z", MaxPart+1)}
 	seen := map[string][]string{}
 	var walk func(prefix []string, depth int)
 	walk = func(prefix []string, depth int) {
@@ -58,13 +58,13 @@ func TestKeyOfIsOneToOne(t *testing.T) {
 		}
 		for _, a := range alphabet {
 			parts := append(append([]string(nil), prefix...), a)
-			k := keyOf(parts...)
+			k := Join(parts...)
 			if prev, ok := seen[k]; ok {
-				t.Fatalf("keyOf(%q) = keyOf(%q) = %q", parts, prev, k)
+				t.Fatalf("Join(%q) = Join(%q) = %q", parts, prev, k)
 			}
 			seen[k] = parts
 			if strings.ContainsAny(k, "{}\n") || strings.Count(k, ":") != len(parts)-1 {
-				t.Fatalf("keyOf(%q) = %q: a brace, a line break or a stray separator", parts, k)
+				t.Fatalf("Join(%q) = %q: a brace, a line break or a stray separator", parts, k)
 			}
 			walk(parts, depth-1)
 		}
