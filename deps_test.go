@@ -32,6 +32,7 @@ var allowedImports = map[string][]string{
 	"metrics":           {"", "rules", "github.com/prometheus/client_golang"},
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "rules", "rls", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc"},
+	"internal/...": {""},
 	"examples/...": {"", "memstore", "redisstore"},
 }
 
