@@ -24,6 +24,7 @@ var allowedImports = map[string][]string{
 	"redisstore":        {"", "algo", "memstore", "github.com/redis/rueidis"},
 	"header":            {},
 	"internal/storekey": {},
+	"httpretry":         {"header"},
 	"rules":             {"", "header", "internal/storekey", "github.com/fsnotify/fsnotify", "go.yaml.in/yaml/v3"},
 	"rls":               {"", "rules", "header", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/otel"},
 	"jsonapi":           {"", "rules", "header", "go.opentelemetry.io/otel"},
