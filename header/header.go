@@ -1,13 +1,9 @@
-// Package header is the one place that writes rate-limit response
-// headers: the IETF RateLimit-Policy and RateLimit fields
-// (draft-ietf-httpapi-ratelimit-headers), the X-RateLimit-* fields many
-// clients read, and Retry-After.
 package header
 
 import (
+	"encoding/base64"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,11 +42,14 @@ type Field struct {
 	Constant    bool
 }
 
+// DefaultQuotaUnit is the quota unit of a policy that names none.
+const DefaultQuotaUnit = "requests"
+
 // Values describe the binding limit of an answer.
 type Values struct {
-	Policy    string        // the limit's name
+	Policy    string        // the limit's name; "default" if empty
 	Limit     int64         // its quota per window
-	Window    time.Duration // its window (period)
+	Window    time.Duration // its window (period); 0 writes no w
 	Remaining int64
 	Reset     time.Duration // until the quota is full again
 	Denied    bool
@@ -58,18 +57,32 @@ type Values struct {
 	// would pass; math.MaxInt64 (bouncer.Never) writes no Retry-After,
 	// since no wait would help.
 	RetryAfter time.Duration
+
+	// QuotaUnit is what Limit counts: "requests" (DefaultQuotaUnit, also
+	// when empty, and then not written), "content-bytes" or
+	// "concurrent-requests".
+	QuotaUnit string
+	// PartitionKey, if not empty, is written as the pk parameter of both
+	// IETF fields: which partition of the limit (whose quota) the answer
+	// describes. It goes to the client: it should not hold what the
+	// client may not see, such as another tenant's identifier.
+	PartitionKey []byte
 }
 
 // Append appends v's headers under mode to dst. Durations are written as
 // whole seconds, rounded up so that a client waiting that long is never
 // early. Retry-After is written for every denied answer whatever the
-// mode.
+// mode. Integers are clamped to what a structured field can carry
+// (0 to 999,999,999,999,999), and bytes of the policy name outside
+// printable ASCII are written as '_'. Append is safe for concurrent use.
 func (v Values) Append(dst []Field, mode Mode) []Field {
 	if mode&IETF != 0 {
 		p := policyOf(v)
+		it := Item{Remaining: v.Remaining, Reset: v.Reset, PartitionKey: v.PartitionKey, HasRemaining: true, HasReset: true}
+		var buf [128]byte
 		dst = append(dst,
-			Field{"RateLimit-Policy", p.policy, true},
-			Field{"RateLimit", p.name + ";r=" + itoa(v.Remaining) + ";t=" + itoa(Seconds(v.Reset)), false},
+			Field{"RateLimit-Policy", p.field, p.constant},
+			Field{"RateLimit", string(appendItem(buf[:0], p.name, it)), false},
 		)
 	}
 	if mode&XRateLimit != 0 {
@@ -85,28 +98,50 @@ func (v Values) Append(dst []Field, mode Mode) []Field {
 	return dst
 }
 
+// policyName is the name v's fields give its policy.
+func (v Values) policyName() string {
+	if v.Policy == "" {
+		return "default"
+	}
+	return v.Policy
+}
+
+func (v Values) policy() Policy {
+	return Policy{Name: v.policyName(), Quota: v.Limit, Window: v.Window, QuotaUnit: v.QuotaUnit, PartitionKey: v.PartitionKey}
+}
+
 type policyKey struct {
-	name          string
+	name, unit    string
 	limit, window int64
 }
 
-type policy struct{ name, policy string }
+type policy struct {
+	name     string // quoted
+	field    string // the RateLimit-Policy member
+	constant bool
+}
 
 // policies caches the policy fields of the limits seen (bounded), since
-// they are the same in every answer under a limit.
+// they are the same in every answer under a limit. A field with a
+// partition key is not cached: its key differs from one client to the
+// next, so it would fill the cache with fields that never repeat.
 var (
 	policies     sync.Map // policyKey → policy
 	policiesSeen atomic.Int64
 )
 
+const maxPolicies = 1 << 14
+
 func policyOf(v Values) policy {
-	k := policyKey{v.Policy, v.Limit, Seconds(v.Window)}
+	if len(v.PartitionKey) > 0 {
+		return buildPolicy(v.policy(), false)
+	}
+	k := policyKey{v.Policy, v.QuotaUnit, v.Limit, Seconds(v.Window)}
 	if p, ok := policies.Load(k); ok {
 		return p.(policy)
 	}
-	name := sfString(v.Policy)
-	p := policy{name, name + ";q=" + itoa(v.Limit) + ";w=" + itoa(k.window)}
-	if policiesSeen.Load() < 1<<14 {
+	p := buildPolicy(v.policy(), true)
+	if policiesSeen.Load() < maxPolicies {
 		if _, loaded := policies.LoadOrStore(k, p); !loaded {
 			policiesSeen.Add(1)
 		}
@@ -114,37 +149,97 @@ func policyOf(v Values) policy {
 	return p
 }
 
+func buildPolicy(p Policy, constant bool) policy {
+	name := string(appendString(nil, p.Name))
+	return policy{name, string(appendPolicy([]byte(name), p)), constant}
+}
+
 // Seconds is d in whole seconds, rounded up; never negative.
 func Seconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	return int64((d-1)/time.Second) + 1
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// sfString writes s as a structured-field string (RFC 9651): quoted, with
-// '"' and '\' escaped and anything outside printable ASCII replaced, so
-// that no limit name can break the header.
-func sfString(s string) string {
-	if s == "" {
-		s = "default"
+// String writes p as a member of a RateLimit-Policy field:
+// "name";q=100;w=60, with qu when QuotaUnit is neither empty nor
+// "requests", w when Window is at least 1 ns (whole seconds, rounded
+// up), pk when PartitionKey is not empty. Integers are clamped and name
+// bytes outside printable ASCII written as '_', as by Values.Append.
+func (p Policy) String() string {
+	return string(appendPolicy(appendString(nil, p.Name), p))
+}
+
+// String writes it as a member of a RateLimit field: "name";r=5;t=30,
+// with r only if HasRemaining, t only if HasReset (whole seconds, rounded
+// up), pk when PartitionKey is not empty.
+func (it Item) String() string {
+	return string(appendItem(appendString(nil, it.Name), "", it))
+}
+
+// appendPolicy appends p's parameters to b, which ends with p's name.
+func appendPolicy(b []byte, p Policy) []byte {
+	b = append(b, ";q="...)
+	b = appendInt(b, p.Quota)
+	if p.QuotaUnit != "" && p.QuotaUnit != DefaultQuotaUnit {
+		b = append(b, ";qu="...)
+		b = appendString(b, p.QuotaUnit)
 	}
-	var b strings.Builder
-	b.WriteByte('"')
+	if w := Seconds(p.Window); w > 0 {
+		b = append(b, ";w="...)
+		b = appendInt(b, w)
+	}
+	return appendKey(b, p.PartitionKey)
+}
+
+// appendItem appends name, quoted, and it's parameters to b.
+func appendItem(b []byte, name string, it Item) []byte {
+	b = append(b, name...)
+	if it.HasRemaining {
+		b = append(b, ";r="...)
+		b = appendInt(b, it.Remaining)
+	}
+	if it.HasReset {
+		b = append(b, ";t="...)
+		b = appendInt(b, Seconds(it.Reset))
+	}
+	return appendKey(b, it.PartitionKey)
+}
+
+func appendKey(b, key []byte) []byte {
+	if len(key) == 0 {
+		return b
+	}
+	b = append(b, ";pk=:"...)
+	b = base64.StdEncoding.AppendEncode(b, key)
+	return append(b, ':')
+}
+
+// maxInteger is the largest integer of a structured field (15 digits).
+const maxInteger = 999_999_999_999_999
+
+func appendInt(b []byte, n int64) []byte {
+	return strconv.AppendInt(b, min(max(n, 0), maxInteger), 10)
+}
+
+// appendString appends s as a structured-field string (RFC 9651): quoted,
+// with '"' and '\' escaped and anything outside printable ASCII replaced,
+// so that no name can break the header.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := range len(s) {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c < 0x20 || c > 0x7e:
-			b.WriteByte('_')
+			b = append(b, '_')
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }

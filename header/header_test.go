@@ -27,6 +27,11 @@ func TestAppend(t *testing.T) {
 			Off,
 			[][2]string{{"Retry-After", "1"}},
 		},
+		"denied, ietf: Retry-After rounded up": {
+			Values{Policy: "x", Limit: 1, Window: time.Second, Reset: time.Second, Denied: true, RetryAfter: 2001 * time.Millisecond},
+			IETF,
+			[][2]string{{"RateLimit-Policy", `"x";q=1;w=1`}, {"RateLimit", `"x";r=0;t=1`}, {"Retry-After", "3"}},
+		},
 		"denied for good: no Retry-After": {
 			Values{Policy: "x", Limit: 1, Denied: true, RetryAfter: math.MaxInt64},
 			XRateLimit,
@@ -37,6 +42,40 @@ func TestAppend(t *testing.T) {
 			IETF,
 			[][2]string{{"RateLimit-Policy", `"a\"b\\c_d_";q=1;w=1`}, {"RateLimit", `"a\"b\\c_d_";r=0;t=0`}},
 		},
+		"quota unit and partition key": {
+			Values{Policy: "peruser", Limit: 65535, Window: 10 * time.Second, Remaining: 300, Reset: time.Minute,
+				QuotaUnit: "content-bytes", PartitionKey: []byte("App-999")},
+			IETF,
+			[][2]string{
+				{"RateLimit-Policy", `"peruser";q=65535;qu="content-bytes";w=10;pk=:QXBwLTk5OQ==:`},
+				{"RateLimit", `"peruser";r=300;t=60;pk=:QXBwLTk5OQ==:`},
+			},
+		},
+		"concurrent requests": {
+			Values{Policy: "inflight", Limit: 8, QuotaUnit: "concurrent-requests", Remaining: 3},
+			IETF,
+			[][2]string{{"RateLimit-Policy", `"inflight";q=8;qu="concurrent-requests"`}, {"RateLimit", `"inflight";r=3;t=0`}},
+		},
+		"requests, the default unit, is not written": {
+			Values{Policy: "p", Limit: 5, Window: time.Hour, QuotaUnit: "requests"},
+			IETF,
+			[][2]string{{"RateLimit-Policy", `"p";q=5;w=3600`}, {"RateLimit", `"p";r=0;t=0`}},
+		},
+		"no window, no w; no name, default": {
+			Values{Limit: 5, Remaining: 5},
+			IETF,
+			[][2]string{{"RateLimit-Policy", `"default";q=5`}, {"RateLimit", `"default";r=5;t=0`}},
+		},
+		"integers clamped to 15 digits and to 0": {
+			Values{Policy: "big", Limit: 1 << 62, Window: math.MaxInt64, Remaining: -3, Reset: math.MaxInt64},
+			IETF,
+			[][2]string{{"RateLimit-Policy", `"big";q=999999999999999;w=9223372037`}, {"RateLimit", `"big";r=0;t=9223372037`}},
+		},
+		"an empty partition key is not written": {
+			Values{Policy: "p", Limit: 1, PartitionKey: []byte{}},
+			IETF,
+			[][2]string{{"RateLimit-Policy", `"p";q=1`}, {"RateLimit", `"p";r=0;t=0`}},
+		},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -44,7 +83,7 @@ func TestAppend(t *testing.T) {
 			got := make([][2]string, len(fields))
 			for i, f := range fields {
 				got[i] = [2]string{f.Name, f.Value}
-				constant := f.Name == "RateLimit-Policy" || f.Name == "X-RateLimit-Limit"
+				constant := f.Name == "RateLimit-Policy" && len(c.v.PartitionKey) == 0 || f.Name == "X-RateLimit-Limit"
 				if f.Constant != constant {
 					t.Errorf("%s: Constant is %v, want %v", f.Name, f.Constant, constant)
 				}
@@ -56,6 +95,77 @@ func TestAppend(t *testing.T) {
 				t.Errorf("got %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestAppendHostileNames writes names that could break a field and
+// parses the fields back: each gives one policy and one item, named as
+// written.
+func TestAppendHostileNames(t *testing.T) {
+	cases := map[string]struct{ name, want string }{
+		"quotes and backslashes": {`a"b\c\"`, `a"b\c\"`},
+		"a field's own syntax":   {`x";q=9, "y";q=1;pk=:AA==:`, `x";q=9, "y";q=1;pk=:AA==:`},
+		"control bytes":          {"a\r\nRateLimit: \"b\";r=999\x00\x7f", "a__RateLimit: \"b\";r=999__"},
+		"non-ASCII":              {"débit 😀", "d__bit ____"},
+		"invalid UTF-8":          {"\xff\xfe", "__"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := Values{Policy: c.name, Limit: 10, Window: time.Minute, Remaining: 7, Reset: time.Second, PartitionKey: []byte{0, 1}}
+			fields := v.Append(nil, IETF)
+			ps := ParsePolicies([]string{fields[0].Value})
+			if len(ps) != 1 || ps[0].Name != c.want || ps[0].Quota != 10 {
+				t.Errorf("RateLimit-Policy %s: got %+v, want one policy %q with q=10", fields[0].Value, ps, c.want)
+			}
+			items := ParseRateLimit([]string{fields[1].Value})
+			if len(items) != 1 || items[0].Name != c.want || items[0].Remaining != 7 {
+				t.Errorf("RateLimit %s: got %+v, want one item %q with r=7", fields[1].Value, items, c.want)
+			}
+		})
+	}
+}
+
+// TestPolicyCache checks that the cached policy fields are keyed on all
+// they hold: limits differing in one of name, quota, window or unit get
+// fields of their own.
+func TestPolicyCache(t *testing.T) {
+	base := Values{Policy: "cache", Limit: 10, Window: time.Second}
+	variants := []Values{base, base, base, base, base}
+	variants[1].Policy = "cache2"
+	variants[2].Limit = 11
+	variants[3].Window = 2 * time.Second
+	variants[4].QuotaUnit = "content-bytes"
+	first := make([]string, len(variants))
+	for round := range 2 { // the second round reads the cache
+		for i, v := range variants {
+			got := v.Append(nil, IETF)[0].Value
+			if round == 0 {
+				first[i] = got
+			} else if got != first[i] {
+				t.Errorf("variant %d: got %s from the cache, want %s", i, got, first[i])
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range first {
+		seen[f] = true
+	}
+	if len(seen) != len(variants) {
+		t.Errorf("got %d distinct fields for %d distinct limits: %q", len(seen), len(variants), first)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{-time.Second, 0}, {0, 0}, {1, 1}, {time.Second, 1}, {time.Second + 1, 2}, {90 * time.Second, 90},
+		{math.MaxInt64, 9223372037},
+	} {
+		if got := Seconds(tt.d); got != tt.want {
+			t.Errorf("Seconds(%d): got %d, want %d", tt.d, got, tt.want)
+		}
 	}
 }
 

@@ -1,0 +1,49 @@
+package header_test
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/bouncerhq/bouncer/header"
+)
+
+// A server writes the headers of a denied decision; a client parses them
+// back.
+func Example() {
+	v := header.Values{
+		Policy: "per_minute", Limit: 100, Window: time.Minute,
+		Remaining: 0, Reset: 12500 * time.Millisecond,
+		Denied: true, RetryAfter: 12500 * time.Millisecond,
+		PartitionKey: []byte("alice"),
+	}
+	h := http.Header{}
+	for _, f := range v.Append(nil, header.All) {
+		h.Set(f.Name, f.Value)
+		fmt.Printf("%s: %s\n", f.Name, f.Value)
+	}
+
+	for _, p := range header.ParsePolicies(h.Values("RateLimit-Policy")) {
+		fmt.Printf("policy %s: %d %s per %v for %s\n", p.Name, p.Quota, p.QuotaUnit, p.Window, p.PartitionKey)
+	}
+	for _, it := range header.ParseRateLimit(h.Values("RateLimit")) {
+		fmt.Printf("%s: %d left for %v\n", it.Name, it.Remaining, it.Reset)
+	}
+	if d, ok := header.ParseRetryAfter(h.Get("Retry-After"), time.Now()); ok {
+		fmt.Println("retry after", d)
+	}
+	if l, ok := header.ParseLegacy(h); ok {
+		fmt.Printf("legacy: %d of %d, reset in %v\n", l.Remaining, l.Limit, l.Reset)
+	}
+	// Output:
+	// RateLimit-Policy: "per_minute";q=100;w=60;pk=:YWxpY2U=:
+	// RateLimit: "per_minute";r=0;t=13;pk=:YWxpY2U=:
+	// X-RateLimit-Limit: 100
+	// X-RateLimit-Remaining: 0
+	// X-RateLimit-Reset: 13
+	// Retry-After: 13
+	// policy per_minute: 100 requests per 1m0s for alice
+	// per_minute: 0 left for 13s
+	// retry after 13s
+	// legacy: 0 of 100, reset in 13s
+}
