@@ -22,6 +22,7 @@ var allowedImports = map[string][]string{
 	"memstore":          {"", "algo"},
 	"storetest":         {"", "pgregory.net/rapid"},
 	"redisstore":        {"", "algo", "memstore", "github.com/redis/rueidis"},
+	"clientip":          {},
 	"header":            {},
 	"internal/storekey": {},
 	"httpretry":         {"header"},
