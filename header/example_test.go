@@ -3,6 +3,7 @@ package header_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/bouncerhq/bouncer/header"
@@ -46,4 +47,18 @@ func Example() {
 	// per_minute: 0 left for 13s
 	// retry after 13s
 	// legacy: 0 of 100, reset in 13s
+}
+
+// A denial answered to a client that prefers problem details.
+func ExampleWriteDenied() {
+	v := header.Values{Policy: "per_minute", Limit: 100, Window: time.Minute, Reset: 12 * time.Second, RetryAfter: 12 * time.Second}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Accept", "application/problem+json, application/json;q=0.9")
+	w := httptest.NewRecorder()
+	header.WriteDenied(w, r, v, header.IETF, `over the limit "per_minute"`)
+	fmt.Println(w.Code, w.Header().Get("Content-Type"), w.Header().Get("Retry-After"))
+	fmt.Print(w.Body)
+	// Output:
+	// 429 application/problem+json 12
+	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"over the limit \"per_minute\"","violated-policies":["per_minute"],"retry_after":12}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"strings"
@@ -31,7 +30,10 @@ const TracerName = "github.com/bouncerhq/bouncer/jsonapi"
 // DefaultMaxBody bounds a request body when Handler.MaxBody is 0.
 const DefaultMaxBody = 64 << 10
 
-// Handler serves POST /v1/check. It is safe for concurrent use.
+// Handler serves POST /v1/check. A request over a limit is answered 429
+// with its CheckResponse, or, when the client's Accept prefers
+// application/problem+json, with the problem details of
+// header.WriteDenied. It is safe for concurrent use.
 type Handler struct {
 	// Engine decides. Required.
 	Engine *rules.Engine
@@ -80,12 +82,11 @@ type CheckResponse struct {
 	OverallCode string   `json:"overall_code"`
 	Statuses    []Status `json:"statuses"`
 
-	// Error, Message and RetryAfter are set when the request is over a
-	// limit: "rate_limited", which limit, and the seconds until it would
-	// pass (absent when it never can).
-	Error      string `json:"error,omitempty"`
-	Message    string `json:"message,omitempty"`
-	RetryAfter *int64 `json:"retry_after,omitempty"`
+	// Denial is set when the request is over a limit: error
+	// "rate_limited", message (which limit) and retry_after (the seconds
+	// until it would pass; absent when it never can), the body of every
+	// denial Bouncer writes.
+	header.Denial
 }
 
 // Status is one descriptor's answer.
@@ -174,31 +175,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Statuses[i] = s
 	}
-	for _, f := range resp.Headers(h.Headers) {
-		w.Header().Set(f.Name, f.Value) // names are case-insensitive: Go sends Ratelimit-Policy
-	}
 	if resp.Degraded() {
 		w.Header().Set(rules.DegradedHeader, "true")
 	}
-	status := http.StatusOK
-	if resp.Code == rules.OverLimit {
-		status = http.StatusTooManyRequests
-		out.Error = "rate_limited"
-		out.Message = "over the limit"
-		if l := resp.Statuses[resp.Binding].Limit; l != nil && l.Name != "" {
-			out.Message = fmt.Sprintf("over the limit %q", l.Name)
-		}
-		st := resp.Statuses[resp.Binding]
-		wait := st.RetryAfter
-		if wait == 0 {
-			wait = st.ResetAfter
-		}
-		if wait != math.MaxInt64 {
-			s := max(header.Seconds(wait), 1)
-			out.RetryAfter = &s
-		}
+	if resp.Code != rules.OverLimit {
+		setHeaders(w, resp.Headers(h.Headers))
+		writeJSON(w, http.StatusOK, out)
+		return
 	}
-	writeJSON(w, status, out)
+	v, _ := resp.Values()
+	if header.PrefersProblem(r.Header.Values("Accept")) {
+		// The client asked for the body every denial has; its problem
+		// type defines no member for the statuses, which stay out.
+		header.WriteDenied(w, r, v, h.Headers, resp.DenialMessage())
+		return
+	}
+	setHeaders(w, v.Append(nil, h.Headers))
+	out.Denial = v.Denial(resp.DenialMessage())
+	writeJSON(w, http.StatusTooManyRequests, out)
+}
+
+func setHeaders(w http.ResponseWriter, fields []header.Field) {
+	for _, f := range fields {
+		w.Header().Set(f.Name, f.Value) // names are case-insensitive: Go sends Ratelimit-Policy
+	}
 }
 
 func window(l *rules.CurrentLimit) time.Duration {

@@ -181,6 +181,64 @@ func TestCheckDenials(t *testing.T) {
 	}
 }
 
+// TestCheckDeniedAccept checks the body of a denial by the client's
+// Accept: the answer with its statuses, or problem details, which carry
+// the same message and retry_after and the same headers.
+func TestCheckDeniedAccept(t *testing.T) {
+	tests := []struct {
+		accept string
+		ct     string
+	}{
+		{"", "application/json"},
+		{"*/*", "application/json"},
+		{"application/problem+json;q=0.5, application/json", "application/json"},
+		{"application/problem+json", "application/problem+json"},
+		{"application/json;q=0.5, application/problem+json", "application/problem+json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.accept, func(t *testing.T) {
+			h := &jsonapi.Handler{Engine: engine(t, nil), Headers: header.All}
+			body := check("api", `{"key": "route", "value": "/a"}`)
+			var w *httptest.ResponseRecorder
+			for range 2 {
+				r := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(body))
+				if tt.accept != "" {
+					r.Header.Set("Accept", tt.accept)
+				}
+				w = httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+			}
+			if w.Code != http.StatusTooManyRequests {
+				t.Fatalf("got %d %s, want 429", w.Code, w.Body)
+			}
+			if got := w.Header().Get("Content-Type"); got != tt.ct {
+				t.Errorf("Content-Type: got %q, want %q", got, tt.ct)
+			}
+			for name, want := range map[string]string{"Retry-After": "10", "RateLimit-Policy": `"writes";q=1;w=10`, "X-RateLimit-Remaining": "0"} {
+				if got := w.Header().Get(name); got != want {
+					t.Errorf("%s: got %q, want %q", name, got, want)
+				}
+			}
+			var got map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+				t.Fatalf("body %q: %v", w.Body, err)
+			}
+			message, want := got["message"], map[string]any{"error": "rate_limited", "overall_code": "OVER_LIMIT"}
+			if tt.ct == header.Problem {
+				message, want = got["detail"], map[string]any{"type": header.QuotaExceeded, "status": 429.0, "violated-policies": []any{"writes"}}
+			}
+			if message != `over the limit "writes"` || got["retry_after"] != 10.0 {
+				t.Errorf("body %v: want the message naming writes and retry_after 10", got)
+			}
+			for k, v := range want {
+				if fmt.Sprint(got[k]) != fmt.Sprint(v) {
+					t.Errorf("%s: got %v, want %v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
 func TestCheckShadowAndHeadersOff(t *testing.T) {
 	h := &jsonapi.Handler{Engine: engine(t, nil), Headers: header.Off}
 	body := check("edge", `{"key": "canary", "value": "1"}`)

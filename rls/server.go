@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -32,7 +33,10 @@ type Server struct {
 
 	// Headers selects the rate-limit headers added to responses
 	// (response_headers_to_add); header.Off adds none, as
-	// envoyproxy/ratelimit does by default.
+	// envoyproxy/ratelimit does by default. In any other mode an
+	// over-limit response also carries the JSON body of a denial
+	// (raw_body, which Envoy sends as the body of its 429) with its
+	// Content-Type.
 	Headers header.Mode
 
 	// Tracer, if not nil, traces every call (a span per call, a child of
@@ -165,7 +169,8 @@ func Request(in *pb.RateLimitRequest) (rules.Request, error) {
 }
 
 // Response converts a decision to an RLS response, adding headers of
-// mode; header.Off adds none.
+// mode and, over the limit, the body of a denial; header.Off adds none
+// and no body.
 func Response(resp *rules.Response, mode header.Mode) *pb.RateLimitResponse {
 	n := len(resp.Statuses)
 	out := &pb.RateLimitResponse{
@@ -200,12 +205,21 @@ func Response(resp *rules.Response, mode header.Mode) *pb.RateLimitResponse {
 		return out
 	}
 	fields := resp.Headers(mode)
-	out.ResponseHeadersToAdd = make([]*core.HeaderValue, len(fields))
+	out.ResponseHeadersToAdd = make([]*core.HeaderValue, len(fields), len(fields)+1)
 	for i, f := range fields {
 		out.ResponseHeadersToAdd[i] = headerValue(f)
 	}
+	if v, ok := resp.Values(); ok && v.Denied {
+		// Marshalling a Denial cannot fail.
+		out.RawBody, _ = json.Marshal(v.Denial(resp.DenialMessage()))
+		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, jsonContent)
+	}
 	return out
 }
+
+// jsonContent is the Content-Type of a denial's body: Envoy lets it
+// replace the text/plain of its own 429.
+var jsonContent = &core.HeaderValue{Key: "Content-Type", Value: header.JSON}
 
 func code(c rules.Code) pb.RateLimitResponse_Code {
 	if c == rules.OverLimit {

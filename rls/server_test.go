@@ -228,9 +228,13 @@ func TestResponse(t *testing.T) {
 		"X-RateLimit-Remaining: 0",
 		"X-RateLimit-Reset: 2",
 		"Retry-After: 1",
+		"Content-Type: application/json",
 	}
 	if !slices.Equal(names, wantHeaders) {
 		t.Errorf("headers: got %q, want %q", names, wantHeaders)
+	}
+	if got, want := string(got.GetRawBody()), `{"error":"rate_limited","message":"over the limit","retry_after":1}`; got != want {
+		t.Errorf("raw_body: got %s, want %s", got, want)
 	}
 }
 
@@ -240,26 +244,32 @@ func TestResponseHeaderModes(t *testing.T) {
 		{Code: rules.OverLimit, Limit: limit, ResetAfter: time.Second, RetryAfter: time.Second},
 	}}
 	noLimit := &rules.Response{Code: rules.OK, Binding: -1, Statuses: []rules.Status{{Code: rules.OK}}}
+	allowed := &rules.Response{Code: rules.OK, Binding: 0, Statuses: []rules.Status{{Code: rules.OK, Limit: limit, Remaining: 1}}}
 	tests := []struct {
 		name string
 		resp *rules.Response
 		mode header.Mode
 		want []string
 	}{
-		{"all", over, header.All, []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}},
-		{"ietf", over, header.IETF, []string{"RateLimit-Policy", "RateLimit", "Retry-After"}},
-		{"x-ratelimit", over, header.XRateLimit, []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}},
-		{"off adds none, Retry-After included", over, header.Off, nil},
+		{"all", over, header.All, []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After", "Content-Type"}},
+		{"ietf", over, header.IETF, []string{"RateLimit-Policy", "RateLimit", "Retry-After", "Content-Type"}},
+		{"x-ratelimit", over, header.XRateLimit, []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After", "Content-Type"}},
+		{"off adds none, Retry-After included, and no body", over, header.Off, nil},
 		{"no limit applied", noLimit, header.All, nil},
+		{"allowed: no body", allowed, header.All, []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			out := rls.Response(tt.resp, tt.mode)
 			var got []string
-			for _, h := range rls.Response(tt.resp, tt.mode).GetResponseHeadersToAdd() {
+			for _, h := range out.GetResponseHeadersToAdd() {
 				got = append(got, h.GetKey())
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
+			}
+			if body, want := len(out.GetRawBody()) > 0, slices.Contains(tt.want, "Content-Type"); body != want {
+				t.Errorf("raw_body %q: want one %v", out.GetRawBody(), want)
 			}
 		})
 	}

@@ -408,9 +408,9 @@ func TestServeRLSHeaders(t *testing.T) {
 		allowed     []string // header names on an allowed answer, in order
 		deniedExtra []string // and on a denied one, after those
 	}{
-		{"all", append(slices.Clone(ietf), xrl...), []string{"Retry-After"}},
-		{"ietf", ietf, []string{"Retry-After"}},
-		{"x-ratelimit", xrl, []string{"Retry-After"}},
+		{"all", append(slices.Clone(ietf), xrl...), []string{"Retry-After", "Content-Type"}},
+		{"ietf", ietf, []string{"Retry-After", "Content-Type"}},
+		{"x-ratelimit", xrl, []string{"Retry-After", "Content-Type"}},
 		{"off", nil, nil},
 	}
 	for _, tt := range tests {
@@ -427,6 +427,9 @@ func TestServeRLSHeaders(t *testing.T) {
 			want := append(slices.Clone(tt.allowed), tt.deniedExtra...)
 			if got := headerNames(denied); !slices.Equal(got, want) {
 				t.Errorf("denied answer: got headers %q, want %q", got, want)
+			}
+			if body := string(denied.GetRawBody()); (body != "") != (tt.mode != "off") || tt.mode != "off" && !strings.HasPrefix(body, `{"error":"rate_limited","message":"over the limit`) {
+				t.Errorf("denied answer: raw_body %q, want the JSON of a denial unless off", body)
 			}
 			if tt.mode != "all" {
 				return
