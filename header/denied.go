@@ -84,9 +84,7 @@ func (v Values) retryAfter() *int64 {
 func WriteDenied(w http.ResponseWriter, r *http.Request, v Values, mode Mode, message string) {
 	v.Denied = true
 	h := w.Header()
-	for _, f := range v.Append(nil, mode) {
-		h.Set(f.Name, f.Value)
-	}
+	v.Set(h, mode)
 	var body any = v.Denial(message)
 	ct := JSON
 	if r != nil && PrefersProblem(r.Header.Values("Accept")) {

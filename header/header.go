@@ -3,6 +3,7 @@ package header
 import (
 	"encoding/base64"
 	"math"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -96,6 +97,40 @@ func (v Values) Append(dst []Field, mode Mode) []Field {
 		dst = append(dst, Field{"Retry-After", itoa(max(Seconds(v.RetryAfter), 1)), false})
 	}
 	return dst
+}
+
+// Set sets v's headers under mode in h, as Append lists them, replacing
+// any of the same names. It writes the names in their canonical form
+// without recomputing it, and gives the values one backing array: the
+// few allocations a response's headers cost.
+func (v Values) Set(h http.Header, mode Mode) {
+	var buf [6]Field
+	fs := v.Append(buf[:0], mode)
+	vals := make([]string, len(fs))
+	for i, f := range fs {
+		vals[i] = f.Value
+		h[canonical(f.Name)] = vals[i : i+1 : i+1]
+	}
+}
+
+// canonical is http.CanonicalHeaderKey(name), without its work for the
+// names Append writes.
+func canonical(name string) string {
+	switch name {
+	case "RateLimit-Policy":
+		return "Ratelimit-Policy"
+	case "RateLimit":
+		return "Ratelimit"
+	case "X-RateLimit-Limit":
+		return "X-Ratelimit-Limit"
+	case "X-RateLimit-Remaining":
+		return "X-Ratelimit-Remaining"
+	case "X-RateLimit-Reset":
+		return "X-Ratelimit-Reset"
+	case "Retry-After":
+		return "Retry-After"
+	}
+	return http.CanonicalHeaderKey(name)
 }
 
 // policyName is the name v's fields give its policy.

@@ -2,6 +2,7 @@ package header
 
 import (
 	"math"
+	"net/http"
 	"reflect"
 	"testing"
 	"time"
@@ -177,5 +178,26 @@ func TestParseMode(t *testing.T) {
 	}
 	if _, ok := ParseMode("some"); ok {
 		t.Errorf("ParseMode(some): want not ok")
+	}
+}
+
+// Set writes what Append lists, under the names http.Header.Get finds.
+func TestSet(t *testing.T) {
+	v := Values{Policy: "p", Limit: 100, Window: time.Minute, Remaining: 7, Reset: 3 * time.Second, Denied: true, RetryAfter: 2 * time.Second}
+	for _, mode := range []Mode{All, IETF, XRateLimit, Off} {
+		h := http.Header{"Ratelimit": {"stale"}, "Other": {"kept"}}
+		v.Set(h, mode)
+		fs := v.Append(nil, mode)
+		for _, f := range fs {
+			if got := h.Values(f.Name); len(got) != 1 || got[0] != f.Value {
+				t.Errorf("mode %d: %s = %q, want [%q]", mode, f.Name, got, f.Value)
+			}
+		}
+		if mode&IETF == 0 && h.Get("RateLimit") != "stale" {
+			t.Errorf("mode %d: RateLimit = %q, want the handler's own left alone", mode, h.Get("RateLimit"))
+		}
+		if h.Get("Other") != "kept" || len(h) != len(fs)+1+map[bool]int{true: 0, false: 1}[mode&IETF != 0] {
+			t.Errorf("mode %d: header %v, want %d fields and Other", mode, h, len(fs))
+		}
 	}
 }
