@@ -26,6 +26,11 @@ const MaxPart = 128
 //     not collide).
 func Join(parts ...string) string {
 	var b strings.Builder
+	n := len(parts)
+	for _, p := range parts {
+		n += len(p)
+	}
+	b.Grow(n)
 	for i, p := range parts {
 		if i > 0 {
 			b.WriteByte(':')
