@@ -25,6 +25,8 @@ var allowedImports = map[string][]string{
 	"clientip":          {},
 	"header":            {},
 	"internal/storekey": {},
+	"internal/edge":     {"", "header", "internal/storekey"},
+	"httplimit":         {"", "header", "clientip", "internal/edge", "internal/storekey"},
 	"httpretry":         {"header"},
 	"rules":             {"", "header", "internal/storekey", "github.com/fsnotify/fsnotify", "go.yaml.in/yaml/v3"},
 	"rls":               {"", "rules", "header", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/otel"},
@@ -35,7 +37,7 @@ var allowedImports = map[string][]string{
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "rules", "rls", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc"},
 	"internal/...": {""},
-	"examples/...": {"", "memstore", "redisstore"},
+	"examples/...": {"", "memstore", "redisstore", "httplimit"},
 }
 
 type listedPackage struct {

@@ -1,0 +1,338 @@
+// Package edge is what the HTTP middleware and the gRPC interceptors share:
+// a set of rules over a bouncer.Limiter, deciding a request of type R all
+// or nothing, holding it for a shaping delay, and giving back its leases
+// and, on failure, its units.
+package edge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/header"
+	"github.com/bouncerhq/bouncer/internal/storekey"
+)
+
+// Rule is one rule of a Set; the edges document its fields.
+type Rule[R any] struct {
+	Name            string
+	Key             func(R) (string, bool) // nil: one key for every request
+	Limits          []bouncer.Limit
+	Shadow          bool
+	RefundOnFailure bool
+}
+
+// Set decides requests of type R under its rules.
+type Set[R any] struct {
+	lim             bouncer.Limiter
+	enforce, shadow []rule[R]
+	maxDelay        time.Duration
+	log             *slog.Logger
+	observe         func(R, string, bouncer.Decision, bool)
+}
+
+type rule[R any] struct {
+	Rule[R]
+	leases, rest []bouncer.Limit
+}
+
+// New validates rules and returns their set. A shaping delay longer than
+// maxDelay refuses the request; observe, if not nil, is told each
+// decision.
+func New[R any](lim bouncer.Limiter, rules []Rule[R], maxDelay time.Duration, log *slog.Logger, observe func(R, string, bouncer.Decision, bool)) (*Set[R], error) {
+	if lim == nil {
+		return nil, fmt.Errorf("no limiter")
+	}
+	s := &Set[R]{lim: lim, maxDelay: maxDelay, log: log, observe: observe}
+	names := map[string]bool{}
+	for i, r := range rules {
+		if err := validate(i, r.Name, r.Limits, names); err != nil {
+			return nil, err
+		}
+		c := rule[R]{Rule: r}
+		c.Limits = append([]bouncer.Limit(nil), r.Limits...)
+		for _, l := range c.Limits {
+			if l.Algorithm == bouncer.Concurrency {
+				c.leases = append(c.leases, l)
+			} else {
+				c.rest = append(c.rest, l)
+			}
+		}
+		if c.Key == nil {
+			c.Key = func(R) (string, bool) { return "", true }
+		}
+		if r.Shadow {
+			s.shadow = append(s.shadow, c)
+		} else {
+			s.enforce = append(s.enforce, c)
+		}
+	}
+	return s, nil
+}
+
+func validate(i int, name string, limits []bouncer.Limit, names map[string]bool) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("rule %d: name is empty", i)
+	case names[name]:
+		return fmt.Errorf("rule %d: a second rule named %q", i, name)
+	case len(limits) == 0:
+		return fmt.Errorf("rule %q: no limits", name)
+	}
+	names[name] = true
+	for j, l := range limits {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("rule %q: %w", name, err)
+		}
+		for _, o := range limits[:j] {
+			if o.Name == l.Name {
+				return fmt.Errorf("rule %q: two limits named %q", name, l.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// charged is one rule's key in a request's check.
+type charged[R any] struct {
+	rule *rule[R]
+	key  string
+}
+
+// Admission is a decided request.
+type Admission[R any] struct {
+	// Decision is the enforcing rules' decision; Rule names the binding
+	// rule and Values what headers report. Limited is false when no
+	// enforcing rule applied to the request: there is nothing to report.
+	Decision bouncer.Decision
+	Rule     string
+	Values   header.Values
+	Limited  bool
+
+	// Hold, for an admitted request that holds leases or units given
+	// back on failure, is what it must give back when it ends; nil when
+	// there is nothing.
+	Hold *Hold[R]
+}
+
+// Hold is what an admitted request gives back when it ends.
+type Hold[R any] struct {
+	// Leases and Refunds say what: Concurrency leases, and units of
+	// rules that give them back when the request fails.
+	Leases, Refunds bool
+
+	set  *Set[R]
+	ctx  context.Context
+	cost int64
+	held []charged[R]
+	once sync.Once
+}
+
+// Admit decides req at cost: the shadow rules one by one, then the
+// enforcing rules together, all or nothing, holding an allowed request
+// for its shaping delay. A nil error and an allowed decision admit the
+// request, which must then call a.Hold.Done when it ends if a.Hold is not
+// nil. err is the limiter's failure, or ctx's error if the client went
+// away while held; nothing is held then.
+func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission[R], error) {
+	a := Admission[R]{Decision: bouncer.Decision{Allowed: true}}
+	var buf [4]charged[R]
+	held := s.checkShadow(ctx, req, cost, buf[:0])
+	// The enforcing rules' charges go after the shadow rules' leases.
+	start := len(held)
+	for i := range s.enforce {
+		c := &s.enforce[i]
+		if v, ok := c.Key(req); ok {
+			held = append(held, charged[R]{c, storekey.Join(c.Name, v)})
+		}
+	}
+	cs := held[start:]
+	if len(cs) > 0 {
+		d, err := s.lim.Check(ctx, request(make([]bouncer.KeyLimits, 0, len(cs)), cs, cost, all))
+		if err != nil {
+			s.giveBack(ctx, held[:start], cost)
+			return Admission[R]{}, err
+		}
+		b := binding(cs, d)
+		if s.observe != nil {
+			s.observe(req, b.rule.Name, d, false)
+		}
+		if d.Allowed && d.Delay > 0 {
+			if err := s.hold(ctx, cs, cost, &d); err != nil {
+				s.giveBack(ctx, held[:start], cost)
+				return Admission[R]{}, err
+			}
+		}
+		a.Decision, a.Rule, a.Values, a.Limited = d, b.rule.Name, values(b, d), true
+		if !d.Allowed {
+			held = held[:start] // charged nothing
+		}
+	}
+	if cost == 0 {
+		return a, nil
+	}
+	var h *Hold[R]
+	for _, c := range held {
+		if len(c.rule.leases) == 0 && !(c.rule.RefundOnFailure && len(c.rule.rest) > 0) {
+			continue
+		}
+		if h == nil {
+			h = &Hold[R]{set: s, ctx: ctx, cost: cost}
+		}
+		h.held = append(h.held, c)
+		h.Leases = h.Leases || len(c.rule.leases) > 0
+		h.Refunds = h.Refunds || c.rule.RefundOnFailure && len(c.rule.rest) > 0
+	}
+	if !a.Decision.Allowed {
+		h.Done(false) // the shadow rules' leases
+		h = nil
+	}
+	a.Hold = h
+	return a, nil
+}
+
+// giveBack releases the leases of held, for a request that will not be
+// served.
+func (s *Set[R]) giveBack(ctx context.Context, held []charged[R], cost int64) {
+	s.refund(ctx, held, cost, leases)
+}
+
+// checkShadow checks each shadow rule on its own, logs and reports its
+// denials, and appends to held the charges of those that allowed.
+func (s *Set[R]) checkShadow(ctx context.Context, req R, cost int64, held []charged[R]) []charged[R] {
+	for i := range s.shadow {
+		c := &s.shadow[i]
+		v, ok := c.Key(req)
+		if !ok {
+			continue
+		}
+		cs := []charged[R]{{c, storekey.Join(c.Name, v)}}
+		d, err := s.lim.Check(ctx, request(nil, cs, cost, all))
+		if err != nil {
+			s.log.Warn("shadow rule not decided", "rule", c.Name, "err", err)
+			continue
+		}
+		if s.observe != nil {
+			s.observe(req, c.Name, d, true)
+		}
+		if !d.Allowed {
+			s.log.Info("shadow rule would deny", "rule", c.Name, "key", cs[0].key, "limit", d.LimitName, "retry_after", d.RetryAfter)
+			continue
+		}
+		if len(c.leases) > 0 {
+			held = append(held, cs...)
+		}
+	}
+	return held
+}
+
+// hold waits for a shaping delay, or refuses the request (d is then
+// denied) if the delay is longer than maxDelay. It returns ctx's error if
+// the client went away meanwhile; the request's units are given back then
+// and when it is refused.
+func (s *Set[R]) hold(ctx context.Context, cs []charged[R], cost int64, d *bouncer.Decision) error {
+	if d.Delay > s.maxDelay {
+		s.refund(ctx, cs, cost, all)
+		d.Allowed, d.RetryAfter, d.Delay = false, d.Delay-s.maxDelay, 0
+		return nil
+	}
+	t := time.NewTimer(d.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		s.refund(ctx, cs, cost, all)
+		return ctx.Err()
+	}
+}
+
+// Release gives back h's leases at once (the client went away); Done
+// then gives back only what failure refunds.
+func (h *Hold[R]) Release() {
+	h.once.Do(func() { h.set.refund(h.ctx, h.held, h.cost, leases) })
+}
+
+// Done ends the request: it gives back its leases, and, if failed, the
+// units of its RefundOnFailure rules. Safe to call on nil, more than
+// once, and with Release.
+func (h *Hold[R]) Done(failed bool) {
+	if h == nil {
+		return
+	}
+	h.Release()
+	if failed && h.Refunds {
+		h.set.refund(h.ctx, h.held, h.cost, func(c *rule[R]) []bouncer.Limit {
+			if c.RefundOnFailure {
+				return c.rest
+			}
+			return nil
+		})
+		h.Refunds = false
+	}
+}
+
+func all[R any](c *rule[R]) []bouncer.Limit    { return c.Limits }
+func leases[R any](c *rule[R]) []bouncer.Limit { return c.leases }
+
+// refund gives cost back to the limits pick chooses of each rule in cs.
+// It runs even after the client has gone away.
+func (s *Set[R]) refund(ctx context.Context, cs []charged[R], cost int64, pick func(*rule[R]) []bouncer.Limit) {
+	if cost == 0 || len(cs) == 0 {
+		return
+	}
+	req := request(nil, cs, cost, pick)
+	if len(req.Keys) == 0 {
+		return
+	}
+	if err := s.lim.Refund(context.WithoutCancel(ctx), req); err != nil {
+		s.log.Warn("refund failed", "err", err)
+	}
+}
+
+// request is the check (or refund) of cost on the limits pick chooses of
+// each rule in cs, its keys appended to keys.
+func request[R any](keys []bouncer.KeyLimits, cs []charged[R], cost int64, pick func(*rule[R]) []bouncer.Limit) bouncer.Request {
+	for _, c := range cs {
+		if ls := pick(c.rule); len(ls) > 0 {
+			keys = append(keys, bouncer.KeyLimits{Key: c.key, Limits: ls})
+		}
+	}
+	return bouncer.Request{Keys: keys, Cost: cost, Peek: cost == 0}
+}
+
+// binding returns the charge of d's binding limit.
+func binding[R any](cs []charged[R], d bouncer.Decision) charged[R] {
+	for _, c := range cs {
+		if c.key == d.Key {
+			return c
+		}
+	}
+	return cs[0]
+}
+
+// values are the header values of d, whose binding limit is one of b's:
+// the policy is the rule's name, and the limit's after a dot when the
+// rule has several.
+func values[R any](b charged[R], d bouncer.Decision) header.Values {
+	v := header.Values{
+		Policy: b.rule.Name, Limit: d.Limit, Remaining: d.Remaining, Reset: d.ResetAfter,
+		Denied: !d.Allowed, RetryAfter: d.RetryAfter,
+	}
+	for _, l := range b.rule.Limits {
+		if l.Name != d.LimitName {
+			continue
+		}
+		if len(b.rule.Limits) > 1 {
+			v.Policy += "." + l.Name
+		}
+		v.Window = l.Period
+		if l.Algorithm == bouncer.Concurrency {
+			v.QuotaUnit = "concurrent-requests"
+		}
+	}
+	return v
+}
