@@ -27,6 +27,7 @@ var allowedImports = map[string][]string{
 	"internal/storekey": {},
 	"internal/edge":     {"", "header", "internal/storekey"},
 	"httplimit":         {"", "header", "clientip", "internal/edge", "internal/storekey"},
+	"grpclimit":         {"", "header", "clientip", "internal/edge", "internal/storekey", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc"},
 	"httpretry":         {"header"},
 	"rules":             {"", "header", "internal/storekey", "github.com/fsnotify/fsnotify", "go.yaml.in/yaml/v3"},
 	"rls":               {"", "rules", "header", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/otel"},
