@@ -78,3 +78,11 @@ bench-redis:
 
 bench-rls:
 	bash scripts/with-redis.sh bash scripts/bench-rls.sh
+
+# The HTTP middleware (httplimit over memstore) beside go-chi/httprate,
+# tollbooth, ulule/limiter's and sethvargo/go-limiter's, in process and over
+# loopback, in rounds (scripts/bench-middleware.sh).
+.PHONY: bench-middleware
+
+bench-middleware:
+	bash scripts/bench-middleware.sh

@@ -4,8 +4,10 @@ go 1.26.0
 
 require (
 	github.com/bouncerhq/bouncer v0.0.0
+	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/envoyproxy/ratelimit v1.4.1-0.20260122083618-3fb702589d36
+	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/gubernator-io/gubernator/v2 v2.13.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -45,6 +47,7 @@ require (
 	github.com/go-logfmt/logfmt v0.6.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-pkgz/expirable-cache/v3 v3.0.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/btree v1.1.1 // indirect
@@ -66,6 +69,7 @@ require (
 	github.com/jpillora/backoff v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kelseyhightower/envconfig v1.4.0 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/libp2p/go-reuseport v0.4.0 // indirect
 	github.com/lyft/goruntime v0.3.0 // indirect
 	github.com/lyft/gostats v0.4.14 // indirect
@@ -90,6 +94,7 @@ require (
 	github.com/tilinna/clock v1.0.2 // indirect
 	github.com/uptrace/opentelemetry-go-extra/otellogrus v0.2.1 // indirect
 	github.com/uptrace/opentelemetry-go-extra/otelutil v0.2.1 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.5.5 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.5.5 // indirect
 	go.etcd.io/etcd/client/v3 v3.5.5 // indirect

@@ -5,7 +5,9 @@
 // every bouncer implementation's ratio to every peer, computed rather
 // than typed. The Redis benchmarks' results, when there are any, get
 // tables of their own after the in-process ones, and so do the RLS
-// benchmarks' (BenchmarkRLS: rate-limit servers over gRPC) after those.
+// benchmarks' (BenchmarkRLS: rate-limit servers over gRPC) after those,
+// and the HTTP middleware benchmarks' (BenchmarkMiddleware and
+// BenchmarkMiddlewareLoopback) last.
 //
 //	go run ratios.go < out.txt
 package main
@@ -58,6 +60,8 @@ func main() {
 	redisCheck := filter(results, "BenchmarkRedisCheck")
 	redisBytes := filter(results, "BenchmarkRedisBytesPerKey")
 	rls := filter(results, "BenchmarkRLS")
+	mw := filter(results, "BenchmarkMiddleware")
+	mwLoopback := filter(results, "BenchmarkMiddlewareLoopback")
 	if len(check) > 0 {
 		checkTables(w, check, "Check")
 	}
@@ -71,9 +75,9 @@ func main() {
 	if len(bytes) > 0 {
 		bytesTables(w, bytes)
 	}
-	// The in-process targets, unless the input holds only Redis or RLS
-	// results.
-	inProcess := len(check)+len(random)+len(bytes) > 0 || len(redisCheck)+len(redisBytes)+len(rls) == 0
+	// The in-process targets, unless the input holds only Redis, RLS or
+	// middleware results.
+	inProcess := len(check)+len(random)+len(bytes) > 0 || len(redisCheck)+len(redisBytes)+len(rls)+len(mw)+len(mwLoopback) == 0
 	if inProcess {
 		targets(w, check, random, floors, bytes)
 	}
@@ -95,6 +99,12 @@ func main() {
 			fmt.Fprintln(w)
 		}
 		rlsTables(w, rls)
+	}
+	if len(mw)+len(mwLoopback) > 0 {
+		if inProcess || redis || len(rls) > 0 {
+			fmt.Fprintln(w)
+		}
+		middlewareTables(w, mw, mwLoopback)
 	}
 }
 
@@ -228,6 +238,9 @@ func cases(rs []result) []string {
 func caseOf(r result) string {
 	if r.topology != "" {
 		return redisCaseOf(r)
+	}
+	if r.keys == "" && r.callers != "" {
+		return "callers=" + r.callers // BenchmarkMiddlewareLoopback
 	}
 	if r.state != "" {
 		return "keys=" + r.keys + " " + r.state + " " + r.mode
@@ -906,4 +919,160 @@ func yes(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// mwBare is the HTTP middleware benchmarks' baseline, the handler alone.
+const mwBare = "bare"
+
+// The HTTP middleware targets: what bouncer's middleware adds to an
+// allowed request over the bare handler is under mwMaxOverhead ns, at
+// most 1/mwPeerRatio of the least a peer adds, and no allocation.
+const (
+	mwMaxOverhead = 1000.0
+	mwPeerRatio   = 2.0
+)
+
+// middlewareTables writes BenchmarkMiddleware's ns/op, each
+// implementation's overhead over bare, the ratios of the peers' overheads
+// to bouncer's and the targets, then BenchmarkMiddlewareLoopback's
+// latencies and what each middleware adds to bare's.
+func middlewareTables(w io.Writer, rs, loopback []result) {
+	if len(rs) > 0 {
+		mwInProcessTables(w, rs)
+	}
+	if len(loopback) > 0 {
+		mwLoopbackTable(w, loopback)
+	}
+}
+
+// mwPeers returns the middleware implementations in rs, bouncer's first,
+// without bare.
+func mwPeers(rs []result) (bouncers, peers []string) {
+	bouncers, peers = impls(rs)
+	return bouncers, slices.DeleteFunc(peers, func(p string) bool { return p == mwBare })
+}
+
+// mwOverhead returns what impl adds to bare in case c, in unit.
+func mwOverhead(rs []result, impl, c, unit string) (float64, bool) {
+	r, ok1 := find(rs, impl, c)
+	bare, ok2 := find(rs, mwBare, c)
+	return r.metrics[unit] - bare.metrics[unit], ok1 && ok2
+}
+
+func mwInProcessTables(w io.Writer, rs []result) {
+	bouncers, peers := mwPeers(rs)
+	cs := cases(rs)
+	all := append(append([]string{mwBare}, bouncers...), peers...)
+
+	fmt.Fprintf(w, "### HTTP middleware: ns/op (allocs/op)\n\n| impl |")
+	for _, c := range cs {
+		fmt.Fprintf(w, " %s |", c)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(cs)))
+	for _, im := range all {
+		fmt.Fprintf(w, "| %s |", im)
+		for _, c := range cs {
+			if r, ok := find(rs, im, c); ok {
+				fmt.Fprintf(w, " %s (%s) |", num(r.metrics["ns/op"]), num(r.metrics["allocs/op"]))
+			} else {
+				fmt.Fprintf(w, " – |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+
+	fmt.Fprintf(w, "\n### HTTP middleware: overhead over bare (ns/op − bare's ns/op; allocs/op − bare's, in parentheses)\n\n| impl |")
+	for _, c := range cs {
+		fmt.Fprintf(w, " %s |", c)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(cs)))
+	for _, im := range append(slices.Clone(bouncers), peers...) {
+		fmt.Fprintf(w, "| %s |", im)
+		for _, c := range cs {
+			ns, ok := mwOverhead(rs, im, c, "ns/op")
+			allocs, _ := mwOverhead(rs, im, c, "allocs/op")
+			if ok {
+				fmt.Fprintf(w, " %s (%s) |", num(ns), num(allocs))
+			} else {
+				fmt.Fprintf(w, " – |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+
+	ratioHeader(w, "\n### HTTP middleware: overhead ratios (peer's overhead ÷ bouncer's; above 1 means bouncer adds less)",
+		[]string{"case", "bouncer"}, peers, "least-overhead peer")
+	for _, c := range cs {
+		for _, b := range bouncers {
+			bo, ok := mwOverhead(rs, b, c, "ns/op")
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s |", c, b)
+			for _, p := range peers {
+				if po, ok := mwOverhead(rs, p, c, "ns/op"); ok {
+					fmt.Fprintf(w, " %s |", ratio(po, bo))
+				} else {
+					fmt.Fprintf(w, " – |")
+				}
+			}
+			best, bv := mwLeastOverhead(rs, peers, c)
+			fmt.Fprintf(w, " %s (%s) |\n", ratio(bv, bo), best)
+		}
+	}
+
+	fmt.Fprintf(w, "\n### HTTP middleware targets (overhead under %.0f ns; at most 1/%.0f of the least-overhead peer's; no allocation over bare)\n\n| target | case | bouncer | figure | met |\n|---|---|---|---|---|\n",
+		mwMaxOverhead, mwPeerRatio)
+	for _, c := range cs {
+		for _, b := range bouncers {
+			bo, ok := mwOverhead(rs, b, c, "ns/op")
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(w, "| overhead < %.0f ns | %s | %s | %s ns | %s |\n", mwMaxOverhead, c, b, num(bo), yes(bo < mwMaxOverhead))
+			if best, bv := mwLeastOverhead(rs, peers, c); best != "" {
+				fmt.Fprintf(w, "| overhead ≤ 1/%.0f of the least-overhead peer's | %s | %s | %s %s (%s vs %s ns) | %s |\n",
+					mwPeerRatio, c, b, ratio(bv, bo), best, num(bo), num(bv), yes(bo > 0 && bv/bo >= mwPeerRatio || bo <= 0 && bv > 0))
+			}
+			a, _ := mwOverhead(rs, b, c, "allocs/op")
+			fmt.Fprintf(w, "| allocs/op over bare = 0 | %s | %s | %s | %s |\n", c, b, num(a), yes(a == 0))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// mwLeastOverhead returns the peer that adds the least ns/op to bare in
+// case c, and what it adds.
+func mwLeastOverhead(rs []result, peers []string, c string) (string, float64) {
+	best, v := "", 0.0
+	for _, p := range peers {
+		if o, ok := mwOverhead(rs, p, c, "ns/op"); ok && (best == "" || o < v) {
+			best, v = p, o
+		}
+	}
+	return best, v
+}
+
+func mwLoopbackTable(w io.Writer, rs []result) {
+	bouncers, peers := mwPeers(rs)
+	all := append(append([]string{mwBare}, bouncers...), peers...)
+	fmt.Fprintf(w, "### HTTP middleware over loopback: latency (µs) and what each middleware adds to bare's\n\n| case | impl | p50 | p99 | p50 added | p99 added | ns/op |\n|---|---|---:|---:|---:|---:|---:|\n")
+	for _, c := range cases(rs) {
+		for _, im := range all {
+			r, ok := find(rs, im, c)
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s |", c, im, num(r.metrics[unitP50]), num(r.metrics[unitP99]))
+			for _, unit := range []string{unitP50, unitP99} {
+				if d, ok := mwOverhead(rs, im, c, unit); ok && im != mwBare {
+					fmt.Fprintf(w, " %s |", num(d))
+				} else {
+					fmt.Fprintf(w, " – |")
+				}
+			}
+			fmt.Fprintf(w, " %s |\n", num(r.metrics["ns/op"]))
+		}
+	}
+	fmt.Fprintln(w)
 }
