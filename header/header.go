@@ -99,17 +99,38 @@ func (v Values) Append(dst []Field, mode Mode) []Field {
 	return dst
 }
 
-// Set sets v's headers under mode in h, as Append lists them, replacing
-// any of the same names. It writes the names in their canonical form
-// without recomputing it, and gives the values one backing array: the
-// few allocations a response's headers cost.
+// Set sets v's headers under mode in h, the fields Append lists,
+// replacing any of the same names. It is Append for a net/http response,
+// at a few allocations: it writes the canonical names without computing
+// them, and the fields that are the same in every answer under a limit
+// (RateLimit-Policy, X-RateLimit-Limit) as slices built once and shared
+// by every header it sets, which callers must not modify in place (as
+// net/http never does; h.Set and h.Add replace or copy them).
 func (v Values) Set(h http.Header, mode Mode) {
-	var buf [6]Field
-	fs := v.Append(buf[:0], mode)
-	vals := make([]string, len(fs))
-	for i, f := range fs {
-		vals[i] = f.Value
-		h[canonical(f.Name)] = vals[i : i+1 : i+1]
+	if mode&(IETF|XRateLimit) == 0 {
+		if v.Denied && v.RetryAfter != math.MaxInt64 {
+			h["Retry-After"] = []string{itoa(max(Seconds(v.RetryAfter), 1))}
+		}
+		return
+	}
+	p := policyOf(v)
+	vals := make([]string, 4)
+	if mode&IETF != 0 {
+		it := Item{Remaining: v.Remaining, Reset: v.Reset, PartitionKey: v.PartitionKey, HasRemaining: true, HasReset: true}
+		var buf [128]byte
+		vals[0] = string(appendItem(buf[:0], p.name, it))
+		h["Ratelimit-Policy"] = p.fieldValues
+		h["Ratelimit"] = vals[0:1:1]
+	}
+	if mode&XRateLimit != 0 {
+		vals[1], vals[2] = itoa(v.Remaining), itoa(Seconds(v.Reset))
+		h["X-Ratelimit-Limit"] = p.limitValues
+		h["X-Ratelimit-Remaining"] = vals[1:2:2]
+		h["X-Ratelimit-Reset"] = vals[2:3:3]
+	}
+	if v.Denied && v.RetryAfter != math.MaxInt64 {
+		vals[3] = itoa(max(Seconds(v.RetryAfter), 1))
+		h["Retry-After"] = vals[3:4:4]
 	}
 }
 
@@ -154,6 +175,10 @@ type policy struct {
 	name     string // quoted
 	field    string // the RateLimit-Policy member
 	constant bool
+
+	// For Values.Set: the field, and X-RateLimit-Limit's value, as
+	// header values.
+	fieldValues, limitValues []string
 }
 
 // policies caches the policy fields of the limits seen (bounded), since
@@ -186,7 +211,8 @@ func policyOf(v Values) policy {
 
 func buildPolicy(p Policy, constant bool) policy {
 	name := string(appendString(nil, p.Name))
-	return policy{name, string(appendPolicy([]byte(name), p)), constant}
+	field := string(appendPolicy([]byte(name), p))
+	return policy{name, field, constant, []string{field}, []string{itoa(p.Quota)}}
 }
 
 // Seconds is d in whole seconds, rounded up; never negative.

@@ -41,10 +41,16 @@ func BenchmarkMiddleware(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	quiet, err := httplimit.Middleware(store, []httplimit.Rule{{Name: "per_ip", Key: httplimit.IP(nil), Limits: []bouncer.Limit{
+		{Name: "s", Algorithm: bouncer.TokenBucket, Rate: 1000, Period: time.Second, Burst: 1 << 30},
+	}}}, httplimit.Options{DeniedOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		h    http.Handler
-	}{{"bare", bare}, {"httplimit", mw(bare)}} {
+	}{{"bare", bare}, {"httplimit", mw(bare)}, {"httplimit-deniedonly", quiet(bare)}} {
 		b.Run("impl="+c.name, func(b *testing.B) {
 			w := &discardWriter{h: http.Header{}}
 			b.ReportAllocs()
