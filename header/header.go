@@ -68,6 +68,21 @@ type Values struct {
 	// describes. It goes to the client: it should not hold what the
 	// client may not see, such as another tenant's identifier.
 	PartitionKey []byte
+
+	prepared *policy // see Prepare
+}
+
+// Prepare returns v holding the fields that are the same in every answer
+// under its limit (its policy, its quota), built once: a Values copied
+// from a prepared one, with only Remaining, Reset, Denied and RetryAfter
+// changed, writes its fields without looking them up. A copy whose other
+// fields changed is looked up as any Values is.
+func (v Values) Prepare() Values {
+	v.prepared = nil
+	p := policyOf(v)
+	p.key = policyKey{v.Policy, v.QuotaUnit, v.Limit, Seconds(v.Window)}
+	v.prepared = &p
+	return v
 }
 
 // Append appends v's headers under mode to dst. Durations are written as
@@ -179,6 +194,8 @@ type policy struct {
 	// For Values.Set: the field, and X-RateLimit-Limit's value, as
 	// header values.
 	fieldValues, limitValues []string
+
+	key policyKey // what it was built for, if cached
 }
 
 // policies caches the policy fields of the limits seen (bounded), since
@@ -193,6 +210,9 @@ var (
 const maxPolicies = 1 << 14
 
 func policyOf(v Values) policy {
+	if p := v.prepared; p != nil && len(v.PartitionKey) == 0 && p.key == (policyKey{v.Policy, v.QuotaUnit, v.Limit, Seconds(v.Window)}) {
+		return *p
+	}
 	if len(v.PartitionKey) > 0 {
 		return buildPolicy(v.policy(), false)
 	}
@@ -201,6 +221,7 @@ func policyOf(v Values) policy {
 		return p.(policy)
 	}
 	p := buildPolicy(v.policy(), true)
+	p.key = k
 	if policiesSeen.Load() < maxPolicies {
 		if _, loaded := policies.LoadOrStore(k, p); !loaded {
 			policiesSeen.Add(1)
@@ -212,7 +233,7 @@ func policyOf(v Values) policy {
 func buildPolicy(p Policy, constant bool) policy {
 	name := string(appendString(nil, p.Name))
 	field := string(appendPolicy([]byte(name), p))
-	return policy{name, field, constant, []string{field}, []string{itoa(p.Quota)}}
+	return policy{name: name, field: field, constant: constant, fieldValues: []string{field}, limitValues: []string{itoa(p.Quota)}}
 }
 
 // Seconds is d in whole seconds, rounded up; never negative.

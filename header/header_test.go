@@ -201,3 +201,26 @@ func TestSet(t *testing.T) {
 		}
 	}
 }
+
+// A prepared Values writes what an unprepared one does, also when a copy
+// changes what was prepared.
+func TestPrepare(t *testing.T) {
+	base := Values{Policy: "p", Limit: 10, Window: time.Minute, Remaining: 3, Reset: time.Second}
+	prepared := base.Prepare()
+	changed := prepared
+	changed.Policy, changed.Limit, changed.QuotaUnit = "other", 20, "concurrent-requests"
+	keyed := prepared
+	keyed.PartitionKey = []byte("tenant")
+	for name, c := range map[string]struct{ got, want Values }{
+		"as prepared":    {prepared, base},
+		"fields changed": {changed, Values{Policy: "other", Limit: 20, Window: time.Minute, Remaining: 3, Reset: time.Second, QuotaUnit: "concurrent-requests"}},
+		"partition key":  {keyed, Values{Policy: "p", Limit: 10, Window: time.Minute, Remaining: 3, Reset: time.Second, PartitionKey: []byte("tenant")}},
+	} {
+		got, want := http.Header{}, http.Header{}
+		c.got.Set(got, All)
+		c.want.Set(want, All)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+}

@@ -37,6 +37,7 @@ type Set[R any] struct {
 type rule[R any] struct {
 	Rule[R]
 	leases, rest []bouncer.Limit
+	values       []header.Values // per limit: what headers report, prepared
 }
 
 // New validates rules and returns their set. A shaping delay longer than
@@ -55,6 +56,14 @@ func New[R any](lim bouncer.Limiter, rules []Rule[R], maxDelay time.Duration, lo
 		c := rule[R]{Rule: r}
 		c.Limits = append([]bouncer.Limit(nil), r.Limits...)
 		for _, l := range c.Limits {
+			v := header.Values{Policy: r.Name, Limit: l.Capacity(), Window: l.Period}
+			if len(c.Limits) > 1 {
+				v.Policy += "." + l.Name
+			}
+			if l.Algorithm == bouncer.Concurrency {
+				v.QuotaUnit = "concurrent-requests"
+			}
+			c.values = append(c.values, v.Prepare())
 			if l.Algorithm == bouncer.Concurrency {
 				c.leases = append(c.leases, l)
 			} else {
@@ -318,21 +327,14 @@ func binding[R any](cs []charged[R], d bouncer.Decision) charged[R] {
 // the policy is the rule's name, and the limit's after a dot when the
 // rule has several.
 func values[R any](b charged[R], d bouncer.Decision) header.Values {
-	v := header.Values{
-		Policy: b.rule.Name, Limit: d.Limit, Remaining: d.Remaining, Reset: d.ResetAfter,
-		Denied: !d.Allowed, RetryAfter: d.RetryAfter,
-	}
-	for _, l := range b.rule.Limits {
-		if l.Name != d.LimitName {
-			continue
-		}
-		if len(b.rule.Limits) > 1 {
-			v.Policy += "." + l.Name
-		}
-		v.Window = l.Period
-		if l.Algorithm == bouncer.Concurrency {
-			v.QuotaUnit = "concurrent-requests"
+	var v header.Values
+	for i, l := range b.rule.Limits {
+		if l.Name == d.LimitName {
+			v = b.rule.values[i]
+			break
 		}
 	}
+	v.Limit, v.Remaining, v.Reset = d.Limit, d.Remaining, d.ResetAfter
+	v.Denied, v.RetryAfter = !d.Allowed, d.RetryAfter
 	return v
 }
