@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"github.com/bouncerhq/bouncer/internal/yamlconf"
 	"slices"
 	"strings"
 )
@@ -47,6 +48,9 @@ func (e *ConfigError) Error() string {
 }
 
 type errorList struct{ problems []Problem }
+
+// pos is the line a config value came from (yamlconf.Pos).
+type pos = yamlconf.Pos
 
 func (l *errorList) add(file string, line int, reason string) {
 	l.problems = append(l.problems, Problem{File: file, Line: line, Reason: reason})

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/bouncerhq/bouncer/internal/yamlconf"
 	"io"
 	"os"
 	"path/filepath"
@@ -123,17 +124,17 @@ func parseFile(name string, data []byte, errs *errorList) *Domain {
 		}
 	}
 	before := len(errs.problems)
-	dec := decoder{file: name, errs: errs}
+	dec := yamlconf.Decoder{File: name, Report: errs.add}
 	if native {
 		var f nativeFile
-		dec.decode(top, &f)
+		dec.Decode(top, &f)
 		if len(errs.problems) > before {
 			return nil
 		}
 		return compileNative(name, &f, top.Line, errs)
 	}
 	var f envoyFile
-	dec.decode(top, &f)
+	dec.Decode(top, &f)
 	if len(errs.problems) > before {
 		return nil
 	}

@@ -1,4 +1,8 @@
-package rules
+// Package yamlconf decodes configuration YAML strictly, with the line of
+// every problem: an unknown field, a wrong type or a bad duration is
+// reported at its line, and decoding goes on so that one pass reports
+// every such problem. The rules config and the gateway config share it.
+package yamlconf
 
 import (
 	"fmt"
@@ -10,47 +14,48 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// pos is the line of the YAML node a config value came from, so that
-// errors found after decoding still name it. A struct field of type pos
+// Pos is the line of the YAML node a config value came from, so that
+// errors found after decoding still name it. A struct field of type Pos
 // (untagged, exported so that reflection may set it) is filled with the
 // struct's own line.
-type pos struct{ Line int }
+type Pos struct{ Line int }
 
 var (
-	posType      = reflect.TypeFor[pos]()
+	posType      = reflect.TypeFor[Pos]()
 	durationType = reflect.TypeFor[time.Duration]()
 	nodeType     = reflect.TypeFor[yaml.Node]()
 )
 
-// decoder decodes YAML nodes into the config's raw structs strictly: an
+// Decoder decodes YAML nodes into a config's raw structs strictly: an
 // unknown field, a wrong type or a bad duration is an error at its line,
-// and decoding goes on so that one pass reports every such error.
-type decoder struct {
-	file string
-	errs *errorList
+// given to Report, and decoding goes on so that one pass reports every
+// such error.
+type Decoder struct {
+	File   string
+	Report func(file string, line int, reason string)
 
 	visits  int // nodes decoded, aliases counted each time they are used
 	tooMany bool
 }
 
-// maxNodes bounds the nodes one file decodes to, aliases expanded: a few
+// MaxNodes bounds the nodes one file decodes to, aliases expanded: a few
 // lines of nested aliases can otherwise stand for billions of nodes.
-const maxNodes = 1 << 17
+const MaxNodes = 1 << 17
 
-func (d *decoder) errorf(line int, format string, args ...any) {
-	d.errs.add(d.file, line, fmt.Sprintf(format, args...))
+func (d *Decoder) errorf(line int, format string, args ...any) {
+	d.Report(d.File, line, fmt.Sprintf(format, args...))
 }
 
-// decode fills v (a pointer) from n.
-func (d *decoder) decode(n *yaml.Node, v any) {
+// Decode fills v (a pointer) from n.
+func (d *Decoder) Decode(n *yaml.Node, v any) {
 	d.value(n, reflect.ValueOf(v).Elem(), "")
 }
 
-func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
-	if d.visits++; d.visits > maxNodes {
+func (d *Decoder) value(n *yaml.Node, v reflect.Value, path string) {
+	if d.visits++; d.visits > MaxNodes {
 		if !d.tooMany {
 			d.tooMany = true
-			d.errorf(n.Line, "%s: the file expands to more than %d values (nested aliases?)", name(path), maxNodes)
+			d.errorf(n.Line, "%s: the file expands to more than %d values (nested aliases?)", name(path), MaxNodes)
 		}
 		return
 	}
@@ -116,7 +121,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *decoder) fields(n *yaml.Node, v reflect.Value, path string) {
+func (d *Decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 	t := v.Type()
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n.Line, "%s: want a mapping, got %s", name(path), describe(n))
@@ -127,7 +132,7 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if f.Type == posType {
-			v.Field(i).Set(reflect.ValueOf(pos{n.Line}))
+			v.Field(i).Set(reflect.ValueOf(Pos{n.Line}))
 			continue
 		}
 		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
@@ -155,12 +160,12 @@ func (d *decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
+func (d *Decoder) duration(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.ScalarNode {
 		d.errorf(n.Line, "%s: want a duration such as 1s, 90s, 1h or 7d, got %s", name(path), describe(n))
 		return
 	}
-	p, err := parseDuration(n.Value)
+	p, err := ParseDuration(n.Value)
 	if err != nil {
 		d.errorf(n.Line, "%s: %v", name(path), err)
 		return
@@ -168,9 +173,9 @@ func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
 	v.SetInt(int64(p))
 }
 
-// parseDuration reads a Go duration ("1s", "1m30s", "250ms"), also taking
+// ParseDuration reads a Go duration ("1s", "1m30s", "250ms"), also taking
 // whole days as "7d", since periods of days are common in rate limits.
-func parseDuration(s string) (time.Duration, error) {
+func ParseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		var n int64
 		if _, err := fmt.Sscanf(days, "%d", &n); err == nil && fmt.Sprint(n) == days && n > 0 && n <= 106751 {
