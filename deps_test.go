@@ -36,6 +36,7 @@ var allowedImports = map[string][]string{
 	"tracing":           {"", "go.opentelemetry.io/otel"},
 	"admin":             {"", "rules", "github.com/prometheus/client_golang"},
 	"metrics":           {"", "rules", "github.com/prometheus/client_golang"},
+	"gateway/tlsreload": {"github.com/fsnotify/fsnotify"},
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "rules", "rls", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc"},
 	"internal/...": {""},

@@ -1,0 +1,221 @@
+package tlsreload
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Config names the files a Reloader serves and how it asks for client
+// certificates.
+type Config struct {
+	// CertFile and KeyFile are PEM: the certificate, followed by its
+	// intermediates, and its private key (PKCS #8, SEC 1 or PKCS #1).
+	// Both are required.
+	CertFile, KeyFile string
+
+	// ClientCAFile is a PEM bundle of the CAs that sign client
+	// certificates; "" disables client certificates. It is reloaded
+	// with the certificate, and a CA dropped from it is dropped for
+	// resumed sessions too: crypto/tls verifies a session ticket's
+	// client chain against the bundle of the handshake that resumes it.
+	ClientCAFile string
+
+	// ClientAuth is "none" (the default, for ""), "request" (a client
+	// may present a certificate, which is then verified against
+	// ClientCAFile) or "require" (a client must present one that
+	// verifies). "request" and "require" need ClientCAFile, and
+	// ClientCAFile needs one of them: a CA bundle given without a mode
+	// is refused rather than silently not checked.
+	//
+	// Security: a verified certificate says only that one of the CAs
+	// signed it; authorizing its subject is the caller's job, from
+	// http.Request.TLS.VerifiedChains.
+	ClientAuth string
+
+	// MinVersion is the lowest TLS version accepted: "1.2" (the
+	// default, for "") or "1.3".
+	MinVersion string
+}
+
+// Options are a Reloader's optional settings; the zero value is usable.
+type Options struct {
+	// Logger receives a line when a certificate is loaded, when it is
+	// expired or not yet valid (a warning, not an error), and when new
+	// files are rejected and the old certificate kept. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// OnReload, if not nil, is called after every reload attempt, by
+	// Reload or after a change to the files, with the leaf certificate
+	// served now and the error that rejected the new files (nil when
+	// they loaded, or had not changed). It is not called for New's
+	// first load. Calls do not overlap; OnReload must not call Reload.
+	OnReload func(leaf *x509.Certificate, err error)
+}
+
+// debounce is how long the watch waits after a change for more before it
+// reloads, so that a certificate and key written one after the other, or
+// a volume's swap in several steps, are read once and whole.
+const debounce = 100 * time.Millisecond
+
+// nextProtos offers HTTP/2 first, as net/http does.
+var nextProtos = []string{"h2", "http/1.1"}
+
+var clientAuths = map[string]tls.ClientAuthType{
+	"":        tls.NoClientCert,
+	"none":    tls.NoClientCert,
+	"request": tls.VerifyClientCertIfGiven,
+	"require": tls.RequireAndVerifyClientCert,
+}
+
+var minVersions = map[string]uint16{
+	"":    tls.VersionTLS12,
+	"1.2": tls.VersionTLS12,
+	"1.3": tls.VersionTLS13,
+}
+
+// Reloader serves the newest good certificate of its files. Its methods
+// are safe for concurrent use.
+type Reloader struct {
+	c        Config
+	auth     tls.ClientAuthType
+	minVer   uint16
+	log      *slog.Logger
+	onReload func(*x509.Certificate, error)
+
+	mu  sync.Mutex // serializes loads
+	cur atomic.Pointer[state]
+
+	watcher   *fsnotify.Watcher
+	done      chan struct{} // closed by Close
+	stopped   chan struct{} // closed when the watch has returned
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New loads the files of c and starts watching them. Its error names the
+// file and the reason when one does not load; an expired certificate is
+// logged, not refused. Close stops the watch.
+func New(c Config, o Options) (*Reloader, error) {
+	if c.CertFile == "" || c.KeyFile == "" {
+		return nil, errors.New("tlsreload: CertFile and KeyFile are required")
+	}
+	auth, ok := clientAuths[c.ClientAuth]
+	if !ok {
+		return nil, fmt.Errorf("tlsreload: ClientAuth %q: want none, request or require", c.ClientAuth)
+	}
+	if auth != tls.NoClientCert && c.ClientCAFile == "" {
+		return nil, fmt.Errorf("tlsreload: ClientAuth %q needs a ClientCAFile", c.ClientAuth)
+	}
+	if auth == tls.NoClientCert && c.ClientCAFile != "" {
+		return nil, errors.New(`tlsreload: ClientCAFile is set but ClientAuth is "none": say "request" or "require"`)
+	}
+	minVer, ok := minVersions[c.MinVersion]
+	if !ok {
+		return nil, fmt.Errorf("tlsreload: MinVersion %q: want 1.2 or 1.3", c.MinVersion)
+	}
+	r := &Reloader{
+		c: c, auth: auth, minVer: minVer, log: o.Logger, onReload: o.OnReload,
+		done: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	s, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	r.serve(s, time.Now())
+	w, relevant, err := watch(c.CertFile, c.KeyFile, c.ClientCAFile)
+	if err != nil {
+		return nil, err
+	}
+	r.watcher = w
+	go r.run(relevant)
+	return r, nil
+}
+
+// TLSConfig returns a new config for a server: its GetConfigForClient
+// gives each handshake the newest good certificate, client CA pool and
+// client certificate policy, and its GetCertificate the certificate
+// alone. It offers h2 and http/1.1. A caller that replaces
+// GetConfigForClient loses the client certificate policy, which the
+// returned config does not carry itself.
+func (r *Reloader) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: r.minVer,
+		NextProtos: slices.Clone(nextProtos),
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return r.cur.Load().cert, nil
+		},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return r.cur.Load().conf, nil
+		},
+	}
+}
+
+// Current returns the leaf certificate served now.
+func (r *Reloader) Current() *x509.Certificate {
+	return r.cur.Load().leaf
+}
+
+// Reload reads the files again now, as a change to them does, and serves
+// them if they load whole. Otherwise it logs why, keeps serving the
+// certificate it has, and returns the reason. It works after Close too.
+func (r *Reloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	s, err := r.load()
+	switch {
+	case err != nil:
+		r.log.Error("tlsreload: new files rejected, keeping the old certificate", "err", err)
+	case s.same(r.cur.Load()):
+		r.log.Debug("tlsreload: files unchanged", "cert_file", r.c.CertFile)
+	default:
+		r.serve(s, now)
+	}
+	if r.onReload != nil {
+		r.onReload(r.Current(), err)
+	}
+	return err
+}
+
+// serve makes s the state handshakes get. A certificate outside its
+// validity is served all the same: refusing it would turn a late renewal
+// into an outage of the whole gateway, and clients check the dates.
+func (r *Reloader) serve(s *state, now time.Time) {
+	r.cur.Store(s)
+	leaf := s.leaf
+	attrs := []any{"cert_file", r.c.CertFile, "subject", leaf.Subject.String(),
+		"serial", leaf.SerialNumber.String(), "not_before", leaf.NotBefore, "not_after", leaf.NotAfter}
+	switch {
+	case now.After(leaf.NotAfter):
+		r.log.Warn("tlsreload: serving an expired certificate", attrs...)
+	case now.Before(leaf.NotBefore):
+		r.log.Warn("tlsreload: serving a certificate not yet valid", attrs...)
+	default:
+		r.log.Info("tlsreload: serving certificate", attrs...)
+	}
+}
+
+// Close stops watching the files and waits for the watch to end; the
+// certificate loaded last is still served, and Reload still works.
+// Closing again does nothing.
+func (r *Reloader) Close() error {
+	r.closeOnce.Do(func() {
+		close(r.done)
+		<-r.stopped
+		r.closeErr = r.watcher.Close()
+	})
+	return r.closeErr
+}
