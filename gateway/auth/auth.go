@@ -1,0 +1,64 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Identity is who a request comes from, as an Authenticator verified it.
+type Identity struct {
+	// Subject is the verified user: the JWT's subject claim (JWTConfig.SubjectClaim,
+	// "sub" by default), or the API key's ID.
+	Subject string
+	// Plan is the caller's plan, from JWTConfig.PlanClaim or the API key's
+	// entry; "" if there is none.
+	Plan string
+	// Method is how the caller was verified: MethodJWT.
+	Method string
+	// KeyID is the JWT's kid ("" if it has none) or the API key's ID.
+	KeyID string
+	// Claims are the JWT's claims as decoded from JSON (numbers are
+	// float64); nil for API keys. They are the Authenticator's copy for
+	// this request only: changing them changes nothing else.
+	Claims map[string]any
+}
+
+// The values of Identity.Method.
+const (
+	MethodJWT = "jwt"
+)
+
+// ErrUnauthenticated is wrapped by every error an Authenticator returns.
+// The rest of the message says why, for the logs; a client should be told
+// no more than "unauthenticated", since the reason helps an attacker more
+// than it helps a user.
+var ErrUnauthenticated = errors.New("auth: unauthenticated")
+
+// An Authenticator tells who sends a request. Authenticate returns an
+// error wrapping ErrUnauthenticated when the request carries no
+// credentials or credentials that do not verify; it never returns a
+// partial Identity with an error. Implementations are safe for concurrent
+// use.
+type Authenticator interface {
+	Authenticate(r *http.Request) (Identity, error)
+}
+
+var _ Authenticator = (*JWT)(nil)
+
+// refuse returns an error wrapping ErrUnauthenticated that names the
+// authenticator, with the reason formatted from format and args.
+func refuse(name, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrUnauthenticated, name, fmt.Sprintf(format, args...))
+}
+
+// validHeaderValue reports whether s can be sent as an HTTP header
+// value: no control characters other than tab (RFC 9110, section 5.5).
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
