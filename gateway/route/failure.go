@@ -1,0 +1,93 @@
+package route
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// A failure is why the proxy answers instead of an upstream.
+type failure int
+
+const (
+	badGateway failure = iota
+	noHealthyUpstream
+	gatewayTimeout
+)
+
+// failures maps each failure to its answer, over HTTP and over gRPC.
+var failures = [...]struct {
+	status  int
+	code    string // the JSON body's "error"
+	grpc    int    // the gRPC status code
+	message string // after the route's name
+}{
+	badGateway:        {http.StatusBadGateway, "bad_gateway", 14, "no upstream answered"},                       // UNAVAILABLE
+	noHealthyUpstream: {http.StatusServiceUnavailable, "no_healthy_upstream", 14, "no upstream is healthy"},     // UNAVAILABLE
+	gatewayTimeout:    {http.StatusGatewayTimeout, "gateway_timeout", 4, "the upstream did not answer in time"}, // DEADLINE_EXCEEDED
+}
+
+// fail is the reverse proxy's ErrorHandler. The error itself is not
+// shown to the client: it would tell where the upstreams are.
+func (e *entry) fail(w http.ResponseWriter, req *http.Request, err error) {
+	if req.Context().Err() != nil {
+		return // the client went away: nobody to tell
+	}
+	f := badGateway
+	switch {
+	case errors.Is(err, errNoUpstream):
+		f = noHealthyUpstream
+	case errors.Is(err, errTimeout):
+		f = gatewayTimeout
+	}
+	x := exchangeOf(req.Context())
+	h := w.Header()
+	h.Set(e.table.idHeader, x.id)
+	a := failures[f]
+	msg := fmt.Sprintf("route %q: %s", e.route.Name, a.message)
+	if x.grpc {
+		// A Trailers-Only response: the status travels in the only
+		// HEADERS frame, which gRPC reads as the trailers.
+		h.Set("Content-Type", "application/grpc")
+		h.Set("Grpc-Status", strconv.Itoa(a.grpc))
+		h.Set("Grpc-Message", grpcEscape(msg))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if f == noHealthyUpstream {
+		h.Set("Retry-After", "1")
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(a.status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{a.code, msg})
+}
+
+// grpcEscape percent-encodes s for grpc-message: every byte outside
+// printable ASCII, and '%'.
+func grpcEscape(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if ' ' <= c && c <= '~' && c != '%' {
+			if b != nil {
+				b = append(b, c)
+			}
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(s)+8), s[:i]...)
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	if b == nil {
+		return s
+	}
+	return string(b)
+}

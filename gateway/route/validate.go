@@ -1,0 +1,152 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// validate checks routes, returning every problem found, each naming the
+// route and the field.
+func validate(routes []Route) error {
+	var errs []error
+	names := make(map[string]bool, len(routes))
+	type place struct{ host, prefix string }
+	places := make(map[place]string, len(routes))
+	for i, r := range routes {
+		bad := func(format string, args ...any) {
+			who := fmt.Sprintf("route %q", r.Name)
+			if r.Name == "" {
+				who = fmt.Sprintf("routes[%d]", i)
+			}
+			errs = append(errs, fmt.Errorf("route: %s: %s", who, fmt.Sprintf(format, args...)))
+		}
+		switch {
+		case r.Name == "":
+			bad("Name is required")
+		case names[r.Name]:
+			bad("Name is used by an earlier route")
+		}
+		names[r.Name] = true
+		if err := checkHost(r.Host); err != nil {
+			bad("Host %q: %v", r.Host, err)
+		}
+		if err := checkPath(r.PathPrefix); err != nil {
+			bad("PathPrefix %q: %v", r.PathPrefix, err)
+		}
+		p := place{strings.ToLower(r.Host), r.PathPrefix}
+		if other, ok := places[p]; ok {
+			bad("Host %q and PathPrefix %q are those of route %q", r.Host, r.PathPrefix, other)
+		} else {
+			places[p] = r.Name
+		}
+		if len(r.Upstreams) == 0 {
+			bad("Upstreams: at least one is required")
+		}
+		for j, s := range r.Upstreams {
+			if _, _, err := parseUpstream(s); err != nil {
+				bad("Upstreams[%d] %q: %v", j, s, err)
+			}
+		}
+		if r.Timeout < 0 {
+			bad("Timeout %v is negative", r.Timeout)
+		}
+		if r.Retries < 0 {
+			bad("Retries %d is negative", r.Retries)
+		}
+		if r.Eject.Duration < 0 {
+			bad("Eject.Duration %v is negative", r.Eject.Duration)
+		}
+		if h := r.Health; h != nil {
+			if !strings.HasPrefix(h.Path, "/") {
+				bad("Health.Path %q: must start with \"/\"", h.Path)
+			} else if _, err := url.ParseRequestURI(h.Path); err != nil {
+				bad("Health.Path %q: %v", h.Path, errors.Unwrap(err))
+			}
+			if h.Interval < 0 {
+				bad("Health.Interval %v is negative", h.Interval)
+			}
+			if h.Timeout < 0 {
+				bad("Health.Timeout %v is negative", h.Timeout)
+			}
+			if h.Healthy < 0 {
+				bad("Health.Healthy %d is negative", h.Healthy)
+			}
+			if h.Unhealthy < 0 {
+				bad("Health.Unhealthy %d is negative", h.Unhealthy)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkHost accepts "", a host name or IP address, or "*." and a host
+// name.
+func checkHost(h string) error {
+	if h == "" {
+		return nil
+	}
+	name, wild := strings.CutPrefix(h, "*.")
+	if !wild {
+		if ip := strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"); net.ParseIP(ip) != nil {
+			return nil
+		}
+	}
+	if strings.Contains(name, "*") {
+		return errors.New(`a wildcard is allowed only as a leading "*."`)
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" {
+			return errors.New("has an empty label")
+		}
+		for _, c := range label {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("has %q: a host name has letters, digits, '-', '_' and dots (and no port)", c)
+			}
+		}
+	}
+	return nil
+}
+
+// checkPath accepts a clean absolute path; a trailing "/" is allowed.
+func checkPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return errors.New(`must start with "/"`)
+	}
+	if strings.ContainsAny(p, "?#") {
+		return errors.New("must not have a query or fragment")
+	}
+	if cleanPath(p) != p {
+		return fmt.Errorf("is not clean (%q)", cleanPath(p))
+	}
+	return nil
+}
+
+// parseUpstream parses an upstream's URL. An h2c URL comes back with
+// scheme http, and h2c set.
+func parseUpstream(s string) (u *url.URL, h2c bool, err error) {
+	u, err = url.Parse(s)
+	if err != nil {
+		return nil, false, errors.Unwrap(err) // the *url.Error repeats s
+	}
+	switch u.Scheme {
+	case "http", "https":
+	case "h2c":
+		u.Scheme, h2c = "http", true
+	default:
+		return nil, false, fmt.Errorf("scheme %q is not http, https or h2c", u.Scheme)
+	}
+	switch {
+	case u.Host == "" || u.Opaque != "":
+		return nil, false, errors.New("has no host")
+	case u.User != nil:
+		return nil, false, errors.New("must not have user info")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, false, errors.New("must not have a query or fragment")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = strings.TrimSuffix(u.RawPath, "/")
+	return u, h2c, nil
+}
