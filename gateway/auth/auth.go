@@ -14,7 +14,7 @@ type Identity struct {
 	// Plan is the caller's plan, from JWTConfig.PlanClaim or the API key's
 	// entry; "" if there is none.
 	Plan string
-	// Method is how the caller was verified: MethodJWT.
+	// Method is how the caller was verified: MethodJWT or MethodAPIKey.
 	Method string
 	// KeyID is the JWT's kid ("" if it has none) or the API key's ID.
 	KeyID string
@@ -26,7 +26,8 @@ type Identity struct {
 
 // The values of Identity.Method.
 const (
-	MethodJWT = "jwt"
+	MethodJWT    = "jwt"
+	MethodAPIKey = "api_key"
 )
 
 // ErrUnauthenticated is wrapped by every error an Authenticator returns.
@@ -44,7 +45,10 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (Identity, error)
 }
 
-var _ Authenticator = (*JWT)(nil)
+var (
+	_ Authenticator = (*JWT)(nil)
+	_ Authenticator = (*APIKeys)(nil)
+)
 
 // refuse returns an error wrapping ErrUnauthenticated that names the
 // authenticator, with the reason formatted from format and args.

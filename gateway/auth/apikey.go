@@ -1,0 +1,164 @@
+package auth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// APIKeyConfig configures an APIKeys authenticator.
+type APIKeyConfig struct {
+	// Name names the authenticator in errors and logs.
+	Name string
+	// Header is the request header that carries the key, "X-API-Key" if
+	// "".
+	Header string
+	// Query, when not "", is a query parameter that carries the key when
+	// the header is absent. A key in a URL ends up in access logs and
+	// browser histories; prefer the header.
+	Query string
+	// Keys are the accepted keys, at least one.
+	Keys []APIKey
+}
+
+// An APIKey is one accepted key. The key itself is never stored: only its
+// digest, as HashKey makes it.
+type APIKey struct {
+	// ID names the key; it becomes the caller's Identity.Subject and
+	// KeyID. It must be unique, not empty and free of control characters.
+	ID string
+	// Hash is HashKey of the key: "sha256:" and 64 hex digits.
+	Hash string
+	// Plan is the caller's plan, "" for none.
+	Plan string
+}
+
+// APIKeys authenticates requests by an API key in a header or a query
+// parameter. It is safe for concurrent use.
+type APIKeys struct {
+	name   string
+	header string
+	query  string
+	keys   []apiKey
+}
+
+type apiKey struct {
+	digest [sha256.Size]byte
+	id     string
+	plan   string
+}
+
+const hashPrefix = "sha256:"
+
+// HashKey returns the digest under which an APIKey stores key:
+// "sha256:" followed by the lower-case hex SHA-256 of key.
+//
+// SHA-256 without salt or stretching is enough because API keys are
+// long random strings, not passwords: there is no dictionary to try.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hashPrefix + hex.EncodeToString(sum[:])
+}
+
+// NewAPIKeys returns an APIKeys for c, or an error naming the first entry
+// that is invalid.
+func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
+	a := &APIKeys{name: "api_key", header: "X-API-Key", query: c.Query}
+	if c.Name != "" {
+		a.name = fmt.Sprintf("api_key %q", c.Name)
+	}
+	if c.Header != "" {
+		a.header = c.Header
+	}
+	a.header = textproto.CanonicalMIMEHeaderKey(a.header)
+	if len(c.Keys) == 0 {
+		return nil, fmt.Errorf("auth: %s: no keys", a.name)
+	}
+	ids := make(map[string]bool, len(c.Keys))
+	digests := make(map[[sha256.Size]byte]string, len(c.Keys))
+	for i, k := range c.Keys {
+		if k.ID == "" {
+			return nil, fmt.Errorf("auth: %s: key %d has no id", a.name, i)
+		}
+		if !validHeaderValue(k.ID) || !validHeaderValue(k.Plan) {
+			return nil, fmt.Errorf("auth: %s: key %q: id and plan must not hold control characters", a.name, k.ID)
+		}
+		if ids[k.ID] {
+			return nil, fmt.Errorf("auth: %s: key id %q appears twice", a.name, k.ID)
+		}
+		ids[k.ID] = true
+		d, err := parseHash(k.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %s: key %q: %w", a.name, k.ID, err)
+		}
+		if other, dup := digests[d]; dup {
+			return nil, fmt.Errorf("auth: %s: keys %q and %q have the same hash", a.name, other, k.ID)
+		}
+		digests[d] = k.ID
+		a.keys = append(a.keys, apiKey{digest: d, id: k.ID, plan: k.Plan})
+	}
+	return a, nil
+}
+
+func parseHash(h string) ([sha256.Size]byte, error) {
+	var d [sha256.Size]byte
+	hexDigits, ok := strings.CutPrefix(h, hashPrefix)
+	if !ok || len(hexDigits) != hex.EncodedLen(sha256.Size) {
+		return d, errors.New(`hash must be "sha256:" and 64 hex digits (bouncer gateway hash-key makes one)`)
+	}
+	if _, err := hex.Decode(d[:], []byte(hexDigits)); err != nil {
+		return d, fmt.Errorf("hash: %w", err)
+	}
+	return d, nil
+}
+
+// Authenticate returns the Identity of the key r carries in the header or,
+// if the header is absent and APIKeyConfig.Query is set, in the query. A
+// request with neither, with more than one value, or with a key that
+// matches no entry gets an error wrapping ErrUnauthenticated.
+//
+// The presented key's digest is compared with every entry's, in constant
+// time and without stopping at a match, so the time taken says nothing
+// about which entry matched or how much of a digest did.
+func (a *APIKeys) Authenticate(r *http.Request) (Identity, error) {
+	key, err := a.presented(r)
+	if err != nil {
+		return Identity{}, err
+	}
+	d := sha256.Sum256([]byte(key))
+	match := -1
+	for i := range a.keys {
+		eq := subtle.ConstantTimeCompare(d[:], a.keys[i].digest[:])
+		match = subtle.ConstantTimeSelect(eq, i, match)
+	}
+	if match < 0 {
+		return Identity{}, refuse(a.name, "unknown key")
+	}
+	k := a.keys[match]
+	return Identity{Subject: k.id, Plan: k.plan, Method: MethodAPIKey, KeyID: k.id}, nil
+}
+
+func (a *APIKeys) presented(r *http.Request) (string, error) {
+	where := "header " + a.header
+	values := r.Header[a.header]
+	if len(values) == 0 && a.query != "" {
+		where = "query parameter " + a.query
+		values = r.URL.Query()[a.query]
+	}
+	switch {
+	case len(values) == 0 && a.query != "":
+		return "", refuse(a.name, "no key in header %s or query parameter %s", a.header, a.query)
+	case len(values) == 0:
+		return "", refuse(a.name, "no key in %s", where)
+	case len(values) > 1:
+		return "", refuse(a.name, "%d values of %s", len(values), where)
+	case values[0] == "":
+		return "", refuse(a.name, "empty %s", where)
+	}
+	return values[0], nil
+}
