@@ -25,15 +25,14 @@ func (e *entry) watch(ctx context.Context, u *upstream) {
 			return
 		}
 		if e.check(u, ok) {
-			healthy := ok
-			if healthy {
+			if ok {
 				e.table.log.Info("route: upstream healthy", "route", e.route.Name, "upstream", u.raw)
 			} else {
 				e.table.log.Warn("route: upstream unhealthy", "route", e.route.Name, "upstream", u.raw,
 					"consecutive_failures", e.health.Unhealthy)
 			}
 			if e.table.onUpstream != nil {
-				e.table.onUpstream(e.route.Name, u.raw, healthy)
+				e.table.onUpstream(e.route.Name, u.raw, ok)
 			}
 		}
 		select {

@@ -149,7 +149,7 @@ func TestEjection(t *testing.T) {
 		{want: "Internal Server Error a a a", until: 30 * time.Second},
 		{advance: 29 * time.Second, want: "a a", until: 30 * time.Second},
 		{advance: time.Second, want: "Internal Server Error a a", until: 60 * time.Second}, // the trial fails
-		{advance: 30 * time.Second, fix: true, want: "b a b a", until: 0},                 // the trial succeeds
+		{advance: 30 * time.Second, fix: true, want: "b a b a", until: 0},                  // the trial succeeds
 	}
 	start := clock.Now()
 	for i, s := range steps {

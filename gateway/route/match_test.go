@@ -66,6 +66,17 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+func TestLookupAllocs(t *testing.T) {
+	table := newTable(t, []route.Route{
+		{Name: "api", Host: "*.example.com", PathPrefix: "/api", Upstreams: nowhere},
+		{Name: "root", PathPrefix: "/", Upstreams: nowhere},
+	}, route.Options{})
+	r := httptest.NewRequest(http.MethodGet, "http://shop.example.com:8443/api/v1/users", nil)
+	if n := testing.AllocsPerRun(100, func() { table.Lookup(r) }); n != 0 {
+		t.Errorf("got %v allocations per Lookup, want 0", n)
+	}
+}
+
 func TestLookupNoMatch(t *testing.T) {
 	table := newTable(t, []route.Route{
 		{Name: "api", PathPrefix: "/api", Upstreams: nowhere},

@@ -91,8 +91,8 @@ func (e *entry) outPath(in *http.Request) (p, raw string) {
 	if p == in.URL.Path {
 		raw = in.URL.RawPath
 	}
-	if !e.route.StripPrefix {
-		return p, raw
+	if !e.route.StripPrefix || !hasPathPrefix(p, e.route.PathPrefix) {
+		return p, raw // the latter only if the caller skipped Lookup
 	}
 	p = stripPrefix(p, e.route.PathPrefix)
 	if raw != "" {
@@ -107,8 +107,30 @@ func (e *entry) outPath(in *http.Request) (p, raw string) {
 
 // modifyResponse is the reverse proxy's ModifyResponse.
 func (e *entry) modifyResponse(resp *http.Response) error {
-	resp.Header.Set(e.table.idHeader, exchangeOf(resp.Request.Context()).id)
+	x := exchangeOf(resp.Request.Context())
+	if x.grpc && resp.Header.Get("Grpc-Status") != "" {
+		trailersOnly(resp)
+	}
+	resp.Header.Set(e.table.idHeader, x.id)
 	return nil
+}
+
+// trailersOnly turns a gRPC Trailers-Only answer (one HEADERS frame
+// holding the status, as gRPC servers send errors) into headers and
+// announced trailers. The reverse proxy flushes streaming answers'
+// headers as soon as it has them, so it could send the status as
+// headers followed by an end of stream without trailers, which gRPC
+// clients refuse ("server closed the stream without sending trailers").
+func trailersOnly(resp *http.Response) {
+	if resp.Trailer == nil {
+		resp.Trailer = make(http.Header, len(resp.Header))
+	}
+	for k, v := range resp.Header {
+		if k != "Content-Type" {
+			resp.Trailer[k] = v
+			delete(resp.Header, k)
+		}
+	}
 }
 
 // isGRPC reports whether a request's content type is gRPC's
