@@ -39,6 +39,7 @@ var allowedImports = map[string][]string{
 	"gateway/auth":      {"github.com/golang-jwt/jwt/v5"},
 	"gateway/tlsreload": {"github.com/fsnotify/fsnotify"},
 	"gateway/route":     {},
+	"gateway/transcode": {"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "rules", "rls", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc"},
 	"internal/...": {""},
