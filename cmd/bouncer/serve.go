@@ -303,32 +303,16 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	m := metrics.New(reg)
 	m.Serving(cfg)
 
-	var lim bouncer.Limiter
-	var closer io.Closer
-	var validate func(*rules.Config) error // what the store cannot count
-	var supports func(bouncer.Limit) error
-	var degraded func() []string // why decisions are made without the store now
-	if o.redisAddrs == nil {
-		ms := memstore.New(memstore.Options{})
-		lim, closer = ms, ms
-	} else {
-		co := redisstore.ClientOption(o.redisAddrs)
-		co.Username, co.Password = o.redisUser, o.redisPassword
-		// The store starts whether or not Redis answers, and connects in
-		// the background; meanwhile checks decide by policy.
-		rs, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		lim, closer = rs, rs
-		supports = rs.Supports
-		validate = func(c *rules.Config) error { return c.CheckLimits(rs.Supports) }
+	st, err := openStore(c, o, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	lim, closer, validate, supports, degraded := st.lim, st.closer, st.validate, st.supports, st.degraded
+	if validate != nil {
 		if err := validate(cfg); err != nil {
 			closer.Close()
 			return nil, err
 		}
-		reg.MustRegister(newRedisCollector(rs))
-		degraded = func() []string { return rs.Health().Degraded() }
 	}
 	var stopTracing func(context.Context) error
 	if c.otelEndpoint != "" {
@@ -414,6 +398,38 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	log.Info("serving", "grpc", s.grpcAddr, "http", s.httpAddr, "admin", s.adminAddr,
 		"store", redactURL(c.store), "config", c.config, "version", cfg.Version)
 	return s, nil
+}
+
+// store is the limiter a command counts in, and what it can tell of it.
+type store struct {
+	lim      bouncer.Limiter
+	closer   io.Closer
+	validate func(*rules.Config) error // what the store cannot count; nil: anything
+	supports func(bouncer.Limit) error
+	degraded func() []string // why decisions are made without the store now; nil: never
+}
+
+// openStore opens the store of --store: memory, or Redis, whose
+// collector it registers with reg. A Redis store starts whether or not
+// Redis answers, and connects in the background; meanwhile checks decide
+// by policy.
+func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.Registerer) (store, error) {
+	if o.redisAddrs == nil {
+		ms := memstore.New(memstore.Options{})
+		return store{lim: ms, closer: ms}, nil
+	}
+	co := redisstore.ClientOption(o.redisAddrs)
+	co.Username, co.Password = o.redisUser, o.redisPassword
+	rs, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
+	if err != nil {
+		return store{}, err
+	}
+	reg.MustRegister(newRedisCollector(rs))
+	return store{
+		lim: rs, closer: rs, supports: rs.Supports,
+		validate: func(c *rules.Config) error { return c.CheckLimits(rs.Supports) },
+		degraded: func() []string { return rs.Health().Degraded() },
+	}, nil
 }
 
 // httpServer is an HTTP server of h with the listeners' timeouts and
