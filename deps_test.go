@@ -41,9 +41,12 @@ var allowedImports = map[string][]string{
 	"gateway/route":     {},
 	"gateway/transcode": {"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "rules", "rls", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
-		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc"},
+		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc",
+		"gateway", "gateway/auth", "gateway/tlsreload", "github.com/fsnotify/fsnotify"},
+	"gateway": {"", "header", "clientip", "rules", "internal/yamlconf", "gateway/auth", "gateway/route", "gateway/transcode",
+		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3"},
 	"internal/...": {""},
-	"examples/...": {"", "memstore", "redisstore", "httplimit"},
+	"examples/...": {"", "memstore", "redisstore", "httplimit", "github.com/golang-jwt/jwt/v5"},
 }
 
 type listedPackage struct {

@@ -39,6 +39,12 @@ var commands = []command{
 		usage:   serveUsage,
 	},
 	{
+		name:    "gateway",
+		summary: "serve the API gateway: routes, authentication, limits, REST to gRPC",
+		run:     runGateway,
+		usage:   gatewayUsage,
+	},
+	{
 		name:    "check",
 		summary: "validate a config file or directory without serving it",
 		run:     runCheck,

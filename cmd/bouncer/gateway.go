@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/bouncerhq/bouncer/gateway"
+	"github.com/bouncerhq/bouncer/gateway/auth"
+	"github.com/bouncerhq/bouncer/gateway/tlsreload"
+	"github.com/bouncerhq/bouncer/metrics"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// gatewayFlags are `bouncer gateway`'s flags: serve's, less the service's
+// listeners (the gateway's are in its config file).
+func gatewayFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
+	full := serveFlags(c, io.Discard)
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	for _, name := range []string{"config", "store", "store-timeout", "on-store-error", "log-level", "log-format",
+		"shutdown-timeout", "watch", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"} {
+		f := full.Lookup(name)
+		usage := f.Usage
+		if name == "config" {
+			usage = "the gateway's config file (listeners, auth, routes; its rules file as `bouncer serve` reads it); required"
+		}
+		fs.Var(f.Value, name, usage)
+	}
+	return fs
+}
+
+func gatewayUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: bouncer gateway --config FILE [flags]")
+	fmt.Fprintln(w, "       bouncer gateway hash-key KEY")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Serves the API gateway: routes requests to upstreams, authenticates them (JWT,")
+	fmt.Fprintln(w, "API keys), limits them with the rules, and transcodes JSON/HTTP to gRPC where a")
+	fmt.Fprintln(w, "route says so. Reloads the config on change and on SIGHUP; drains and stops on")
+	fmt.Fprintln(w, "SIGTERM or SIGINT. hash-key prints the hash of an API key for the config.")
+	fmt.Fprintln(w)
+	var c serveConfig
+	gatewayFlags(&c, w).PrintDefaults()
+}
+
+func runGateway(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "hash-key" {
+		if len(args) != 2 || args[1] == "" {
+			fmt.Fprintln(stderr, "usage: bouncer gateway hash-key KEY")
+			return exitUsage
+		}
+		fmt.Fprintln(stdout, auth.HashKey(args[1]))
+		return exitOK
+	}
+	var c serveConfig
+	fs := gatewayFlags(&c, stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bouncer gateway: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	opts, err := c.validate()
+	if err != nil {
+		fmt.Fprintf(stderr, "bouncer gateway: %v\n", err)
+		return exitUsage
+	}
+	log := newLogger(stderr, c.logFormat, opts.level)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	gw, err := startGateway(ctx, c, opts, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitFail
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			log.Info("SIGHUP: reloading the config")
+			gw.reload()
+		}
+	}()
+	<-ctx.Done()
+	stop()
+	log.Info("shutting down: draining in-flight requests")
+	gw.shutdown()
+	log.Info("stopped")
+	return exitOK
+}
+
+// gatewayService is a running `bouncer gateway`.
+type gatewayService struct {
+	c       serveConfig
+	log     *slog.Logger
+	current atomic.Pointer[gateway.Gateway]
+	engine  *rules.Engine // nil when the config has no rules
+	rulesM  *metrics.Metrics
+	gm      *gateway.Metrics
+	store   io.Closer
+	valid   func(*rules.Config) error
+	servers []*http.Server
+	certs   []*tlsreload.Reloader
+	addrs   []string // the listeners' addresses, in config order, then the admin's
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+	stopW   context.CancelFunc
+	drain   atomic.Bool
+}
+
+func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logger) (*gatewayService, error) {
+	cfg, err := gateway.Load(c.config)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &gatewayService{c: c, log: log, gm: gateway.NewMetrics(reg)}
+	st, err := openStore(c, o, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	s.store, s.valid = st.closer, st.validate
+	fail := func(err error) (*gatewayService, error) {
+		s.closeAll()
+		return nil, err
+	}
+	if cfg.Rules != "" {
+		rc, err := s.loadRules(cfg.Rules)
+		if err != nil {
+			return fail(err)
+		}
+		s.rulesM = metrics.New(reg)
+		s.rulesM.Serving(rc)
+		s.engine = rules.NewEngine(rc, s.rulesM.Limiter(st.lim))
+		s.engine.Supports = st.supports
+		s.engine.Observe = s.rulesM.Observe
+	}
+	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: log, Metrics: s.gm})
+	if err != nil {
+		return fail(err)
+	}
+	s.current.Store(g)
+
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.current.Load().ServeHTTP(w, r) })
+	for _, l := range cfg.Listeners {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			return fail(fmt.Errorf("%s:%d: listeners: %w", cfg.File, l.Line, err))
+		}
+		srv := c.httpServer(handler)
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetHTTP2(true)
+		if l.TLS != nil {
+			r, err := tlsreload.New(tlsreload.Config{CertFile: l.TLS.CertFile, KeyFile: l.TLS.KeyFile, ClientCAFile: l.TLS.ClientCAFile,
+				ClientAuth: l.TLS.ClientAuth, MinVersion: l.TLS.MinVersion}, tlsreload.Options{Logger: log})
+			if err != nil {
+				ln.Close()
+				return fail(fmt.Errorf("%s:%d: listeners: %w", cfg.File, l.Line, err))
+			}
+			s.certs = append(s.certs, r)
+			ln = tls.NewListener(ln, r.TLSConfig())
+		} else {
+			// gRPC clients speak HTTP/2 without TLS (h2c) to a plain
+			// listener.
+			srv.Protocols.SetUnencryptedHTTP2(true)
+		}
+		s.servers = append(s.servers, srv)
+		s.addrs = append(s.addrs, ln.Addr().String())
+		s.serve(srv, ln)
+	}
+	if cfg.Admin != "" {
+		ln, err := net.Listen("tcp", cfg.Admin)
+		if err != nil {
+			return fail(fmt.Errorf("%s: admin: %w", cfg.File, err))
+		}
+		srv := c.httpServer(s.adminHandler(reg, st.degraded))
+		s.servers = append(s.servers, srv)
+		s.addrs = append(s.addrs, ln.Addr().String())
+		s.serve(srv, ln)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	s.stopW = cancel
+	if c.watch {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.watch(wctx, cfg); err != nil {
+				log.Warn("not watching the config for changes; reload with SIGHUP", "err", err)
+			}
+		}()
+	}
+	log.Info("gateway serving", "listeners", s.addrs, "routes", len(cfg.Routes), "store", redactURL(c.store), "config", c.config)
+	return s, nil
+}
+
+func (s *gatewayService) loadRules(path string) (*rules.Config, error) {
+	rc, err := rules.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if s.valid != nil {
+		if err := s.valid(rc); err != nil {
+			return nil, err
+		}
+	}
+	return rc, nil
+}
+
+// reload reads the config and its rules again and swaps in a gateway
+// built from them; a config that fails anywhere is rejected whole, and
+// the old one keeps serving.
+func (s *gatewayService) reload() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reject := func(err error) { s.log.Error("config rejected; the old one keeps serving", "err", err) }
+	cfg, err := gateway.Load(s.c.config)
+	if err != nil {
+		reject(err)
+		return
+	}
+	var old *rules.Config
+	if cfg.Rules != "" {
+		if s.engine == nil {
+			reject(errors.New("the config now names a rules file: restart the gateway to add rules to one started without"))
+			return
+		}
+		rc, err := s.loadRules(cfg.Rules)
+		if err != nil {
+			reject(err)
+			return
+		}
+		old = s.engine.Swap(rc)
+	}
+	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: s.log, Metrics: s.gm})
+	if err != nil {
+		if old != nil {
+			s.engine.Swap(old)
+		}
+		reject(err)
+		return
+	}
+	if s.rulesM != nil {
+		s.rulesM.Serving(s.engine.Config())
+	}
+	prev := s.current.Swap(g)
+	prev.Close()
+	for _, r := range s.certs {
+		_ = r.Reload()
+	}
+	s.log.Info("config reloaded", "routes", len(cfg.Routes))
+}
+
+// watch reloads when the config file or its rules change.
+func (s *gatewayService) watch(ctx context.Context, cfg *gateway.Config) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	dirs := map[string]bool{filepath.Dir(cfg.File): true}
+	if cfg.Rules != "" {
+		dirs[filepath.Dir(cfg.Rules)] = true
+		if fi, err := os.Stat(cfg.Rules); err == nil && fi.IsDir() {
+			dirs[cfg.Rules] = true
+		}
+	}
+	for d := range dirs {
+		if err := w.Add(d); err != nil {
+			return err
+		}
+	}
+	var timer <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) != 0 && !strings.HasPrefix(filepath.Base(ev.Name), ".") {
+				timer = time.After(100 * time.Millisecond) // one reload for a write in several steps
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			s.log.Warn("watching the config", "err", err)
+		case <-timer:
+			timer = nil
+			s.reload()
+		}
+	}
+}
+
+func (s *gatewayService) adminHandler(reg *prometheus.Registry, degraded func() []string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if s.drain.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"status":"draining"}`+"\n")
+			return
+		}
+		if degraded != nil {
+			if why := degraded(); len(why) > 0 {
+				fmt.Fprintf(w, "{\"status\":\"degraded\",\"reasons\":%q}\n", why)
+				return
+			}
+		}
+		io.WriteString(w, `{"status":"ready"}`+"\n")
+	})
+	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.current.Load().Health())
+	})
+	return mux
+}
+
+func (s *gatewayService) serve(srv *http.Server, ln net.Listener) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("listener stopped", "err", err)
+		}
+	}()
+}
+
+// shutdown stops accepting, lets in-flight requests finish (up to the
+// shutdown timeout), then closes the gateway and the store.
+func (s *gatewayService) shutdown() {
+	s.drain.Store(true)
+	if s.stopW != nil {
+		s.stopW()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.shutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range s.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Shutdown(ctx); err != nil {
+				srv.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	s.wg.Wait()
+	s.closeAll()
+}
+
+func (s *gatewayService) closeAll() {
+	if g := s.current.Load(); g != nil {
+		g.Close()
+	}
+	for _, r := range s.certs {
+		r.Close()
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+}

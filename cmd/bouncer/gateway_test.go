@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const gatewayRules = `domain: gw
+rules:
+  - name: global
+    match: [{key: generic_key, value: global}]
+    limits: [{name: hourly, rate: 5, period: 1h, algorithm: fixed_window}]
+`
+
+const gatewayFile = `rules: rules.yaml
+listeners: [{addr: "127.0.0.1:0"}]
+admin: 127.0.0.1:0
+routes:
+  - name: ROUTE
+    path_prefix: /app/
+    upstreams: [UPSTREAM]
+    limits: {domain: gw, descriptors: [[generic_key=global]]}
+`
+
+// lockedBuffer is a log sink the test reads while the gateway writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// `bouncer gateway` as a process runs it, but for the signals: its
+// listeners and admin, its limits, a reload that is rejected while the
+// old config keeps serving, one that is taken, and a shutdown that lets
+// the requests in flight finish.
+func TestGatewayCommand(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 16)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/app/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "up:"+r.URL.Path)
+	}))
+	defer upstream.Close()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gateway.yaml")
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("rules.yaml", gatewayRules)
+	write("gateway.yaml", strings.NewReplacer("ROUTE", "first", "UPSTREAM", upstream.URL).Replace(gatewayFile))
+
+	var c serveConfig
+	fs := gatewayFlags(&c, io.Discard)
+	if err := fs.Parse([]string{"--config", file, "--watch=false"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := c.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	s, err := startGateway(context.Background(), c, opts, slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, admin := "http://"+s.addrs[0], "http://"+s.addrs[1]
+	get := func(url string) (int, string, http.Header) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	for i := range 2 {
+		if code, body, h := get(base + "/app/x"); code != 200 || body != "up:/app/x" || h.Get("RateLimit") == "" {
+			t.Fatalf("request %d: %d %q %v, want the upstream's answer with RateLimit", i, code, body, h)
+		}
+	}
+	if code, body, _ := get(base + "/elsewhere"); code != 404 || !strings.Contains(body, `"no_route"`) {
+		t.Fatalf("unknown route: %d %s", code, body)
+	}
+
+	// A config with an error is rejected, naming file and line; the old
+	// one keeps serving, counts included.
+	write("gateway.yaml", strings.NewReplacer("ROUTE", "first", "UPSTREAM", upstream.URL, "path_prefix: /app/", "path_prefix: app").Replace(gatewayFile))
+	s.reload()
+	if !strings.Contains(logs.String(), "config rejected") || !strings.Contains(logs.String(), "gateway.yaml:5") {
+		t.Fatalf("logs after a bad config: %s\nwant the rejection with file and line", logs.String())
+	}
+	if code, _, h := get(base + "/app/x"); code != 200 || h.Get("X-RateLimit-Remaining") != "2" {
+		t.Fatalf("after the rejected reload: %d, remaining %q, want 200 and 2 (the old config, its counts)", code, h.Get("X-RateLimit-Remaining"))
+	}
+	// A good one is taken.
+	write("gateway.yaml", strings.NewReplacer("ROUTE", "second", "UPSTREAM", upstream.URL).Replace(gatewayFile))
+	s.reload()
+	if !strings.Contains(logs.String(), "config reloaded") {
+		t.Fatalf("logs: %s\nwant config reloaded", logs.String())
+	}
+
+	if code, body, _ := get(admin + "/healthz"); code != 200 || !strings.Contains(body, "ok") {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	if code, body, _ := get(admin + "/readyz"); code != 200 || !strings.Contains(body, "ready") {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	if code, body, _ := get(admin + "/metrics"); code != 200 || !strings.Contains(body, `bouncer_gateway_requests_total{code="200",route="first"} 3`) ||
+		!strings.Contains(body, `bouncer_gateway_requests_total{code="404",route=""} 1`) {
+		t.Fatalf("/metrics: %d, want the requests by route and code:\n%s", code, body)
+	}
+
+	// Shutdown lets the requests in flight finish.
+	const n = 2
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			resp, err := http.Get(base + "/app/slow")
+			if err != nil {
+				codes <- -1
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	for range n {
+		<-entered
+	}
+	done := make(chan struct{})
+	go func() {
+		s.shutdown()
+		close(done)
+	}()
+	close(release)
+	<-done
+	for range n {
+		if code := <-codes; code != 200 {
+			t.Fatalf("a request in flight at shutdown: %d, want 200", code)
+		}
+	}
+}

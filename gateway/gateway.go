@@ -1,0 +1,416 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bouncerhq/bouncer/clientip"
+	"github.com/bouncerhq/bouncer/gateway/auth"
+	"github.com/bouncerhq/bouncer/gateway/route"
+	"github.com/bouncerhq/bouncer/gateway/transcode"
+	"github.com/bouncerhq/bouncer/header"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// Options are what a Gateway needs besides its config.
+type Options struct {
+	// Engine decides the routes' limits. Required when a route has
+	// limits; its config must define their domains.
+	Engine *rules.Engine
+
+	// Logger receives the access log (one line per request, at Info) and
+	// the gateway's own events. Nil means slog.Default().
+	Logger *slog.Logger
+
+	// Metrics, if not nil, counts requests, latencies, denials and
+	// upstream health.
+	Metrics *Metrics
+
+	// Transport, if not nil, carries the requests to HTTP upstreams
+	// (tests); JWKSClient fetches JWKS URLs. Nil means the defaults.
+	Transport  http.RoundTripper
+	JWKSClient *http.Client
+}
+
+// Gateway is the front door: it matches a request to a route,
+// authenticates it, decides its limits, and proxies it (or transcodes it
+// to gRPC). It is an http.Handler, safe for concurrent use; a config
+// reload builds a new Gateway and swaps it in.
+type Gateway struct {
+	cfg     *Config
+	table   *route.Table
+	routes  map[string]*runtimeRoute
+	clients *clientip.Resolver
+	engine  *rules.Engine
+	log     *slog.Logger
+	metrics *Metrics
+	closers []func()
+}
+
+type runtimeRoute struct {
+	cfg      *Route
+	auth     auth.Authenticator
+	keyQuery string       // the query parameter an API key may come in, taken out before proxying
+	grpc     http.Handler // a transcoding route's handler; nil for a proxy
+}
+
+// New builds the gateway of cfg. It loads the routes' keys and descriptor
+// sets, so that a config that names a file it cannot read fails here,
+// before it serves.
+func New(cfg *Config, o Options) (g *Gateway, err error) {
+	g = &Gateway{cfg: cfg, routes: map[string]*runtimeRoute{}, engine: o.Engine, log: o.Logger, metrics: o.Metrics}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	prefixes, err := clientip.ParsePrefixes(cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %s: trusted_proxies: %w", cfg.File, err)
+	}
+	g.clients = &clientip.Resolver{TrustedProxies: prefixes, Header: cfg.ForwardedBy}
+	if err := g.clients.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway: %s: %w", cfg.File, err)
+	}
+	auths := map[string]auth.Authenticator{}
+	for name, a := range cfg.Auth {
+		at := fmt.Sprintf("%s:%d: auth.%s", cfg.File, a.Line, name)
+		switch {
+		case a.JWT != nil:
+			jc := auth.JWTConfig{Name: name, Issuer: a.JWT.Issuer, Audience: a.JWT.Audience, Skew: a.JWT.Skew,
+				SubjectClaim: a.JWT.SubjectClaim, PlanClaim: a.JWT.PlanClaim, MaxTokenBytes: a.JWT.MaxTokenBytes, Header: a.JWT.Header}
+			for _, k := range a.JWT.Keys {
+				jc.Keys = append(jc.Keys, auth.KeySource{File: k.File, JWKSFile: k.JWKSFile, JWKSURL: k.JWKSURL, KeyID: k.KeyID, Algorithms: k.Algorithms})
+			}
+			j, err := auth.NewJWT(jc, auth.Options{HTTPClient: o.JWKSClient, Logger: g.log})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+			g.closers = append(g.closers, j.Close)
+			auths[name] = j
+		case a.APIKeys != nil:
+			kc := auth.APIKeyConfig{Name: name, Header: a.APIKeys.Header, Query: a.APIKeys.Query}
+			for _, k := range a.APIKeys.Keys {
+				kc.Keys = append(kc.Keys, auth.APIKey{ID: k.ID, Hash: k.Hash, Plan: k.Plan})
+			}
+			ak, err := auth.NewAPIKeys(kc)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+			auths[name] = ak
+		}
+	}
+	var routes []route.Route
+	for i := range cfg.Routes {
+		r := &cfg.Routes[i]
+		at := fmt.Sprintf("%s:%d: route %s", cfg.File, r.Line, r.Name)
+		rr := &runtimeRoute{cfg: r, auth: auths[r.Auth]}
+		if a, ok := cfg.Auth[r.Auth]; ok && a.APIKeys != nil {
+			rr.keyQuery = a.APIKeys.Query
+		}
+		if r.Limits != nil {
+			if g.engine == nil {
+				return nil, fmt.Errorf("%s: limits need a rules engine", at)
+			}
+			if g.engine.Config().Domain(r.Limits.Domain) == nil {
+				return nil, fmt.Errorf("%s: limits.domain: the rules define no domain %q", at, r.Limits.Domain)
+			}
+		}
+		rt := route.Route{Name: r.Name, Host: r.Host, PathPrefix: r.PathPrefix, StripPrefix: r.StripPrefix,
+			Upstreams: r.Upstreams, Timeout: r.Timeout, Retries: r.Retries}
+		if h := r.Health; h != nil {
+			rt.Health = &route.HealthCheck{Path: h.Path, Interval: h.Interval, Timeout: h.Timeout, Healthy: h.Healthy, Unhealthy: h.Unhealthy}
+		}
+		if r.GRPC != nil {
+			rt.Upstreams = []string{r.GRPC.Upstream}
+			h, closeConn, err := g.transcoder(r)
+			if err != nil {
+				return nil, fmt.Errorf("%s: grpc: %w", at, err)
+			}
+			g.closers = append(g.closers, closeConn)
+			rr.grpc = h
+		}
+		g.routes[r.Name] = rr
+		routes = append(routes, rt)
+	}
+	ro := route.Options{Logger: g.log, Transport: o.Transport}
+	if g.metrics != nil {
+		ro.OnUpstream = g.metrics.upstream
+	}
+	g.table, err = route.New(routes, ro)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %s: %w", cfg.File, err)
+	}
+	return g, nil
+}
+
+// transcoder connects to a gRPC route's upstream and returns its
+// transcoding handler.
+func (g *Gateway) transcoder(r *Route) (http.Handler, func(), error) {
+	creds := insecure.NewCredentials()
+	target := strings.TrimPrefix(r.GRPC.Upstream, "h2c://")
+	if t, ok := strings.CutPrefix(r.GRPC.Upstream, "https://"); ok {
+		creds, target = credentials.NewTLS(nil), t
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := transcode.New(transcode.Options{DescriptorSet: r.GRPC.DescriptorSet, Services: r.GRPC.Services, Conn: conn,
+		Timeout: r.Timeout, MaxBodyBytes: r.MaxBodyBytes, Logger: g.log})
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return h, func() { conn.Close() }, nil
+}
+
+// Close stops the gateway's health checks, key refreshers and gRPC
+// connections. Requests in flight finish.
+func (g *Gateway) Close() {
+	if g.table != nil {
+		g.table.Close()
+	}
+	for _, c := range g.closers {
+		c()
+	}
+}
+
+// Config returns the config the gateway serves.
+func (g *Gateway) Config() *Config { return g.cfg }
+
+// Health reports the upstreams' health, for the admin listener.
+func (g *Gateway) Health() []route.UpstreamHealth { return g.table.Health() }
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	entry := accessEntry{}
+	defer func() {
+		g.logAccess(r, sw, &entry, time.Since(start))
+	}()
+	t := g.table.Lookup(r)
+	if t == nil {
+		writeError(sw, http.StatusNotFound, "no_route", "no route matches this request")
+		return
+	}
+	rt := g.routes[t.Route.Name]
+	entry.route = rt.cfg.Name
+	if r.ContentLength > rt.cfg.MaxBodyBytes {
+		writeError(sw, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", rt.cfg.MaxBodyBytes))
+		return
+	}
+	r.Body = http.MaxBytesReader(sw, r.Body, rt.cfg.MaxBodyBytes)
+
+	var id auth.Identity
+	if rt.auth != nil {
+		var err error
+		if id, err = rt.auth.Authenticate(r); err != nil {
+			// Never charged: the limits come after.
+			entry.denied = "unauthenticated"
+			g.log.Debug("unauthenticated", "route", rt.cfg.Name, "err", err)
+			sw.Header().Set("WWW-Authenticate", `Bearer realm="bouncer"`)
+			writeError(sw, http.StatusUnauthorized, "unauthenticated", "the request's credentials are missing or invalid")
+			return
+		}
+		entry.user = id.Subject
+		if rt.keyQuery != "" {
+			// The key is the caller's secret: the upstream does not get it.
+			q := r.URL.Query()
+			if q.Has(rt.keyQuery) {
+				q.Del(rt.keyQuery)
+				r.URL.RawQuery = q.Encode()
+			}
+		}
+	}
+	// The upstream trusts these headers; a client's own copies go.
+	auth.ForwardHeaders(r.Header, id, "")
+
+	if rt.cfg.Limits != nil {
+		if !g.limit(sw, r, rt, id, &entry) {
+			return
+		}
+	}
+	if rt.grpc != nil {
+		rt.grpc.ServeHTTP(sw, r)
+		return
+	}
+	t.ServeHTTP(sw, r)
+}
+
+// limit decides r's limits and answers a denied request; it reports
+// whether r may go on.
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, entry *accessEntry) bool {
+	req := g.descriptors(r, rt, id)
+	if len(req.Descriptors) == 0 {
+		return true
+	}
+	resp, err := g.engine.Decide(r.Context(), req)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return false
+		}
+		g.log.Error("limits not decided", "route", rt.cfg.Name, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "limiter_unavailable", "the rate limiter could not decide this request")
+		return false
+	}
+	if resp.Degraded() {
+		w.Header().Set(rules.DegradedHeader, "true")
+	}
+	v, ok := resp.Values()
+	if resp.Code == rules.OverLimit {
+		entry.denied = "rate_limited"
+		if g.metrics != nil {
+			g.metrics.denied(rt.cfg.Name, v.Policy)
+		}
+		header.WriteDenied(w, r, v, header.All, resp.DenialMessage())
+		return false
+	}
+	if ok {
+		v.Set(w.Header(), header.All)
+	}
+	return true
+}
+
+// descriptors are r's descriptors under rt's limits: those whose every
+// fact r has a value for, each with the caller's plan when the domain
+// has plans.
+func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identity) rules.Request {
+	l := rt.cfg.Limits
+	req := rules.Request{Domain: l.Domain}
+	planKey := ""
+	if d := g.engine.Config().Domain(l.Domain); d != nil {
+		planKey = d.PlanKey
+	}
+	var clientIP string
+	for _, d := range l.Descriptors {
+		entries := make([]rules.Entry, 0, len(d)+1)
+		for _, e := range d {
+			v := e.Value
+			if e.Fact != "" {
+				if e.Fact == "client_ip" && clientIP == "" {
+					if a := g.clients.Addr(r); a.IsValid() {
+						clientIP = a.String()
+					}
+				}
+				v = fact(e.Fact, r, rt, id, clientIP)
+			}
+			if v == "" {
+				entries = nil
+				break
+			}
+			entries = append(entries, rules.Entry{Key: e.Key, Value: v})
+		}
+		if entries == nil {
+			continue
+		}
+		if planKey != "" && id.Plan != "" {
+			entries = append(entries, rules.Entry{Key: planKey, Value: id.Plan})
+		}
+		req.Descriptors = append(req.Descriptors, rules.Descriptor{Entries: entries})
+	}
+	return req
+}
+
+// fact is the value of a descriptor fact for r, or "" if r has none.
+func fact(name string, r *http.Request, rt *runtimeRoute, id auth.Identity, clientIP string) string {
+	switch name {
+	case "user_id":
+		return id.Subject
+	case "plan":
+		return id.Plan
+	case "api_key":
+		if id.Method == "api_key" {
+			return id.KeyID
+		}
+		return ""
+	case "client_ip":
+		return clientIP
+	case "route":
+		return rt.cfg.Name
+	case "method":
+		return r.Method
+	case "path":
+		return r.URL.Path
+	}
+	if h, ok := strings.CutPrefix(name, "header:"); ok {
+		return r.Header.Get(h)
+	}
+	return ""
+}
+
+// writeError answers a JSON error: {"error": code, "message": message}.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{code, message})
+}
+
+// accessEntry is what the access log says of a request beyond the
+// request itself.
+type accessEntry struct {
+	route, user, denied string
+}
+
+func (g *Gateway) logAccess(r *http.Request, w *statusWriter, e *accessEntry, d time.Duration) {
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if g.metrics != nil {
+		g.metrics.request(e.route, status, d)
+	}
+	var client netip.Addr
+	if g.clients != nil {
+		client = g.clients.Addr(r)
+	}
+	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", e.route),
+		slog.Int("status", status), slog.Duration("duration", d), slog.Int64("bytes", w.bytes),
+		slog.String("client_ip", client.String()), slog.String("user", e.user), slog.String("denied", e.denied),
+		slog.String("request_id", w.Header().Get("X-Request-Id")))
+}
+
+// statusWriter records the status and size of an answer. Unwrap lets
+// http.ResponseController reach the connection (flushes for streaming
+// and gRPC, hijacking for WebSocket upgrades).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
