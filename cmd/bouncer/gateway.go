@@ -12,12 +12,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -87,28 +85,13 @@ func runGateway(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(stderr, c.logFormat, opts.level)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	gw, err := startGateway(ctx, c, opts, log)
-	if err != nil {
-		log.Error("cannot start", "err", err)
-		return exitFail
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for range hup {
-			log.Info("SIGHUP: reloading the config")
-			gw.reload()
+	return untilSignal(log, func(ctx context.Context) (reload, shutdown func(), err error) {
+		gw, err := startGateway(ctx, c, opts, log)
+		if err != nil {
+			return nil, nil, err
 		}
-	}()
-	<-ctx.Done()
-	stop()
-	log.Info("shutting down: draining in-flight requests")
-	gw.shutdown()
-	log.Info("stopped")
-	return exitOK
+		return gw.reload, gw.shutdown, nil
+	})
 }
 
 // gatewayService is a running `bouncer gateway`.

@@ -142,9 +142,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		debug.SetGCPercent(400)
 	}
 	log := newLogger(stderr, c.logFormat, opts.level)
+	return untilSignal(log, func(ctx context.Context) (reload, shutdown func(), err error) {
+		s, err := startService(ctx, c, opts, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func() { _ = s.reloader.Reload() }, s.shutdown, nil
+	})
+}
+
+// untilSignal starts a command's service with start, reloads it on
+// SIGHUP, and shuts it down (draining what is in flight) on SIGTERM or
+// SIGINT; it returns the command's exit code.
+func untilSignal(log *slog.Logger, start func(ctx context.Context) (reload, shutdown func(), err error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	s, err := startService(ctx, c, opts, log)
+	reload, shutdown, err := start(ctx)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitFail
@@ -155,13 +168,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	go func() {
 		for range hup {
 			log.Info("SIGHUP: reloading the config")
-			_ = s.reloader.Reload()
+			reload()
 		}
 	}()
 	<-ctx.Done()
 	stop()
-	log.Info("shutting down: draining in-flight calls")
-	s.shutdown()
+	log.Info("shutting down: draining what is in flight")
+	shutdown()
 	log.Info("stopped")
 	return exitOK
 }
