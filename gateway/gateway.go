@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -203,13 +205,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	t := g.table.Lookup(r)
 	if t == nil {
-		writeError(sw, http.StatusNotFound, "no_route", "no route matches this request")
+		writeError(sw, r, http.StatusNotFound, "no_route", "no route matches this request")
 		return
 	}
 	rt := g.routes[t.Route.Name]
 	entry.route = rt.cfg.Name
 	if r.ContentLength > rt.cfg.MaxBodyBytes {
-		writeError(sw, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", rt.cfg.MaxBodyBytes))
+		writeError(sw, r, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", rt.cfg.MaxBodyBytes))
 		return
 	}
 	r.Body = http.MaxBytesReader(sw, r.Body, rt.cfg.MaxBodyBytes)
@@ -222,7 +224,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			entry.denied = "unauthenticated"
 			g.log.Debug("unauthenticated", "route", rt.cfg.Name, "err", err)
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="bouncer"`)
-			writeError(sw, http.StatusUnauthorized, "unauthenticated", "the request's credentials are missing or invalid")
+			writeError(sw, r, http.StatusUnauthorized, "unauthenticated", "the request's credentials are missing or invalid")
 			return
 		}
 		entry.user = id.Subject
@@ -263,7 +265,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute
 			return false
 		}
 		g.log.Error("limits not decided", "route", rt.cfg.Name, "err", err)
-		writeError(w, http.StatusServiceUnavailable, "limiter_unavailable", "the rate limiter could not decide this request")
+		writeError(w, r, http.StatusServiceUnavailable, "limiter_unavailable", "the rate limiter could not decide this request")
 		return false
 	}
 	if resp.Degraded() {
@@ -274,6 +276,11 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute
 		entry.denied = "rate_limited"
 		if g.metrics != nil {
 			g.metrics.denied(rt.cfg.Name, v.Policy)
+		}
+		if isGRPC(r) {
+			v.Set(w.Header(), header.All)
+			writeError(w, r, http.StatusTooManyRequests, "rate_limited", resp.DenialMessage())
+			return false
 		}
 		header.WriteDenied(w, r, v, header.All, resp.DenialMessage())
 		return false
@@ -351,9 +358,18 @@ func fact(name string, r *http.Request, rt *runtimeRoute, id auth.Identity, clie
 	return ""
 }
 
-// writeError answers a JSON error: {"error": code, "message": message}.
-func writeError(w http.ResponseWriter, status int, code, message string) {
+// writeError answers a JSON error: {"error": code, "message": message};
+// or, to a gRPC client, the gRPC status that stands for status, with the
+// message, in a response of headers alone (gRPC's Trailers-Only).
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, message string) {
 	h := w.Header()
+	if isGRPC(r) {
+		h.Set("Content-Type", "application/grpc")
+		h.Set("Grpc-Status", strconv.Itoa(grpcCodes[status]))
+		h.Set("Grpc-Message", url.PathEscape(message))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -361,6 +377,20 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 	}{code, message})
+}
+
+// grpcCodes are the gRPC codes of the gateway's own answers.
+var grpcCodes = map[int]int{
+	http.StatusNotFound:              12, // UNIMPLEMENTED: no such method here
+	http.StatusRequestEntityTooLarge: 8,  // RESOURCE_EXHAUSTED
+	http.StatusUnauthorized:          16, // UNAUTHENTICATED
+	http.StatusTooManyRequests:       8,  // RESOURCE_EXHAUSTED
+	http.StatusServiceUnavailable:    14, // UNAVAILABLE
+}
+
+// isGRPC reports whether r is a gRPC call.
+func isGRPC(r *http.Request) bool {
+	return r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc")
 }
 
 // accessEntry is what the access log says of a request beyond the
