@@ -44,7 +44,7 @@ var allowedImports = map[string][]string{
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc",
 		"gateway", "gateway/auth", "gateway/tlsreload", "github.com/fsnotify/fsnotify"},
 	"gateway": {"", "header", "clientip", "rules", "internal/yamlconf", "gateway/auth", "gateway/route", "gateway/transcode",
-		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3"},
+		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3", "go.opentelemetry.io/otel"},
 	"internal/...": {""},
 	"examples/...": {"", "memstore", "redisstore", "httplimit", "github.com/golang-jwt/jwt/v5"},
 }

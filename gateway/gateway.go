@@ -11,6 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -41,7 +45,16 @@ type Options struct {
 	// (tests); JWKSClient fetches JWKS URLs. Nil means the defaults.
 	Transport  http.RoundTripper
 	JWKSClient *http.Client
+
+	// Tracer, if not nil, makes a span of every request, a child of the
+	// caller's trace (its traceparent), and passes the span on to the
+	// upstream in the request's traceparent; nil traces nothing. Take it
+	// from otel.Tracer(TracerName) once a tracer provider is set up.
+	Tracer trace.Tracer
 }
+
+// TracerName names the gateway's tracer.
+const TracerName = "github.com/bouncerhq/bouncer/gateway"
 
 // Gateway is the front door: it matches a request to a route,
 // authenticates it, decides its limits, and proxies it (or transcodes it
@@ -55,6 +68,7 @@ type Gateway struct {
 	engine  *rules.Engine
 	log     *slog.Logger
 	metrics *Metrics
+	tracer  trace.Tracer
 	closers []func()
 }
 
@@ -69,7 +83,7 @@ type runtimeRoute struct {
 // sets, so that a config that names a file it cannot read fails here,
 // before it serves.
 func New(cfg *Config, o Options) (g *Gateway, err error) {
-	g = &Gateway{cfg: cfg, routes: map[string]*runtimeRoute{}, engine: o.Engine, log: o.Logger, metrics: o.Metrics}
+	g = &Gateway{cfg: cfg, routes: map[string]*runtimeRoute{}, engine: o.Engine, log: o.Logger, metrics: o.Metrics, tracer: o.Tracer}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -200,8 +214,26 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	entry := accessEntry{}
+	var span trace.Span
+	if g.tracer != nil {
+		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span = g.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+		r = r.WithContext(ctx)
+		// The upstream's spans are children of the gateway's.
+		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
+	}
 	defer func() {
-		g.logAccess(r, sw, &entry, time.Since(start))
+		d := time.Since(start)
+		if span != nil {
+			span.SetName(r.Method + " " + entry.route)
+			span.SetAttributes(attribute.String("bouncer.route", entry.route), attribute.Int("http.response.status_code", max(sw.status, 200)))
+			if entry.denied != "" {
+				span.SetAttributes(attribute.String("bouncer.denied", entry.denied))
+			}
+			span.End()
+		}
+		g.logAccess(r, sw, &entry, d)
 	}()
 	t := g.table.Lookup(r)
 	if t == nil {

@@ -22,12 +22,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/gateway/tlsreload"
 	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/tracing"
 )
 
 // gatewayFlags are `bouncer gateway`'s flags: serve's, less the service's
@@ -37,7 +40,7 @@ func gatewayFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	for _, name := range []string{"config", "store", "store-timeout", "on-store-error", "log-level", "log-format",
-		"shutdown-timeout", "watch", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"} {
+		"shutdown-timeout", "watch", "otel-endpoint", "otel-insecure", "otel-sample-ratio", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"} {
 		f := full.Lookup(name)
 		usage := f.Usage
 		if name == "config" {
@@ -111,6 +114,9 @@ type gatewayService struct {
 	wg      sync.WaitGroup
 	stopW   context.CancelFunc
 	drain   atomic.Bool
+
+	tracer      trace.Tracer // nil unless --otel-endpoint
+	stopTracing func(context.Context) error
 }
 
 func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logger) (*gatewayService, error) {
@@ -130,6 +136,13 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		s.closeAll()
 		return nil, err
 	}
+	if c.otelEndpoint != "" {
+		stop, err := tracing.Start(ctx, tracing.Options{Endpoint: c.otelEndpoint, Insecure: c.otelInsecure, SampleRatio: c.otelSample})
+		if err != nil {
+			return fail(err)
+		}
+		s.stopTracing, st.lim, s.tracer = stop, tracing.Limiter(st.lim), otel.Tracer(gateway.TracerName)
+	}
 	if cfg.Rules != "" {
 		rc, err := s.loadRules(cfg.Rules)
 		if err != nil {
@@ -141,7 +154,7 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		s.engine.Supports = st.supports
 		s.engine.Observe = s.rulesM.Observe
 	}
-	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: log, Metrics: s.gm})
+	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: log, Metrics: s.gm, Tracer: s.tracer})
 	if err != nil {
 		return fail(err)
 	}
@@ -238,7 +251,7 @@ func (s *gatewayService) reload() {
 		}
 		old = s.engine.Swap(rc)
 	}
-	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: s.log, Metrics: s.gm})
+	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: s.log, Metrics: s.gm, Tracer: s.tracer})
 	if err != nil {
 		if old != nil {
 			s.engine.Swap(old)
@@ -372,5 +385,10 @@ func (s *gatewayService) closeAll() {
 	}
 	if s.store != nil {
 		s.store.Close()
+	}
+	if s.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.stopTracing(ctx)
 	}
 }
