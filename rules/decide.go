@@ -84,7 +84,10 @@ type matched struct {
 }
 
 // Decide answers r. A non-nil error wraps ErrInvalidRequest or
-// ErrUnknownDomain, or is the store's failure; nothing is decided then.
+// ErrUnknownDomain, or is the store's failure; nothing is decided then,
+// and no lease is held (leases taken before the failure are released). A
+// caller that can hold requests waits Response.Delay before it proceeds;
+// one that learns how requests end gives units back with Refund.
 func (e *Engine) Decide(ctx context.Context, r Request) (Response, error) {
 	resp, d, err := e.decide(ctx, r)
 	if e.Observe != nil {
@@ -128,7 +131,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 		err = e.decideTogether(ctx, ms, &resp)
 	}
 	if err != nil {
-		return Response{}, d, err
+		return Response{}, d, errors.Join(err, e.Refund(context.WithoutCancel(ctx), &resp, leases))
 	}
 	resp.finish()
 	return resp, d, nil
@@ -311,20 +314,21 @@ func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp 
 		if !m.counted() {
 			continue
 		}
-		if err := e.checkOne(ctx, m, &resp.Statuses[i]); err != nil {
+		if err := e.checkOne(ctx, m, resp, i); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkOne charges one descriptor on its own and fills its status.
-func (e *Engine) checkOne(ctx context.Context, m *matched, st *Status) error {
+// checkOne charges descriptor i, m, on its own and fills its status.
+func (e *Engine) checkOne(ctx context.Context, m *matched, resp *Response, i int) error {
 	dec, err := e.Limiter.Check(ctx, m.request())
 	if err != nil {
 		return err
 	}
-	m.fill(st, dec)
+	m.fill(&resp.Statuses[i], dec)
+	resp.charged(m, dec)
 	return nil
 }
 
@@ -347,7 +351,7 @@ func (m *matched) fill(st *Status, dec bouncer.Decision) {
 	if m.zero {
 		st.Remaining = 0
 	}
-	st.RetryAfter, st.Degraded = dec.RetryAfter, dec.Degraded
+	st.RetryAfter, st.Delay, st.Degraded = dec.RetryAfter, dec.Delay, dec.Degraded
 	if !dec.Allowed {
 		st.Code = OverLimit
 		if m.shadow || m.quota {
@@ -384,6 +388,7 @@ func (e *Engine) checkConcurrently(ctx context.Context, ms []*matched, resp *Res
 	for k, i := range idx {
 		if errs[k] == nil {
 			ms[i].fill(&resp.Statuses[i], ds[k])
+			resp.charged(ms[i], ds[k])
 		}
 	}
 	return errors.Join(errs...)
@@ -461,6 +466,12 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 		if err != nil {
 			return err
 		}
+		if dec.Allowed && g.cost > 0 {
+			for _, k := range req.Keys {
+				m := ms[first[k.Key]]
+				resp.charges = append(resp.charges, charge{rule: m.rule, key: k.Key, limits: k.Limits, cost: g.cost})
+			}
+		}
 		for _, i := range idx {
 			st := &resp.Statuses[i]
 			own := dec
@@ -479,6 +490,9 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 				}
 			}
 			setStatus(st, ms[i], own)
+			if dec.Allowed {
+				st.Delay = dec.Delay // the group's check is what admits it
+			}
 		}
 	}
 	return nil

@@ -121,6 +121,28 @@ type Response struct {
 	// over-limit one, else the one with the least remaining; -1 when no
 	// descriptor had a limit.
 	Binding int
+
+	// charges are what Decide charged, for Engine.Refund to give back.
+	charges []charge
+}
+
+// Delay is how long the caller should hold an allowed request before it
+// proceeds: the longest Delay of its statuses, leaving out those of shadow
+// and quota-mode rules, which never hold a request back. It is 0 for a
+// denied request, which is not held but answered.
+func (r *Response) Delay() time.Duration {
+	if r.Code == OverLimit {
+		return 0
+	}
+	var d time.Duration
+	for i := range r.Statuses {
+		st := &r.Statuses[i]
+		if st.Rule != nil && (st.Rule.Shadow || st.Rule.QuotaMode) {
+			continue
+		}
+		d = max(d, st.Delay)
+	}
+	return d
 }
 
 // Degraded reports whether any descriptor was decided without the
@@ -160,6 +182,15 @@ type Status struct {
 	// cost would pass (bouncer.Never if it never can), 0 when allowed.
 	ResetAfter time.Duration
 	RetryAfter time.Duration
+
+	// Delay is how long an allowed descriptor's request should wait
+	// before it proceeds, so that shaped requests leave at a steady rate
+	// (bouncer.Decision.Delay): only a shaping leaky bucket sets it. Under
+	// Bouncer semantics it is the delay of the check of the descriptor's
+	// group; 0 when the descriptor is over its limit or its cost is 0.
+	// Neither RLS nor the JSON API carries it; Response.Delay is what a
+	// caller that can hold requests waits.
+	Delay time.Duration
 
 	// Shadowed reports an over-limit answer turned into OK by a shadow
 	// (or quota-mode) rule; Unlimited an unlimited rule; Degraded a
