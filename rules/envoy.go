@@ -50,7 +50,7 @@ type envoyRateLimit struct {
 
 // compileEnvoy builds a domain from a file in envoyproxy/ratelimit's
 // format, with that project's validation and a few more checks.
-func compileEnvoy(file string, f *envoyFile, line int, errs *errorList) *Domain {
+func compileEnvoy(file string, f *envoyFile, line int, errs *errorList, o LoadOptions) *Domain {
 	d := &Domain{File: file, Name: f.Domain, Semantics: EnvoySemantics, root: newNode()}
 	switch f.Semantics {
 	case "", "envoy":
@@ -62,7 +62,7 @@ func compileEnvoy(file string, f *envoyFile, line int, errs *errorList) *Domain 
 	if f.Domain == "" {
 		errs.add(file, line, "config file cannot have empty domain")
 	}
-	c := envoyCompiler{file: file, errs: errs, d: d}
+	c := envoyCompiler{file: file, errs: errs, d: d, o: o}
 	c.descriptors(d.root, "", f.Descriptors)
 	return d
 }
@@ -71,6 +71,7 @@ type envoyCompiler struct {
 	file string
 	errs *errorList
 	d    *Domain
+	o    LoadOptions
 }
 
 func (c *envoyCompiler) errorf(line int, format string, args ...any) {
@@ -210,7 +211,7 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 		if rl.Algorithm != "" {
 			a, err := bouncer.ParseAlgorithm(rl.Algorithm)
 			if err == nil {
-				err = serviceAlgorithm(a)
+				err = c.o.algorithm(a)
 			}
 			if err != nil {
 				c.errorf(rl.At.Line, "algorithm: %v", err)

@@ -7,11 +7,11 @@ import (
 	"github.com/bouncerhq/bouncer"
 )
 
-// serviceAlgorithm rejects the algorithms a rule cannot use: a
-// concurrency limit needs a release at the end of every request, which
-// neither RLS nor the JSON API has; the library's Refund does it.
-func serviceAlgorithm(a bouncer.Algorithm) error {
-	if a == bouncer.Concurrency {
+// algorithm rejects the algorithms a rule cannot use: a concurrency limit
+// needs a release at the end of every request, which neither RLS nor the
+// JSON API has; a caller that releases (Engine.Refund) allows it.
+func (o LoadOptions) algorithm(a bouncer.Algorithm) error {
+	if a == bouncer.Concurrency && !o.AllowConcurrency {
 		return errors.New("concurrency limits need a release when each request ends, which the service cannot be told; use them through the library (Limiter.Refund)")
 	}
 	return nil

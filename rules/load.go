@@ -16,12 +16,29 @@ import (
 // Bouncer read a huge file.
 const MaxFileSize = 4 << 20
 
+// LoadOptions say what a config may hold beyond what the service (RLS
+// and the JSON API) can serve. The zero value is the service's: Load and
+// Parse use it.
+type LoadOptions struct {
+	// AllowConcurrency accepts the concurrency algorithm. Only for a
+	// caller that ends every request it decides with Engine.Refund, which
+	// releases the request's leases, such as the gateway. The service is
+	// never told when a request ends, so without this a concurrency limit
+	// is a problem of the config, reported with its file and line.
+	AllowConcurrency bool
+}
+
 // Load reads the config at path: one YAML file, or every *.yaml and *.yml
 // file of a directory (not its subdirectories, nor names starting with
 // '.', which is how a Kubernetes ConfigMap volume keeps its versions).
 // The files are validated together; the error is a *ConfigError listing
-// every problem with file and line.
-func Load(path string) (*Config, error) {
+// every problem with file and line. Load is shorthand for
+// LoadOptions{}.Load(path).
+func Load(path string) (*Config, error) { return LoadOptions{}.Load(path) }
+
+// Load reads the config at path, as the function Load does, accepting
+// what o allows.
+func (o LoadOptions) Load(path string) (*Config, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
@@ -56,7 +73,7 @@ func Load(path string) (*Config, error) {
 		}
 		data[i] = b
 	}
-	return parse(names, data)
+	return o.parse(names, data)
 }
 
 func readBounded(name string) ([]byte, error) {
@@ -75,16 +92,21 @@ func readBounded(name string) ([]byte, error) {
 	return b, nil
 }
 
-// Parse reads one config file's bytes; name is used in errors.
-func Parse(name string, data []byte) (*Config, error) {
-	return parse([]string{name}, [][]byte{data})
+// Parse reads one config file's bytes; name is used in errors. It is
+// shorthand for LoadOptions{}.Parse(name, data).
+func Parse(name string, data []byte) (*Config, error) { return LoadOptions{}.Parse(name, data) }
+
+// Parse reads one config file's bytes, as the function Parse does,
+// accepting what o allows.
+func (o LoadOptions) Parse(name string, data []byte) (*Config, error) {
+	return o.parse([]string{name}, [][]byte{data})
 }
 
-func parse(names []string, data [][]byte) (*Config, error) {
+func (o LoadOptions) parse(names []string, data [][]byte) (*Config, error) {
 	var errs errorList
 	c := &Config{Version: version(names, data), Files: slices.Clone(names), domains: map[string]*Domain{}}
 	for i, name := range names {
-		d := parseFile(name, data[i], &errs)
+		d := o.parseFile(name, data[i], &errs)
 		if d == nil {
 			continue
 		}
@@ -102,7 +124,7 @@ func parse(names []string, data [][]byte) (*Config, error) {
 
 // parseFile decodes one file in either format: a top-level rules list
 // makes it Bouncer's, a top-level descriptors list envoyproxy/ratelimit's.
-func parseFile(name string, data []byte, errs *errorList) *Domain {
+func (o LoadOptions) parseFile(name string, data []byte, errs *errorList) *Domain {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		errs.add(name, 0, fmt.Sprintf("not valid YAML: %v", err))
@@ -131,12 +153,12 @@ func parseFile(name string, data []byte, errs *errorList) *Domain {
 		if len(errs.problems) > before {
 			return nil
 		}
-		return compileNative(name, &f, top.Line, errs)
+		return compileNative(name, &f, top.Line, errs, o)
 	}
 	var f envoyFile
 	dec.Decode(top, &f)
 	if len(errs.problems) > before {
 		return nil
 	}
-	return compileEnvoy(name, &f, top.Line, errs)
+	return compileEnvoy(name, &f, top.Line, errs, o)
 }

@@ -68,9 +68,9 @@ type nativeLimit struct {
 	Shape     bool          `yaml:"shape"`
 }
 
-func compileNative(file string, f *nativeFile, line int, errs *errorList) *Domain {
+func compileNative(file string, f *nativeFile, line int, errs *errorList, o LoadOptions) *Domain {
 	d := &Domain{File: file, Name: f.Domain, Semantics: BouncerSemantics, root: newNode()}
-	c := nativeCompiler{file: file, errs: errs, d: d}
+	c := nativeCompiler{file: file, errs: errs, d: d, o: o}
 	if f.Domain == "" {
 		c.errorf(line, "domain: required")
 	}
@@ -131,6 +131,7 @@ type nativeCompiler struct {
 	file string
 	errs *errorList
 	d    *Domain
+	o    LoadOptions
 }
 
 func (c *nativeCompiler) errorf(line int, format string, args ...any) {
@@ -269,7 +270,7 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 	}
 	a, err := bouncer.ParseAlgorithm(algName)
 	if err == nil {
-		err = serviceAlgorithm(a)
+		err = c.o.algorithm(a)
 	}
 	if err != nil {
 		c.errorf(nl.At.Line, "%s.algorithm: %v", at, err)

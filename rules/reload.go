@@ -18,6 +18,10 @@ type Reloader struct {
 	Path   string
 	Engine *Engine
 
+	// Options are what the config may hold beyond what the service can
+	// serve (LoadOptions); the zero value is the service's.
+	Options LoadOptions
+
 	// OnReload, if not nil, is called after every attempt with the config
 	// now served and the error that rejected the new one (nil when it was
 	// taken, or when nothing had changed: changed reports which).
@@ -40,7 +44,7 @@ type Reloader struct {
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, err := Load(r.Path)
+	c, err := r.Options.Load(r.Path)
 	if err == nil && r.Validate != nil {
 		err = r.Validate(c)
 	}
