@@ -122,6 +122,12 @@ type Rule struct {
 	// request (envoyproxy/ratelimit's replaces).
 	Replaces []string
 
+	// RefundOn5xx asks a caller that sees the upstream's answer, the
+	// gateway, to give the request's units back (Engine.Refund) when it
+	// is a 5xx; the service, which never sees the answer, ignores it.
+	// Bouncer's format only (refund_on_5xx).
+	RefundOn5xx bool
+
 	// Unit and RequestsPerUnit are the limit as an RLS response reports
 	// it (current_limit); Unit is UnitUnknown when the first limit's
 	// period is not one of the units.

@@ -11,6 +11,11 @@
 //
 // An Engine matches each descriptor of a Request to a rule and charges a
 // bouncer.Limiter; transports (package rls for Envoy's gRPC API, package
-// jsonapi for HTTP) convert to and from Request and Response. See
+// jsonapi for HTTP) convert to and from Request and Response. A caller
+// that learns how each request ends, such as the gateway, can do more: it
+// holds a request for its Response.Delay, gives units back with
+// Engine.Refund when the request fails (the rules with RefundOn5xx), and
+// releases concurrency limits' leases with it when the request ends; it
+// loads configs with such limits through LoadOptions. See
 // docs/configuration.md.
 package rules

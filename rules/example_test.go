@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"
 )
@@ -57,4 +58,52 @@ descriptors:
 	// Output:
 	// rules: invalid config:
 	// api.yaml:6: invalid rate limit unit 'fortnight'
+}
+
+// A caller that sees how requests end, such as the gateway, holds each
+// request for its Delay, gives the units of refund_on_5xx rules back when
+// the upstream fails, and releases leases when the request ends.
+func ExampleEngine_Refund() {
+	config, err := rules.LoadOptions{AllowConcurrency: true}.Parse("gateway.yaml", []byte(`
+domain: gateway
+rules:
+  - name: per_user
+    match: [{key: user_id}]
+    refund_on_5xx: true
+    limits:
+      - {name: in_flight, rate: 1, period: 30s, algorithm: concurrency}
+      - {name: per_minute, rate: 1, period: 1m, algorithm: fixed_window}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	engine := rules.NewEngine(config, store)
+	failed := func(r *rules.Rule, l bouncer.Limit) bool {
+		return r != nil && r.RefundOn5xx && l.Algorithm != bouncer.Concurrency
+	}
+	ctx := context.Background()
+	req := rules.Request{Domain: "gateway", Descriptors: []rules.Descriptor{
+		{Entries: []rules.Entry{{Key: "user_id", Value: "alice"}}},
+	}}
+
+	resp, _ := engine.Decide(ctx, req)
+	fmt.Println(resp.Code, resp.Delay()) // wait resp.Delay(), then proxy
+
+	busy, _ := engine.Decide(ctx, req) // meanwhile: one in flight already
+	fmt.Println(busy.Code)
+	_ = engine.Refund(ctx, &busy, nil) // it ends at once: nothing was charged
+
+	// The upstream answers 503, and the request ends.
+	_ = engine.Refund(ctx, &resp, failed)
+	_ = engine.Refund(context.WithoutCancel(ctx), &resp, nil) // the lease
+
+	again, _ := engine.Decide(ctx, req)
+	fmt.Println(again.Code)
+	// Output:
+	// OK 0s
+	// OVER_LIMIT
+	// OK
 }

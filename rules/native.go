@@ -43,6 +43,7 @@ type nativeRule struct {
 	OnStoreError string                `yaml:"on_store_error"`
 	ChargeDenied bool                  `yaml:"charge_denied"`
 	Replaces     []string              `yaml:"replaces"`
+	RefundOn5xx  bool                  `yaml:"refund_on_5xx"`
 }
 
 type nativeEntry struct {
@@ -143,6 +144,7 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 	r := &Rule{
 		Domain: c.d.Name, Name: nr.Name, File: c.file, Line: nr.At.Line,
 		Unlimited: nr.Unlimited, Shadow: nr.Shadow, Replaces: nr.Replaces,
+		RefundOn5xx: nr.RefundOn5xx,
 	}
 	if len(nr.Match) == 0 {
 		c.errorf(nr.At.Line, "%s.match: want at least one descriptor entry", at)

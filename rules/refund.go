@@ -27,13 +27,14 @@ func (r *Response) charged(m *matched, dec bouncer.Decision) {
 
 // Refund gives back units that Decide charged for resp, for a caller that
 // learns how the request ended: it releases concurrency leases when the
-// request ends, and gives units back when the request failed. For every
-// key that resp's checks charged (an allowed descriptor's, a shadow
-// rule's included; never an over-limit or unlimited descriptor's), Refund
-// gives the descriptor's cost back, with bouncer.Limiter.Refund, to the
-// key's limits that only selects; a nil only selects every limit. only is
-// given the rule that charged the key (nil for a descriptor that set its
-// own limit) and one of its limits.
+// request ends, and gives units back when the request failed (those of
+// rules with RefundOn5xx, when the upstream answers 5xx). For every key
+// that resp's checks charged (an allowed descriptor's, a shadow rule's
+// included; never an over-limit or unlimited descriptor's), Refund gives
+// the descriptor's cost back, with bouncer.Limiter.Refund, to the key's
+// limits that only selects; a nil only selects every limit. only is given
+// the rule that charged the key (nil for a descriptor that set its own
+// limit) and one of its limits.
 //
 // What Refund gives back, or tries to, is taken out of *resp, so that no
 // unit is given back twice: a caller may refund some rules' units when

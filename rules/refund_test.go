@@ -263,3 +263,58 @@ func TestRefund(t *testing.T) {
 		})
 	}
 }
+
+func TestRefundOn5xx(t *testing.T) {
+	const native = "domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s}]\n"
+	cases := map[string]struct {
+		yaml string
+		want bool   // the rule's RefundOn5xx, when it parses
+		err  string // "line: reason fragment"
+	}{
+		"native, set":        {yaml: native + "    refund_on_5xx: true\n", want: true},
+		"native, off":        {yaml: native + "    refund_on_5xx: false\n"},
+		"native, left out":   {yaml: native},
+		"native, not a bool": {yaml: native + "    refund_on_5xx: sometimes\n", err: `6: rules[0].refund_on_5xx: want a boolean, got "sometimes"`},
+		"native, on a limit": {yaml: "domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s, refund_on_5xx: true}]\n", err: `5: rules[0].limits[0]: unknown field "refund_on_5xx"`},
+		"envoy, descriptor":  {yaml: "domain: d\ndescriptors:\n  - key: a\n    refund_on_5xx: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n", err: `4: descriptors[0]: unknown field "refund_on_5xx"`},
+		"envoy, rate_limit":  {yaml: "domain: d\nsemantics: bouncer\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, refund_on_5xx: true}\n", err: `5: descriptors[0].rate_limit: unknown field "refund_on_5xx"`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := rules.Parse("c.yaml", []byte(c.yaml))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), "c.yaml:"+c.err) {
+					t.Fatalf("got %v, want an error with %q", err, "c.yaml:"+c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Domain("d").Rules[0].RefundOn5xx; got != c.want {
+				t.Errorf("RefundOn5xx: got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// A refund gives back the limits that were charged, whatever config the
+// engine serves by then.
+func TestRefundAfterSwap(t *testing.T) {
+	e, rec, _ := engineFor(t, refundConfig)
+	var resp rules.Response
+	for range 2 {
+		resp = decide(t, e, "d", desc("user=a"))
+	}
+	next, err := rules.Parse("c.yaml", []byte(strings.ReplaceAll(refundConfig, "rate: 2, period: 1m", "rate: 5, period: 1m")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Swap(next)
+	if err := e.Refund(context.Background(), &resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := remaining(t, rec.Limiter, resp), "per_minute=1 per_hour=2"; got != want {
+		t.Errorf("the old config's limits: got %q, want %q", got, want)
+	}
+}
