@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/clientip"
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/gateway/route"
@@ -235,11 +238,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.logAccess(r, sw, &entry, d)
 	}()
-	t := g.table.Lookup(r)
-	if t == nil {
+	rt0 := g.table.Lookup(r)
+	if rt0 == nil {
 		writeError(sw, r, http.StatusNotFound, "no_route", "no route matches this request")
 		return
 	}
+	t := target{rt0}
 	rt := g.routes[t.Route.Name]
 	entry.route = rt.cfg.Name
 	if r.ContentLength > rt.cfg.MaxBodyBytes {
@@ -273,54 +277,140 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	auth.ForwardHeaders(r.Header, id, "")
 
 	if rt.cfg.Limits != nil {
-		if !g.limit(sw, r, rt, id, &entry) {
+		h := g.limit(sw, r, rt, id, &entry)
+		if h == nil {
 			return
 		}
-	}
-	if rt.grpc != nil {
-		rt.grpc.ServeHTTP(sw, r)
+		// What the request holds — leases, and units of rules that
+		// refund_on_5xx — goes back when it ends: when the upstream has
+		// answered (a WebSocket or gRPC stream, when it closes), or as
+		// soon as the client goes away.
+		stop := context.AfterFunc(r.Context(), h.release)
+		completed := false
+		defer func() {
+			stop()
+			h.release()
+			if !completed || sw.status >= 500 {
+				h.refundFailure()
+			}
+		}()
+		t.serve(rt, sw, r)
+		completed = true
 		return
 	}
-	t.ServeHTTP(sw, r)
+	t.serve(rt, sw, r)
 }
 
-// limit decides r's limits and answers a denied request; it reports
-// whether r may go on.
-func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, entry *accessEntry) bool {
+// serve proxies r, or transcodes it for a gRPC route.
+func (t target) serve(rt *runtimeRoute, w http.ResponseWriter, r *http.Request) {
+	if rt.grpc != nil {
+		rt.grpc.ServeHTTP(w, r)
+		return
+	}
+	t.Target.ServeHTTP(w, r)
+}
+
+type target struct{ *route.Target }
+
+// held is what an admitted request holds: its decision, for the leases
+// and refunds given back when it ends.
+type held struct {
+	g    *Gateway
+	ctx  context.Context
+	resp rules.Response
+	once sync.Once
+	mu   sync.Mutex // Refund is not safe on one Response at once
+}
+
+// release gives back the request's concurrency leases, once.
+func (h *held) release() {
+	h.once.Do(func() {
+		h.refund(func(_ *rules.Rule, l bouncer.Limit) bool { return l.Algorithm == bouncer.Concurrency })
+	})
+}
+
+// refundFailure gives back the units of the rules that refund_on_5xx.
+func (h *held) refundFailure() {
+	h.refund(func(r *rules.Rule, l bouncer.Limit) bool { return r != nil && r.RefundOn5xx })
+}
+
+func (h *held) refund(only func(*rules.Rule, bouncer.Limit) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.g.engine.Refund(context.WithoutCancel(h.ctx), &h.resp, only); err != nil {
+		h.g.log.Warn("refund failed", "err", err)
+	}
+}
+
+// limit decides r's limits, holds r for a shaping delay, and answers a
+// request it refuses; it returns what an admitted request holds, or nil
+// when r is not to go on.
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, entry *accessEntry) *held {
+	h := &held{g: g, ctx: r.Context()}
 	req := g.descriptors(r, rt, id)
 	if len(req.Descriptors) == 0 {
-		return true
+		return h
 	}
-	resp, err := g.engine.Decide(r.Context(), req)
+	var err error
+	h.resp, err = g.engine.Decide(r.Context(), req)
 	if err != nil {
 		if r.Context().Err() != nil {
-			return false
+			return nil
 		}
 		g.log.Error("limits not decided", "route", rt.cfg.Name, "err", err)
 		writeError(w, r, http.StatusServiceUnavailable, "limiter_unavailable", "the rate limiter could not decide this request")
-		return false
+		return nil
 	}
+	resp := &h.resp
 	if resp.Degraded() {
 		w.Header().Set(rules.DegradedHeader, "true")
 	}
 	v, ok := resp.Values()
 	if resp.Code == rules.OverLimit {
-		entry.denied = "rate_limited"
-		if g.metrics != nil {
-			g.metrics.denied(rt.cfg.Name, v.Policy)
+		h.release() // a shadow rule's lease
+		g.deny(w, r, rt, entry, v, resp.DenialMessage())
+		return nil
+	}
+	if d := resp.Delay(); d > 0 {
+		// A shaping rule: the request leaves at its turn, or not at all.
+		if d > maxDelay {
+			h.refund(nil)
+			v.Denied, v.RetryAfter = true, d-maxDelay
+			g.deny(w, r, rt, entry, v, resp.DenialMessage())
+			return nil
 		}
-		if isGRPC(r) {
-			v.Set(w.Header(), header.All)
-			writeError(w, r, http.StatusTooManyRequests, "rate_limited", resp.DenialMessage())
-			return false
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-r.Context().Done():
+			h.refund(nil)
+			return nil
 		}
-		header.WriteDenied(w, r, v, header.All, resp.DenialMessage())
-		return false
 	}
 	if ok {
 		v.Set(w.Header(), header.All)
 	}
-	return true
+	return h
+}
+
+// maxDelay is the longest a shaping rule holds a request; one that would
+// wait longer is refused, with a Retry-After of the excess.
+const maxDelay = time.Second
+
+// deny answers a request over a limit: 429 with the rate-limit fields and
+// a JSON body, or RESOURCE_EXHAUSTED to a gRPC client.
+func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, entry *accessEntry, v header.Values, message string) {
+	entry.denied = "rate_limited"
+	if g.metrics != nil {
+		g.metrics.denied(rt.cfg.Name, v.Policy)
+	}
+	if isGRPC(r) {
+		v.Set(w.Header(), header.All)
+		writeError(w, r, http.StatusTooManyRequests, "rate_limited", message)
+		return
+	}
+	header.WriteDenied(w, r, v, header.All, message)
 }
 
 // descriptors are r's descriptors under rt's limits: those whose every

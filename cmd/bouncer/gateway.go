@@ -214,7 +214,8 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 }
 
 func (s *gatewayService) loadRules(path string) (*rules.Config, error) {
-	rc, err := rules.Load(path)
+	// The gateway sees every request end: it can hold concurrency leases.
+	rc, err := rules.LoadOptions{AllowConcurrency: true}.Load(path)
 	if err != nil {
 		return nil, err
 	}
