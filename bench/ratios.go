@@ -6,8 +6,9 @@
 // than typed. The Redis benchmarks' results, when there are any, get
 // tables of their own after the in-process ones, and so do the RLS
 // benchmarks' (BenchmarkRLS: rate-limit servers over gRPC) after those,
-// and the HTTP middleware benchmarks' (BenchmarkMiddleware and
-// BenchmarkMiddlewareLoopback) last.
+// the HTTP middleware benchmarks' (BenchmarkMiddleware and
+// BenchmarkMiddlewareLoopback) after those, and the gateway benchmark's
+// (BenchmarkGateway) last.
 //
 //	go run ratios.go < out.txt
 package main
@@ -62,6 +63,7 @@ func main() {
 	rls := filter(results, "BenchmarkRLS")
 	mw := filter(results, "BenchmarkMiddleware")
 	mwLoopback := filter(results, "BenchmarkMiddlewareLoopback")
+	gw := filter(results, "BenchmarkGateway")
 	if len(check) > 0 {
 		checkTables(w, check, "Check")
 	}
@@ -75,9 +77,9 @@ func main() {
 	if len(bytes) > 0 {
 		bytesTables(w, bytes)
 	}
-	// The in-process targets, unless the input holds only Redis, RLS or
-	// middleware results.
-	inProcess := len(check)+len(random)+len(bytes) > 0 || len(redisCheck)+len(redisBytes)+len(rls)+len(mw)+len(mwLoopback) == 0
+	// The in-process targets, unless the input holds only Redis, RLS,
+	// middleware or gateway results.
+	inProcess := len(check)+len(random)+len(bytes) > 0 || len(redisCheck)+len(redisBytes)+len(rls)+len(mw)+len(mwLoopback)+len(gw) == 0
 	if inProcess {
 		targets(w, check, random, floors, bytes)
 	}
@@ -105,6 +107,12 @@ func main() {
 			fmt.Fprintln(w)
 		}
 		middlewareTables(w, mw, mwLoopback)
+	}
+	if len(gw) > 0 {
+		if inProcess || redis || len(rls)+len(mw)+len(mwLoopback) > 0 {
+			fmt.Fprintln(w)
+		}
+		gatewayTables(w, gw)
 	}
 }
 
@@ -1072,6 +1080,88 @@ func mwLoopbackTable(w io.Writer, rs []result) {
 				}
 			}
 			fmt.Fprintf(w, " %s |\n", num(r.metrics["ns/op"]))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// The gateway benchmark's baseline (a bare httputil.ReverseProxy) and its
+// metric of throughput; its latencies are unitP50 and unitP99.
+const (
+	gwBare        = "bare-reverseproxy"
+	unitRequests  = "requests/s"
+	unitUpstreams = "upstream-conns/op"
+)
+
+// The gateway targets: at gwTargetCallers callers, the gateway on the
+// memory store keeps at least gwMinThroughput of bare's requests/s; on
+// Redis it adds less than gwMaxP99Added µs to bare's p99, at every
+// number of callers.
+const (
+	gwMemory        = "bouncer-gateway-memory"
+	gwRedis         = "bouncer-gateway-redis"
+	gwTargetCallers = "64"
+	gwMinThroughput = 0.8
+	gwMaxP99Added   = 1000.0
+)
+
+// gwAdded returns what impl's result r adds to bare's in case c, in
+// unit.
+func gwAdded(rs []result, r result, c, unit string) (float64, bool) {
+	bare, ok := find(rs, gwBare, c)
+	return r.metrics[unit] - bare.metrics[unit], ok
+}
+
+// gatewayTables writes BenchmarkGateway's results, each proxy's
+// throughput over bare's and the latency it adds to bare's, then the
+// targets.
+func gatewayTables(w io.Writer, rs []result) {
+	bouncers, peers := impls(rs)
+	peers = slices.DeleteFunc(peers, func(p string) bool { return p == gwBare })
+	all := append(append([]string{gwBare}, bouncers...), peers...)
+	fmt.Fprintf(w, "### Gateway: requests/s and latency (µs), beside the bare ReverseProxy\n\n"+
+		"| case | impl | requests/s | ÷ bare's | p50 | p99 | p50 added | p99 added | upstream conns/op | allocs/op |\n"+
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range cases(rs) {
+		bare, hasBare := find(rs, gwBare, c)
+		for _, im := range all {
+			r, ok := find(rs, im, c)
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |", c, im, num(r.metrics[unitRequests]))
+			if hasBare && im != gwBare {
+				fmt.Fprintf(w, " %s |", ratio(r.metrics[unitRequests], bare.metrics[unitRequests]))
+			} else {
+				fmt.Fprintf(w, " – |")
+			}
+			fmt.Fprintf(w, " %s | %s |", num(r.metrics[unitP50]), num(r.metrics[unitP99]))
+			for _, unit := range []string{unitP50, unitP99} {
+				if d, ok := gwAdded(rs, r, c, unit); ok && im != gwBare {
+					fmt.Fprintf(w, " %s |", num(d))
+				} else {
+					fmt.Fprintf(w, " – |")
+				}
+			}
+			fmt.Fprintf(w, " %s | %s |\n", num(r.metrics[unitUpstreams]), num(r.metrics["allocs/op"]))
+		}
+	}
+
+	fmt.Fprintf(w, "\n### Gateway targets\n\n| target | case | bouncer | figure | met |\n|---|---|---|---|---|\n")
+	for _, c := range cases(rs) {
+		bare, ok := find(rs, gwBare, c)
+		if !ok {
+			continue
+		}
+		if r, ok := find(rs, gwMemory, c); ok && c == "callers="+gwTargetCallers {
+			v := r.metrics[unitRequests] / bare.metrics[unitRequests]
+			fmt.Fprintf(w, "| requests/s ≥ %.0f %% of bare's | %s | %s | %.0f %% (%s vs %s) | %s |\n",
+				gwMinThroughput*100, c, gwMemory, v*100, num(r.metrics[unitRequests]), num(bare.metrics[unitRequests]), yes(v >= gwMinThroughput))
+		}
+		if r, ok := find(rs, gwRedis, c); ok {
+			d, _ := gwAdded(rs, r, c, unitP99)
+			fmt.Fprintf(w, "| p99 added < %.0f µs | %s | %s | %s µs (%s vs %s) | %s |\n",
+				gwMaxP99Added, c, gwRedis, num(d), num(r.metrics[unitP99]), num(bare.metrics[unitP99]), yes(d < gwMaxP99Added))
 		}
 	}
 	fmt.Fprintln(w)
