@@ -86,3 +86,11 @@ bench-rls:
 
 bench-middleware:
 	bash scripts/bench-middleware.sh
+
+# The gateway (on the memory store and on Redis) beside a bare
+# httputil.ReverseProxy and Caddy's reverse_proxy, over loopback at 1 and
+# 64 callers, in rounds (scripts/bench-gateway.sh).
+.PHONY: bench-gateway
+
+bench-gateway:
+	bash scripts/with-redis.sh bash scripts/bench-gateway.sh
