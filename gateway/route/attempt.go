@@ -76,7 +76,9 @@ func (e *entry) send(req *http.Request, u *upstream) (*http.Response, error) {
 		cause := context.Cause(ctx)
 		cancel(nil)
 		switch {
-		case req.Context().Err() != nil: // the client went away
+		case req.Context().Err() != nil, errors.As(err, new(*http.MaxBytesError)):
+			// The client went away, or sent more body than allowed: the
+			// upstream did nothing wrong.
 			e.record(u, unknown, e.table.now())
 		case cause == errTimeout:
 			e.record(u, failed, e.table.now())
@@ -127,7 +129,7 @@ func (b *attemptBody) Close() error {
 // away), or a 502, 503 or 504 answer.
 func retryable(client context.Context, resp *http.Response, err error) bool {
 	if err != nil {
-		return client.Err() == nil && !errors.Is(err, errTimeout)
+		return client.Err() == nil && !errors.Is(err, errTimeout) && !errors.As(err, new(*http.MaxBytesError))
 	}
 	switch resp.StatusCode {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

@@ -15,6 +15,7 @@ const (
 	badGateway failure = iota
 	noHealthyUpstream
 	gatewayTimeout
+	bodyTooLarge
 )
 
 // failures maps each failure to its answer, over HTTP and over gRPC.
@@ -24,9 +25,10 @@ var failures = [...]struct {
 	grpc    int    // the gRPC status code
 	message string // after the route's name
 }{
-	badGateway:        {http.StatusBadGateway, "bad_gateway", 14, "no upstream answered"},                       // UNAVAILABLE
-	noHealthyUpstream: {http.StatusServiceUnavailable, "no_healthy_upstream", 14, "no upstream is healthy"},     // UNAVAILABLE
-	gatewayTimeout:    {http.StatusGatewayTimeout, "gateway_timeout", 4, "the upstream did not answer in time"}, // DEADLINE_EXCEEDED
+	badGateway:        {http.StatusBadGateway, "bad_gateway", 14, "no upstream answered"},                         // UNAVAILABLE
+	noHealthyUpstream: {http.StatusServiceUnavailable, "no_healthy_upstream", 14, "no upstream is healthy"},       // UNAVAILABLE
+	gatewayTimeout:    {http.StatusGatewayTimeout, "gateway_timeout", 4, "the upstream did not answer in time"},   // DEADLINE_EXCEEDED
+	bodyTooLarge:      {http.StatusRequestEntityTooLarge, "body_too_large", 8, "the request's body is too large"}, // RESOURCE_EXHAUSTED
 }
 
 // fail is the reverse proxy's ErrorHandler. The error itself is not
@@ -41,6 +43,10 @@ func (e *entry) fail(w http.ResponseWriter, req *http.Request, err error) {
 		f = noHealthyUpstream
 	case errors.Is(err, errTimeout):
 		f = gatewayTimeout
+	case errors.As(err, new(*http.MaxBytesError)):
+		// The body passed the bound the server reads it with
+		// (http.MaxBytesReader) while it was being sent.
+		f = bodyTooLarge
 	}
 	x := exchangeOf(req.Context())
 	h := w.Header()
