@@ -107,7 +107,8 @@ type gatewayService struct {
 	gm      *gateway.Metrics
 	store   io.Closer
 	valid   func(*rules.Config) error
-	servers []*http.Server
+	servers []*http.Server // the listeners', in config order
+	admin   *http.Server   // nil without an admin address
 	certs   []*tlsreload.Reloader
 	addrs   []string // the listeners' addresses, in config order, then the admin's
 	mu      sync.Mutex
@@ -194,7 +195,7 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 			return fail(fmt.Errorf("%s: admin: %w", cfg.File, err))
 		}
 		srv := c.httpServer(s.adminHandler(reg, st.degraded))
-		s.servers = append(s.servers, srv)
+		s.admin = srv
 		s.addrs = append(s.addrs, ln.Addr().String())
 		s.serve(srv, ln)
 	}
@@ -373,6 +374,13 @@ func (s *gatewayService) shutdown() {
 		}()
 	}
 	wg.Wait()
+	// The admin listener stays up while the others drain: /readyz says
+	// draining, and /metrics is still read.
+	if s.admin != nil {
+		if err := s.admin.Shutdown(ctx); err != nil {
+			s.admin.Close()
+		}
+	}
 	s.wg.Wait()
 	s.closeAll()
 }
