@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"net/http"
@@ -165,5 +167,53 @@ func TestGatewayCommand(t *testing.T) {
 		if code := <-codes; code != 200 {
 			t.Fatalf("a request in flight at shutdown: %d, want 200", code)
 		}
+	}
+}
+
+// A TLS listener terminates TLS with the files of its config and speaks
+// HTTP/2 to a client that offers it.
+func TestGatewayTLSListener(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up") }))
+	defer upstream.Close()
+	certs, err := filepath.Abs("../../gateway/tlsreload/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gateway.yaml")
+	cfg := "listeners:\n  - addr: 127.0.0.1:0\n    tls: {cert_file: " + filepath.Join(certs, "server.pem") + ", key_file: " + filepath.Join(certs, "server.key") + "}\n" +
+		"routes:\n  - {name: r, path_prefix: /, upstreams: [" + upstream.URL + "]}\n"
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var c serveConfig
+	if err := gatewayFlags(&c, io.Discard).Parse([]string{"--config", file, "--watch=false"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := c.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := startGateway(context.Background(), c, opts, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.shutdown()
+	ca, err := os.ReadFile(filepath.Join(certs, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}, ForceAttemptHTTP2: true}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://" + s.addrs[0] + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "up" || resp.ProtoMajor != 2 {
+		t.Fatalf("over TLS: %d %q %s, want 200 up over HTTP/2", resp.StatusCode, b, resp.Proto)
 	}
 }
