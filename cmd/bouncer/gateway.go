@@ -99,22 +99,23 @@ func runGateway(args []string, stdout, stderr io.Writer) int {
 
 // gatewayService is a running `bouncer gateway`.
 type gatewayService struct {
-	c       serveConfig
-	log     *slog.Logger
-	current atomic.Pointer[gateway.Gateway]
-	engine  *rules.Engine // nil when the config has no rules
-	rulesM  *metrics.Metrics
-	gm      *gateway.Metrics
-	store   io.Closer
-	valid   func(*rules.Config) error
-	servers []*http.Server // the listeners', in config order
-	admin   *http.Server   // nil without an admin address
-	certs   []*tlsreload.Reloader
-	addrs   []string // the listeners' addresses, in config order, then the admin's
-	mu      sync.Mutex
-	wg      sync.WaitGroup
-	stopW   context.CancelFunc
-	drain   atomic.Bool
+	c        serveConfig
+	log      *slog.Logger
+	current  atomic.Pointer[gateway.Gateway]
+	engine   *rules.Engine // nil when the config has no rules
+	rulesM   *metrics.Metrics
+	gm       *gateway.Metrics
+	store    io.Closer
+	valid    func(*rules.Config) error
+	servers  []*http.Server // the listeners', in config order
+	inflight sync.WaitGroup // requests being served, WebSockets included
+	admin    *http.Server   // nil without an admin address
+	certs    []*tlsreload.Reloader
+	addrs    []string // the listeners' addresses, in config order, then the admin's
+	mu       sync.Mutex
+	wg       sync.WaitGroup
+	stopW    context.CancelFunc
+	drain    atomic.Bool
 
 	tracer      trace.Tracer // nil unless --otel-endpoint
 	stopTracing func(context.Context) error
@@ -161,7 +162,14 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	}
 	s.current.Store(g)
 
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.current.Load().ServeHTTP(w, r) })
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Counted for the shutdown, which net/http's does not wait for
+		// once a connection is hijacked: a WebSocket's handler runs as
+		// long as the tunnel.
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		s.current.Load().ServeHTTP(w, r)
+	})
 	for _, l := range cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
@@ -374,6 +382,18 @@ func (s *gatewayService) shutdown() {
 		}()
 	}
 	wg.Wait()
+	// No request comes in now; those that hijacked their connection (a
+	// WebSocket) are still served. They get what is left of the timeout.
+	tunnels := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(tunnels)
+	}()
+	select {
+	case <-tunnels:
+	case <-ctx.Done():
+		s.log.Warn("shutdown timeout: WebSockets still open are cut")
+	}
 	// The admin listener stays up while the others drain: /readyz says
 	// draining, and /metrics is still read.
 	if s.admin != nil {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -216,4 +218,75 @@ func TestGatewayTLSListener(t *testing.T) {
 	if resp.StatusCode != 200 || string(b) != "up" || resp.ProtoMajor != 2 {
 		t.Fatalf("over TLS: %d %q %s, want 200 up over HTTP/2", resp.StatusCode, b, resp.Proto)
 	}
+}
+
+// A shutdown lets an open WebSocket go on until it closes (within the
+// shutdown timeout), while no new connection is taken.
+func TestGatewayShutdownDrainsWebSockets(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(conn, brw)
+	}))
+	defer upstream.Close()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(file, []byte("listeners: [{addr: \"127.0.0.1:0\"}]\nroutes:\n  - {name: ws, path_prefix: /, upstreams: ["+upstream.URL+"]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var c serveConfig
+	if err := gatewayFlags(&c, io.Discard).Parse([]string{"--config", file, "--watch=false"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := c.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := startGateway(context.Background(), c, opts, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", s.addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(conn, "GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.shutdown()
+		close(done)
+	}()
+	// Once the listener refuses new connections, the shutdown is under
+	// way; the tunnel still carries data both ways.
+	for {
+		c, err := net.Dial("tcp", s.addrs[0])
+		if err != nil {
+			break
+		}
+		c.Close()
+	}
+	for _, msg := range []string{"still", "open"} {
+		io.WriteString(conn, msg)
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != msg {
+			t.Fatalf("the tunnel during the shutdown: %q %v, want the echo of %q", buf, err, msg)
+		}
+	}
+	select {
+	case <-done:
+		t.Fatal("the shutdown ended while a WebSocket was open")
+	default:
+	}
+	conn.Close()
+	<-done
 }
