@@ -55,3 +55,36 @@ func TestOversizedBodies(t *testing.T) {
 		t.Fatalf("a small body after twenty oversized ones: %d %s, want 200 (the upstream not ejected)", c, b)
 	}
 }
+
+// Headers over the bound are 431 in JSON, and counted like any answer.
+func TestOversizedHeaders(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	cfg, err := gateway.Parse("g.yaml", []byte("listeners: [{addr: x}]\nroutes:\n  - {name: r, path_prefix: /, upstreams: ["+up.URL+"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler), MaxHeaderBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	for _, c := range []struct {
+		size int
+		want int
+	}{{1000, 200}, {5000, 431}} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)
+		req.Header.Set("Cookie", strings.Repeat("c", c.size))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || c.want == 431 && !strings.Contains(string(b), `"headers_too_large"`) {
+			t.Fatalf("a %d-byte cookie: %d %s, want %d", c.size, resp.StatusCode, b, c.want)
+		}
+	}
+}

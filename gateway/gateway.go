@@ -49,6 +49,12 @@ type Options struct {
 	Transport  http.RoundTripper
 	JWKSClient *http.Client
 
+	// MaxHeaderBytes, if positive, bounds a request's line and headers:
+	// a larger request is answered 431 in JSON and counted. (The server
+	// in front should read up to twice as much, past which net/http
+	// answers its own plain 431 before the gateway sees the request.)
+	MaxHeaderBytes int
+
 	// Tracer, if not nil, makes a span of every request, a child of the
 	// caller's trace (its traceparent), and passes the span on to the
 	// upstream in the request's traceparent; nil traces nothing. Take it
@@ -72,6 +78,7 @@ type Gateway struct {
 	log     *slog.Logger
 	metrics *Metrics
 	tracer  trace.Tracer
+	maxHdr  int
 	closers []func()
 }
 
@@ -86,7 +93,7 @@ type runtimeRoute struct {
 // sets, so that a config that names a file it cannot read fails here,
 // before it serves.
 func New(cfg *Config, o Options) (g *Gateway, err error) {
-	g = &Gateway{cfg: cfg, routes: map[string]*runtimeRoute{}, engine: o.Engine, log: o.Logger, metrics: o.Metrics, tracer: o.Tracer}
+	g = &Gateway{cfg: cfg, routes: map[string]*runtimeRoute{}, engine: o.Engine, log: o.Logger, metrics: o.Metrics, tracer: o.Tracer, maxHdr: o.MaxHeaderBytes}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -238,6 +245,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.logAccess(r, sw, &entry, d)
 	}()
+	if g.maxHdr > 0 && headerBytes(r) > g.maxHdr {
+		writeError(sw, r, http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", fmt.Sprintf("the request's headers are over %d bytes", g.maxHdr))
+		return
+	}
 	rt0 := g.table.Lookup(r)
 	if rt0 == nil {
 		writeError(sw, r, http.StatusNotFound, "no_route", "no route matches this request")
@@ -503,11 +514,23 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, code, messag
 
 // grpcCodes are the gRPC codes of the gateway's own answers.
 var grpcCodes = map[int]int{
-	http.StatusNotFound:              12, // UNIMPLEMENTED: no such method here
-	http.StatusRequestEntityTooLarge: 8,  // RESOURCE_EXHAUSTED
-	http.StatusUnauthorized:          16, // UNAUTHENTICATED
-	http.StatusTooManyRequests:       8,  // RESOURCE_EXHAUSTED
-	http.StatusServiceUnavailable:    14, // UNAVAILABLE
+	http.StatusNotFound:                    12, // UNIMPLEMENTED: no such method here
+	http.StatusRequestEntityTooLarge:       8,  // RESOURCE_EXHAUSTED
+	http.StatusUnauthorized:                16, // UNAUTHENTICATED
+	http.StatusTooManyRequests:             8,  // RESOURCE_EXHAUSTED
+	http.StatusServiceUnavailable:          14, // UNAVAILABLE
+	http.StatusRequestHeaderFieldsTooLarge: 8,  // RESOURCE_EXHAUSTED
+}
+
+// headerBytes is about how many bytes r's line and headers took.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 16
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // isGRPC reports whether r is a gRPC call.

@@ -156,7 +156,7 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		s.engine.Supports = st.supports
 		s.engine.Observe = s.rulesM.Observe
 	}
-	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: log, Metrics: s.gm, Tracer: s.tracer})
+	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: log, Metrics: s.gm, Tracer: s.tracer, MaxHeaderBytes: c.maxHeaderBytes})
 	if err != nil {
 		return fail(err)
 	}
@@ -176,6 +176,9 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 			return fail(fmt.Errorf("%s:%d: listeners: %w", cfg.File, l.Line, err))
 		}
 		srv := c.httpServer(handler)
+		// The gateway answers headers over the bound itself, in JSON;
+		// net/http's plain 431 is for those twice as large.
+		srv.MaxHeaderBytes = 2 * c.maxHeaderBytes
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetHTTP2(true)
@@ -261,7 +264,7 @@ func (s *gatewayService) reload() {
 		}
 		old = s.engine.Swap(rc)
 	}
-	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: s.log, Metrics: s.gm, Tracer: s.tracer})
+	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: s.log, Metrics: s.gm, Tracer: s.tracer, MaxHeaderBytes: s.c.maxHeaderBytes})
 	if err != nil {
 		if old != nil {
 			s.engine.Swap(old)
