@@ -149,26 +149,6 @@ func (v Values) Set(h http.Header, mode Mode) {
 	}
 }
 
-// canonical is http.CanonicalHeaderKey(name), without its work for the
-// names Append writes.
-func canonical(name string) string {
-	switch name {
-	case "RateLimit-Policy":
-		return "Ratelimit-Policy"
-	case "RateLimit":
-		return "Ratelimit"
-	case "X-RateLimit-Limit":
-		return "X-Ratelimit-Limit"
-	case "X-RateLimit-Remaining":
-		return "X-Ratelimit-Remaining"
-	case "X-RateLimit-Reset":
-		return "X-Ratelimit-Reset"
-	case "Retry-After":
-		return "Retry-After"
-	}
-	return http.CanonicalHeaderKey(name)
-}
-
 // policyName is the name v's fields give its policy.
 func (v Values) policyName() string {
 	if v.Policy == "" {
