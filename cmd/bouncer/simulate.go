@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/internal/yamlconf"
 )
 
 // simStart is the virtual instant every simulation starts at: a Monday at
@@ -49,7 +50,8 @@ The state column is the tokens left (token_bucket, gcra), the queued units
 (sliding_window_log "in window") or the units in flight (concurrency).
 
 The clock starts at 2026-01-05T00:00:00Z; times are offsets from it. Windows
-are aligned to the Unix epoch, as in every store.
+are aligned to the Unix epoch, as in every store. Every duration (D) is a Go
+duration such as 100ms, 90s or 1h, or whole days such as 1d, as in config files.
 
 Limit:
   --algorithm NAME   token_bucket, gcra, leaky_bucket, fixed_window,
@@ -69,7 +71,9 @@ Limit:
 Traffic:
   --traffic KIND     steady, burst, boundary or file (default steady)
       steady         --rps R requests per second, evenly spaced from 0
-                     (R may be a decimal, such as 0.5)
+                     (R may be a decimal, such as 0.5; default twice the
+                     limit: 2 × --rate per --period, or for concurrency
+                     2 × --rate per --hold)
       burst          --burst-size N requests at once at 0, --every D, 2×--every, ...
       boundary       --rate requests over the last tenth of a period before
                      the first window boundary, and --rate more over the
@@ -156,21 +160,42 @@ func newSimFlags() (*flag.FlagSet, *simFlags) {
 	fs.StringVar(&f.algorithm, "algorithm", "", "")
 	fs.StringVar(&f.compare, "compare", "", "")
 	fs.Int64Var(&f.rate, "rate", 0, "")
-	fs.DurationVar(&f.period, "period", time.Second, "")
+	durationVar(fs, &f.period, "period", time.Second, "the rate's period (a duration such as 1s, 1h or 1d)")
 	fs.Int64Var(&f.burst, "burst", 0, "")
 	fs.BoolVar(&f.shape, "shape", false, "")
 	fs.StringVar(&f.traffic, "traffic", "steady", "")
-	fs.StringVar(&f.rps, "rps", "", "")
+	fs.StringVar(&f.rps, "rps", "", "requests per second of --traffic steady (default 2 × --rate per --period; for concurrency, 2 × --rate per --hold)")
 	fs.Int64Var(&f.burstSize, "burst-size", 0, "")
-	fs.DurationVar(&f.every, "every", 0, "")
+	durationVar(fs, &f.every, "every", 0, "")
 	fs.StringVar(&f.file, "file", "", "")
 	fs.Int64Var(&f.cost, "cost", 1, "")
-	fs.DurationVar(&f.hold, "hold", defaultHold, "")
-	fs.DurationVar(&f.duration, "duration", 0, "")
-	fs.DurationVar(&f.step, "step", 0, "")
+	durationVar(fs, &f.hold, "hold", defaultHold, "")
+	durationVar(fs, &f.duration, "duration", 0, "")
+	durationVar(fs, &f.step, "step", 0, "")
 	fs.StringVar(&f.format, "format", "text", "")
 	fs.BoolVar(&f.summary, "summary", false, "")
 	return fs, f
+}
+
+// durationVar defines a duration flag that takes whole days ("1d") too, as
+// config files do.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var((*durationValue)(p), name, usage)
+}
+
+// durationValue is a flag.Value read by yamlconf.ParseDuration.
+type durationValue time.Duration
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+func (d *durationValue) Set(s string) error {
+	v, err := yamlconf.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = durationValue(v)
+	return nil
 }
 
 // parseSimulate parses and validates a simulate command line. Its errors
@@ -372,7 +397,19 @@ func (f *simFlags) buildTraffic(sim *simulation) error {
 	switch f.traffic {
 	case "steady":
 		if !f.set["rps"] {
-			return errors.New("--rps: required with --traffic steady")
+			// Twice the limit, so that the run shows it refusing.
+			per, name := f.period, "--rps (default 2 × --rate per --period)"
+			if len(sim.limits) == 1 && sim.limits[0].Algorithm == bouncer.Concurrency {
+				per, name = f.hold, "--rps (default 2 × --rate per --hold)"
+			}
+			rps := new(big.Rat).SetFrac(big.NewInt(2*f.rate), big.NewInt(int64(per)))
+			rps.Mul(rps, big.NewRat(int64(time.Second), 1))
+			sim.traffic, err = steadyTraffic(rps, duration, cost)
+			if err != nil {
+				err = fmt.Errorf("%s%s", name, strings.TrimPrefix(err.Error(), "--rps"))
+			}
+			sim.describe = fmt.Sprintf("steady, %d requests per %v (2 × --rate, the default)", 2*f.rate, per)
+			break
 		}
 		rps, ok := new(big.Rat).SetString(f.rps)
 		if !ok || strings.Contains(f.rps, "/") || len(f.rps) > maxOffsetLen {

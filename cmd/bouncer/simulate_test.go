@@ -41,7 +41,8 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{"period zero", with(tb, "--period", "0s"), "--period: must be positive"},
 		{"period negative", with(tb, "--period", "-1s"), "--period: must be positive"},
 		{"period too long", with(tb, "--period", "100000h"), "--period: must be at most"},
-		{"period not a duration", with(tb, "--period", "1"), "-period: parse error"},
+		{"period not a duration", with(tb, "--period", "1"), `-period: bad duration "1"`},
+		{"period zero days", with(tb, "--period", "0d"), `-period: bad duration "0d"`},
 		{"burst on a window", []string{"--algorithm", "fixed_window", "--rate", "5", "--burst", "5"}, "--burst: fixed_window takes no burst"},
 		{"burst on windows only", []string{"--compare", "fixed_window,concurrency", "--rate", "5", "--burst", "5"}, "--burst: fixed_window takes no burst"},
 		{"burst zero", with(tb, "--burst", "0"), "--burst: must be at least 1"},
@@ -53,7 +54,7 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{"cost negative", with(tb, "--cost", "-1"), "--cost: must be from 0"},
 		{"cost too big", with(tb, "--cost", "99999999999999"), "--cost: must be from 0"},
 		{"unknown traffic", with(tb, "--traffic", "random"), `--traffic: want steady, burst, boundary or file, got "random"`},
-		{"no rps", tb, "--rps: required with --traffic steady"},
+		{"default rps too many", []string{"--algorithm", "gcra", "--rate", "1000000000"}, "--rps (default 2 × --rate per --period): 2000000000 per second for --duration 3s is 6000000000 requests"},
 		{"rps zero", with(tb, "--rps", "0"), "--rps: must be positive"},
 		{"rps negative", with(tb, "--rps", "-3"), "--rps: must be positive"},
 		{"rps not a number", with(tb, "--rps", "fast"), `--rps: want a number of requests per second, got "fast"`},
@@ -517,4 +518,67 @@ func FuzzSimulateArgs(f *testing.F) {
 			t.Errorf("exit code %d for %q", code, line)
 		}
 	})
+}
+
+// Without --rps, steady traffic is twice the limit, so that a first run
+// shows the limit refusing.
+func TestSimulateDefaultTraffic(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want [][]string
+	}{
+		{"gcra", []string{"--algorithm", "gcra", "--rate", "5", "--summary"}, [][]string{
+			{"clock:", "3s", "from", "2026-01-05T00:00:00Z,", "rows", "of", "100ms"},
+			{"traffic:", "steady,", "10", "requests", "per", "1s", "(2", "×", "--rate,", "the", "default)"},
+			{"summary"},
+			{"limit", "requests", "admitted", "rejected", "max", "admitted", "in", "any", "1s"},
+			// The burst of 5, then one in two.
+			{"gcra", "5/1s", "burst", "5", "30", "19", "11", "9"},
+		}},
+		{"period in days", []string{"--algorithm", "fixed_window", "--rate", "5", "--period", "1d", "--summary"}, [][]string{
+			{"clock:", "72h0m0s", "from", "2026-01-05T00:00:00Z,", "rows", "of", "2h24m0s"},
+			{"traffic:", "steady,", "10", "requests", "per", "24h0m0s", "(2", "×", "--rate,", "the", "default)"},
+			{"summary"},
+			{"limit", "requests", "admitted", "rejected", "max", "admitted", "in", "any", "24h0m0s"},
+			{"fixed_window", "5/24h0m0s", "30", "15", "15", "5"},
+		}},
+		{"concurrency", []string{"--algorithm", "concurrency", "--rate", "2", "--duration", "1s", "--summary"}, [][]string{
+			{"clock:", "1s", "from", "2026-01-05T00:00:00Z,", "rows", "of", "100ms"},
+			{"traffic:", "steady,", "4", "requests", "per", "100ms", "(2", "×", "--rate,", "the", "default)"},
+			{"summary"},
+			{"limit", "requests", "admitted", "rejected", "max", "admitted", "in", "any", "1s"},
+			{"concurrency", "2/1s", "40", "20", "20", "20"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runArgs(t, append([]string{"simulate"}, tt.args...)...)
+			if code != exitOK || stderr != "" {
+				t.Fatalf("got exit code %d, stderr %q; want 0 and nothing", code, stderr)
+			}
+			if got := fields(stdout); !slices.EqualFunc(got, tt.want, slices.Equal) {
+				t.Errorf("got\n%s\nwant the rows %q", stdout, tt.want)
+			}
+		})
+	}
+}
+
+// Every duration flag takes whole days, as config files do.
+func TestSimulateDurationDays(t *testing.T) {
+	sim, err := parseSimulate([]string{"--algorithm", "fixed_window", "--rate", "5", "--period", "1d",
+		"--traffic", "burst", "--burst-size", "3", "--every", "2d", "--duration", "7d", "--step", "1d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const day = 24 * time.Hour
+	if got, want := sim.limits[0].Period, day; got != want {
+		t.Errorf("period: got %v, want %v", got, want)
+	}
+	if got, want := sim.clock, (clock{start: simStart.UnixNano(), duration: 7 * day, step: day}); got != want {
+		t.Errorf("clock: got %+v, want %+v", got, want)
+	}
+	if got, want := len(sim.traffic), 12; got != want {
+		t.Errorf("requests: got %d, want %d (bursts of 3 at 0, 2d, 4d, 6d)", got, want)
+	}
 }
