@@ -88,6 +88,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/keys", func(w http.ResponseWriter, r *http.Request) { listKeys(w, r, o) })
 	mux.HandleFunc("GET /v1/keys/state", func(w http.ResponseWriter, r *http.Request) { keyState(w, r, o) })
 	mux.HandleFunc("POST /v1/keys/reset", func(w http.ResponseWriter, r *http.Request) { resetKey(w, r, o) })
+	mountLive(mux, o)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such admin endpoint"})
 	})

@@ -1,0 +1,312 @@
+package admin
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// livePage is the live page: one HTML file with its style and script
+// inline, so that it needs nothing but /live.json.
+//
+//go:embed live.html
+var livePage []byte
+
+// liveCSP allows the page's own inline style and script, by their
+// hashes, and fetches from the admin listener only: keys come from
+// clients, so whatever slipped past the page's escaping still could not
+// run or load anything.
+var liveCSP = "default-src 'self'; script-src " + inlineHash("script") + "; style-src " + inlineHash("style") +
+	"; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// inlineHash returns the CSP source of the page's one <tag> element.
+func inlineHash(tag string) string {
+	_, rest, ok := bytes.Cut(livePage, []byte("<"+tag+">"))
+	body, _, ok2 := bytes.Cut(rest, []byte("</"+tag+">"))
+	if !ok || !ok2 {
+		panic("admin: live.html has no <" + tag + "> element")
+	}
+	sum := sha256.Sum256(body)
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// Bounds of /live.json: how many recently seen keys it peeks at (each
+// peek is a store call), how many denying keys it lists, how long the
+// peeks may take together, and how many reload events it remembers.
+const (
+	livePeeks    = 32
+	liveDenied   = 10
+	livePeekTime = time.Second
+	liveHistory  = 20
+)
+
+// LiveView is what /live.json answers: the counters the live page turns
+// into rates (it divides the difference of two fetches by their Time),
+// the keys being denied, the store's health and the config's story.
+type LiveView struct {
+	Time          time.Time      `json:"time"`
+	ConfigVersion string         `json:"config_version"`
+	Decisions     []DecisionStat `json:"decisions"`
+	DeniedKeys    []DeniedKey    `json:"denied_keys"`
+	KeysOff       bool           `json:"keys_off,omitempty"`   // the key index is off (--admin-keys 0)
+	KeysError     string         `json:"keys_error,omitempty"` // why the peeks stopped short
+	Redis         *RedisHealth   `json:"redis,omitempty"`      // nil unless the store is Redis
+	Reloads       map[string]int `json:"reloads"`              // attempts by result: success, unchanged, failure
+	ReloadHistory []ReloadEvent  `json:"reload_history"`       // oldest first
+}
+
+// DecisionStat is one bouncer_decisions_total counter.
+type DecisionStat struct {
+	Domain string  `json:"domain"`
+	Rule   string  `json:"rule"`           // the descriptor path, as the metric labels it
+	Name   string  `json:"name,omitempty"` // the rule's name, when it has one
+	Result string  `json:"result"`
+	Total  float64 `json:"total"`
+}
+
+// DeniedKey is a recently seen key that at least one of its limits
+// denies now (nothing left, or counted past the limit).
+type DeniedKey struct {
+	Key               string    `json:"key"`
+	Domain            string    `json:"domain"`
+	Rule              string    `json:"rule,omitempty"`
+	Limit             string    `json:"limit"`
+	Rate              int64     `json:"rate"`
+	PeriodSeconds     float64   `json:"period_seconds"`
+	ResetAfterSeconds float64   `json:"reset_after_seconds"`
+	LastSeen          time.Time `json:"last_seen,omitzero"`
+}
+
+// RedisHealth is the Redis store's health as its metrics report it.
+type RedisHealth struct {
+	Connected bool        `json:"connected"`
+	Nodes     []RedisNode `json:"nodes"`
+}
+
+// RedisNode is one Redis node's circuit breaker.
+type RedisNode struct {
+	Node    string `json:"node"`
+	Breaker string `json:"breaker"` // closed, half_open or open
+	Slow    bool   `json:"slow"`
+}
+
+// ReloadEvent is a change of the reload counters or of the config
+// version, as /live.json saw it: at the first fetch after it happened
+// (the reloader itself keeps no history).
+type ReloadEvent struct {
+	Time    time.Time `json:"time"`
+	Version string    `json:"version"`
+	Result  string    `json:"result"` // serving (the first fetch), success or failure
+	Count   int       `json:"count,omitempty"`
+}
+
+// live serves the live page and its data. Its history is guarded by mu.
+type live struct {
+	o Options
+
+	mu      sync.Mutex
+	seen    bool
+	version string
+	reloads map[string]int
+	history []ReloadEvent
+}
+
+// mountLive serves the live page at GET /live and its data at GET
+// /live.json on mux.
+func mountLive(mux *http.ServeMux, o Options) {
+	l := &live{o: o}
+	mux.HandleFunc("GET /live", l.page)
+	mux.HandleFunc("GET /live.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		writeJSON(w, http.StatusOK, l.view(r.Context(), time.Now()))
+	})
+}
+
+func (l *live) page(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", liveCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	_, _ = w.Write(livePage)
+}
+
+// view builds what /live.json answers at now.
+func (l *live) view(ctx context.Context, now time.Time) LiveView {
+	c := l.o.Engine.Config()
+	v := LiveView{Time: now, ConfigVersion: c.Version, Decisions: []DecisionStat{}, DeniedKeys: []DeniedKey{}, Reloads: map[string]int{}}
+	if l.o.Gatherer != nil {
+		readMetrics(&v, c, l.o.Gatherer)
+	}
+	v.DeniedKeys, v.KeysOff, v.KeysError = l.denied(ctx)
+	v.ReloadHistory = l.record(now, c.Version, v.Reloads)
+	return v
+}
+
+// readMetrics fills v's decisions, Redis health and reload counts from
+// g's metrics. It never names the metrics' types (their module is not
+// one admin may import); it calls their methods.
+func readMetrics(v *LiveView, c *rules.Config, g prometheus.Gatherer) {
+	mfs, _ := g.Gather() // what gathered is good even when some collector failed
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "bouncer_decisions_total":
+			for _, m := range mf.GetMetric() {
+				l := labels(m.GetLabel())
+				v.Decisions = append(v.Decisions, DecisionStat{
+					Domain: l["domain"], Rule: l["rule"], Name: ruleName(c, l["domain"], l["rule"]),
+					Result: l["result"], Total: m.GetCounter().GetValue(),
+				})
+			}
+		case "bouncer_config_reloads_total":
+			for _, m := range mf.GetMetric() {
+				v.Reloads[labels(m.GetLabel())["result"]] = int(m.GetCounter().GetValue())
+			}
+		case "bouncer_redis_connected":
+			redis(v).Connected = len(mf.GetMetric()) > 0 && mf.GetMetric()[0].GetGauge().GetValue() == 1
+		case "bouncer_redis_breaker_open":
+			for _, m := range mf.GetMetric() {
+				state := "closed"
+				switch g := m.GetGauge().GetValue(); {
+				case g >= 1:
+					state = "open"
+				case g > 0:
+					state = "half_open"
+				}
+				node(redis(v), labels(m.GetLabel())["node"]).Breaker = state
+			}
+		case "bouncer_redis_node_slow":
+			for _, m := range mf.GetMetric() {
+				node(redis(v), labels(m.GetLabel())["node"]).Slow = m.GetGauge().GetValue() > 0
+			}
+		}
+	}
+	if v.Redis != nil {
+		slices.SortFunc(v.Redis.Nodes, func(a, b RedisNode) int { return strings.Compare(a.Node, b.Node) })
+	}
+}
+
+func redis(v *LiveView) *RedisHealth {
+	if v.Redis == nil {
+		v.Redis = &RedisHealth{Nodes: []RedisNode{}}
+	}
+	return v.Redis
+}
+
+func node(h *RedisHealth, addr string) *RedisNode {
+	for i := range h.Nodes {
+		if h.Nodes[i].Node == addr {
+			return &h.Nodes[i]
+		}
+	}
+	h.Nodes = append(h.Nodes, RedisNode{Node: addr, Breaker: "closed"})
+	return &h.Nodes[len(h.Nodes)-1]
+}
+
+// labelPair is a metric's label as the gatherer gives it.
+type labelPair interface {
+	GetName() string
+	GetValue() string
+}
+
+func labels[P labelPair](pairs []P) map[string]string {
+	out := make(map[string]string, len(pairs))
+	for _, lp := range pairs {
+		out[lp.GetName()] = lp.GetValue()
+	}
+	return out
+}
+
+// ruleName returns the name of the first rule of domain at path, or "".
+func ruleName(c *rules.Config, domain, path string) string {
+	d := c.Domain(domain)
+	if d == nil {
+		return ""
+	}
+	for _, r := range d.Rules {
+		if r.Path == path {
+			return r.Name
+		}
+	}
+	return ""
+}
+
+// denied peeks at the livePeeks keys seen most recently and returns
+// those a limit denies now, most recently seen first. Counts of denials
+// per key exist nowhere (stores keep digests, the metrics count by
+// rule), so "denied now" is what the page can show.
+func (l *live) denied(ctx context.Context) (out []DeniedKey, off bool, failed string) {
+	out = []DeniedKey{}
+	x := l.o.Engine.Keys
+	if x == nil {
+		return out, true, ""
+	}
+	keys, _ := x.List("", x.Len()+1)
+	slices.SortFunc(keys, func(a, b rules.KeyInfo) int { return b.LastSeen.Compare(a.LastSeen) })
+	keys = keys[:min(len(keys), livePeeks)]
+	ctx, cancel := context.WithTimeout(ctx, livePeekTime)
+	defer cancel()
+	for _, k := range keys {
+		states, err := l.o.Engine.State(ctx, k.Key, k.Limits)
+		if err != nil {
+			return out, false, err.Error()
+		}
+		for _, s := range states {
+			if s.Allowed && s.Remaining > 0 {
+				continue
+			}
+			d := DeniedKey{
+				Key: k.Key, Domain: k.Domain, Limit: s.Limit.Name, Rate: s.Limit.Rate,
+				PeriodSeconds: s.Limit.Period.Seconds(), ResetAfterSeconds: s.ResetAfter.Seconds(), LastSeen: k.LastSeen,
+			}
+			if k.Rule != nil {
+				d.Rule = cmp.Or(k.Rule.Name, k.Rule.Path)
+			}
+			out = append(out, d)
+			break
+		}
+		if len(out) == liveDenied {
+			break
+		}
+	}
+	return out, false, ""
+}
+
+// record notes in the history what changed since the last fetch, and
+// returns a copy of it.
+func (l *live) record(now time.Time, version string, reloads map[string]int) []ReloadEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	add := func(e ReloadEvent) {
+		if len(l.history) == liveHistory {
+			l.history = slices.Delete(l.history, 0, 1)
+		}
+		l.history = append(l.history, e)
+	}
+	switch {
+	case !l.seen:
+		add(ReloadEvent{Time: now, Version: version, Result: "serving"})
+	default:
+		if n := reloads["failure"] - l.reloads["failure"]; n > 0 {
+			add(ReloadEvent{Time: now, Version: version, Result: "failure", Count: n})
+		}
+		if n := reloads["success"] - l.reloads["success"]; n > 0 || version != l.version {
+			add(ReloadEvent{Time: now, Version: version, Result: "success", Count: max(n, 1)})
+		}
+	}
+	l.seen, l.version, l.reloads = true, version, reloads
+	return slices.Clone(l.history)
+}

@@ -1,0 +1,163 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bouncerhq/bouncer/admin"
+	"github.com/bouncerhq/bouncer/metrics"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// hostileKey is a descriptor value a client might send to a page that
+// shows keys as markup.
+const hostileKey = "<script>alert(1)</script>"
+
+// liveHandler is an admin handler over the edge domain with metrics,
+// after one check of zone=a and two of the hostile zone, the second
+// denied (a limit of 1 a minute).
+func liveHandler(t *testing.T) (http.Handler, *rules.Engine) {
+	t.Helper()
+	e := keyEngine(t)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.Serving(e.Config())
+	e.Observe = m.Observe
+	hit(t, e, rules.Entry{Key: "zone", Value: "a"})
+	hit(t, e, rules.Entry{Key: "zone", Value: hostileKey})
+	if resp := hit(t, e, rules.Entry{Key: "zone", Value: hostileKey}); resp.Code != rules.OverLimit {
+		t.Fatalf("third check: got %v, want over limit", resp.Code)
+	}
+	return admin.Handler(admin.Options{Engine: e, Gatherer: reg}), e
+}
+
+func TestLivePage(t *testing.T) {
+	h, _ := liveHandler(t)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/live", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /live: got %d, want 200", w.Code)
+	}
+	for name, want := range map[string]string{
+		"Content-Type":            "text/html; charset=utf-8",
+		"Content-Security-Policy": "default-src 'self'",
+		"X-Content-Type-Options":  "nosniff",
+	} {
+		if got := w.Header().Get(name); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: got %q, want it to start with %q", name, got, want)
+		}
+	}
+	csp := w.Header().Get("Content-Security-Policy")
+	for _, want := range []string{"script-src 'sha256-", "style-src 'sha256-"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("Content-Security-Policy: got %q, want %q in it", csp, want)
+		}
+	}
+	body := w.Body.String()
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "http://", "https://"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("the page holds %q; it builds its nodes with textContent and loads nothing from elsewhere", bad)
+		}
+	}
+	if !strings.Contains(body, `fetch("live.json"`) {
+		t.Errorf("the page does not fetch live.json")
+	}
+}
+
+func TestLiveJSON(t *testing.T) {
+	h, e := liveHandler(t)
+	var v admin.LiveView
+	get(t, h, "/live.json", http.StatusOK, &v)
+
+	if v.ConfigVersion != e.Config().Version {
+		t.Errorf("config_version: got %q, want %q", v.ConfigVersion, e.Config().Version)
+	}
+	totals := map[string]float64{}
+	for _, d := range v.Decisions {
+		if d.Domain == "edge" && d.Rule == "zone" {
+			totals[d.Result] += d.Total
+		}
+	}
+	if totals["ok"] != 2 || totals["over_limit"] != 1 {
+		t.Errorf("edge zone decisions: got %v, want ok 2 and over_limit 1", totals)
+	}
+	// Both keys have nothing left; the one seen last comes first.
+	if len(v.DeniedKeys) != 2 || v.DeniedKeys[0].Key != "edge:zone:"+hostileKey || v.DeniedKeys[1].Key != "edge:zone:a" {
+		t.Fatalf("denied_keys: got %+v, want the hostile key, then zone a", v.DeniedKeys)
+	}
+	if d := v.DeniedKeys[0]; d.Domain != "edge" || d.Rule != "zone" || d.Rate != 1 || d.PeriodSeconds != 60 {
+		t.Errorf("denied key: got %+v, want domain edge, rule zone, 1 per 60 s", d)
+	}
+	if v.Redis != nil {
+		t.Errorf("redis: got %+v, want none with the memory store", v.Redis)
+	}
+	if len(v.ReloadHistory) != 1 || v.ReloadHistory[0].Result != "serving" || v.ReloadHistory[0].Version != v.ConfigVersion {
+		t.Errorf("reload_history: got %+v, want one serving event of the version", v.ReloadHistory)
+	}
+
+	// The key is data: JSON-escaped, never raw markup in the answer.
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/live.json", nil))
+	if strings.Contains(w.Body.String(), hostileKey) {
+		t.Errorf("/live.json holds the key as raw markup: %s", w.Body)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"time", "config_version", "decisions", "denied_keys", "reloads", "reload_history"} {
+		if _, ok := raw[field]; !ok {
+			t.Errorf("/live.json: no %q field in %s", field, w.Body)
+		}
+	}
+}
+
+func TestLiveReloadHistory(t *testing.T) {
+	e := keyEngine(t)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.Serving(e.Config())
+	h := admin.Handler(admin.Options{Engine: e, Gatherer: reg})
+	var v admin.LiveView
+	get(t, h, "/live.json", http.StatusOK, &v)
+	first := v.ConfigVersion
+
+	c := config(t, nativeFile)
+	e.Swap(c)
+	m.Reloaded(c, true, nil)
+	m.Reloaded(c, false, errTest)
+	get(t, h, "/live.json", http.StatusOK, &v)
+
+	var got []string
+	for _, ev := range v.ReloadHistory {
+		got = append(got, ev.Result+" "+ev.Version)
+	}
+	want := []string{"serving " + first, "failure " + c.Version, "success " + c.Version}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("reload_history: got %q, want %q", got, want)
+	}
+	if v.Reloads["success"] != 1 || v.Reloads["failure"] != 1 {
+		t.Errorf("reloads: got %v, want success 1, failure 1", v.Reloads)
+	}
+}
+
+var errTest = errorString("test: rejected")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func TestLiveWithoutKeyIndex(t *testing.T) {
+	e := rules.NewEngine(config(t, envoyFile), nil)
+	h := admin.Handler(admin.Options{Engine: e})
+	var v admin.LiveView
+	get(t, h, "/live.json", http.StatusOK, &v)
+	if !v.KeysOff || len(v.DeniedKeys) != 0 || v.Decisions == nil {
+		t.Errorf("got keys_off %v, denied_keys %v, decisions %v; want keys off, none denied, decisions []", v.KeysOff, v.DeniedKeys, v.Decisions)
+	}
+}
