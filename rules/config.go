@@ -244,3 +244,8 @@ func version(names []string, data [][]byte) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
+
+// FormatDuration writes d the way a config writes a period: "1s", "90s"
+// as "1m30s", "1m", "1h", "1d", "7d"; ParseDuration of the config format
+// reads it back.
+func FormatDuration(d time.Duration) string { return periodName(d) }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,8 +56,20 @@ type Engine struct {
 	// the error that failed it.
 	Observe func(domain string, resp *Response, err error)
 
-	config atomic.Pointer[Config]
+	// Logger receives what a request does not say in its answer: a
+	// domain the config does not define (at Warn, once per domain, for
+	// the first MaxLoggedDomains distinct ones, then one line saying it
+	// stops), and at Debug a descriptor that carries only the plan entry
+	// or whose rule another rule replaced. Nil means slog.Default().
+	Logger *slog.Logger
+
+	config  atomic.Pointer[Config]
+	unknown unknownDomains
 }
+
+// MaxLoggedDomains bounds the unknown domains an Engine logs: clients
+// choose domains, and one line each would let them fill the log.
+const MaxLoggedDomains = 100
 
 // NewEngine returns an engine serving c, counting in lim.
 func NewEngine(c *Config, lim bouncer.Limiter) *Engine {
@@ -112,6 +127,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 		resp.Statuses[i].Code = OK
 	}
 	if d == nil {
+		e.unknownDomain(ctx, r.Domain)
 		if e.RejectUnknownDomains {
 			return Response{}, nil, fmt.Errorf("%w: %q", ErrUnknownDomain, r.Domain)
 		}
@@ -120,9 +136,12 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 	if err := d.checkOverrides(&r, e.Supports); err != nil {
 		return Response{}, d, err
 	}
-	ms := d.matchAll(&r)
+	ms, replaced := d.matchAll(&r)
 	if e.Keys != nil {
 		e.Keys.note(d.Name, ms, e.now())
+	}
+	if log := e.logger(); log.Enabled(ctx, slog.LevelDebug) {
+		d.explain(ctx, log, &r, ms, replaced)
 	}
 	var err error
 	if d.Semantics == EnvoySemantics {
@@ -133,8 +152,26 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 	if err != nil {
 		return Response{}, d, errors.Join(err, e.Refund(context.WithoutCancel(ctx), &resp, leases))
 	}
+	for i, rp := range replaced {
+		if rp.rule != nil {
+			resp.Statuses[i].Rule = rp.rule // and no Limit: see Status.Replaced
+		}
+	}
 	resp.finish()
 	return resp, d, nil
+}
+
+// Replaced reports whether the descriptor matched a rule that another
+// rule of the same request replaces (envoyproxy/ratelimit's replaces):
+// Rule is then the replaced rule, and Limit is nil, since no limit was
+// checked. The answer is OK, as for a descriptor no rule matches; RLS and
+// the JSON API report it as envoyproxy/ratelimit does, without a
+// current_limit and with limit_remaining 0.
+func (s *Status) Replaced() bool { return s.Rule != nil && s.Limit == nil && !s.Unlimited }
+
+// replacement is a descriptor's rule that another matched rule replaces.
+type replacement struct {
+	rule, by *Rule
 }
 
 // counted reports whether m is checked in the store: matched, limited,
@@ -142,11 +179,12 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 func (m *matched) counted() bool { return m != nil && !m.unlimited && len(m.limits) > 0 }
 
 // matchAll looks every descriptor up and applies replaces: a rule named in
-// the replaces of another matched rule does not apply.
-func (d *Domain) matchAll(r *Request) []*matched {
-	ms := make([]*matched, len(r.Descriptors))
+// the replaces of another matched rule does not apply, and is left out
+// of ms and named in replaced (nil when no rule was replaced).
+func (d *Domain) matchAll(r *Request) (ms []*matched, replaced []replacement) {
+	ms = make([]*matched, len(r.Descriptors))
 	pool := make([]matched, len(r.Descriptors))
-	var replaced map[string]bool
+	var by map[string]*Rule
 	var buf [8]string
 	values := buf[:]
 	for _, desc := range r.Descriptors {
@@ -161,23 +199,103 @@ func (d *Domain) matchAll(r *Request) []*matched {
 		}
 		ms[i] = m
 		if m.rule != nil && len(m.rule.Replaces) > 0 {
-			if replaced == nil {
-				replaced = map[string]bool{}
+			if by == nil {
+				by = map[string]*Rule{}
 			}
 			for _, name := range m.rule.Replaces {
-				replaced[name] = true
+				by[name] = m.rule
 			}
 		}
 	}
-	if replaced == nil {
-		return ms
+	if by == nil {
+		return ms, nil
 	}
 	for i, m := range ms {
-		if m != nil && m.rule != nil && !m.unlimited && m.rule.Name != "" && replaced[m.rule.Name] {
+		if m != nil && m.rule != nil && !m.unlimited && m.rule.Name != "" && by[m.rule.Name] != nil {
+			if replaced == nil {
+				replaced = make([]replacement, len(ms))
+			}
+			replaced[i] = replacement{rule: m.rule, by: by[m.rule.Name]}
 			ms[i] = nil
 		}
 	}
-	return ms
+	return ms, replaced
+}
+
+// explain logs, at Debug, the descriptors of r that matched nothing
+// because they carry only the plan entry, and those whose rule was
+// replaced: both answer OK with no limit, which says nothing of why.
+func (d *Domain) explain(ctx context.Context, log *slog.Logger, r *Request, ms []*matched, replaced []replacement) {
+	for i, desc := range r.Descriptors {
+		switch {
+		case replaced != nil && replaced[i].rule != nil:
+			rp := replaced[i]
+			log.DebugContext(ctx, "descriptor not limited: its rule is replaced by another rule of the request",
+				"domain", d.Name, "descriptor", i, "rule", rp.rule.Path, "rule_name", rp.rule.Name,
+				"replaced_by", rp.by.Path, "replaced_by_name", rp.by.Name)
+		case ms[i] == nil && d.PlanKey != "" && len(desc.Entries) > 0 && onlyPlan(desc.Entries, d.PlanKey):
+			log.DebugContext(ctx, "descriptor not limited: it carries only the plan entry; the plan entry belongs in the descriptor it qualifies",
+				"domain", d.Name, "descriptor", i, "plan_key", d.PlanKey)
+		}
+	}
+}
+
+func onlyPlan(entries []Entry, planKey string) bool {
+	for _, e := range entries {
+		if e.Key != planKey {
+			return false
+		}
+	}
+	return true
+}
+
+// unknownDomains remembers the unknown domains an engine has logged.
+type unknownDomains struct {
+	mu     sync.Mutex
+	logged map[string]bool
+	full   bool // the summary line is written: no more are logged
+}
+
+// unknownDomain logs a request for name, a domain the config does not
+// define, the first time it is seen, up to MaxLoggedDomains domains.
+func (e *Engine) unknownDomain(ctx context.Context, name string) {
+	u := &e.unknown
+	u.mu.Lock()
+	if u.full || u.logged[name] {
+		u.mu.Unlock()
+		return
+	}
+	if len(u.logged) == MaxLoggedDomains {
+		u.full = true
+		u.mu.Unlock()
+		e.logger().WarnContext(ctx, "more unknown domains requested; no more are logged (see bouncer_unknown_domain_requests_total)",
+			"logged", MaxLoggedDomains)
+		return
+	}
+	if u.logged == nil {
+		u.logged = map[string]bool{}
+	}
+	u.logged[name] = true
+	u.mu.Unlock()
+	answer := "answered OK with no limit"
+	if e.RejectUnknownDomains {
+		answer = "rejected"
+	}
+	attrs := []any{"domain", name, "answer", answer}
+	for _, d := range e.config.Load().Domains() {
+		if strings.EqualFold(d.Name, name) {
+			attrs = append(attrs, "did_you_mean", d.Name) // domains are case-sensitive
+			break
+		}
+	}
+	e.logger().WarnContext(ctx, "request for a domain the config does not define (logged once per domain)", attrs...)
+}
+
+func (e *Engine) logger() *slog.Logger {
+	if e.Logger != nil {
+		return e.Logger
+	}
+	return slog.Default()
 }
 
 // match looks descriptor i up, filling m; false when no rule applies.
