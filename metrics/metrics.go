@@ -26,6 +26,7 @@ type Metrics struct {
 	storeTime *prometheus.HistogramVec
 	reloads   *prometheus.CounterVec
 	version   *prometheus.GaugeVec
+	unknown   prometheus.Counter
 }
 
 // New registers Bouncer's collectors on reg.
@@ -33,7 +34,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bouncer_decisions_total",
-			Help: "Descriptors decided, by domain, rule (its descriptor path) and result: ok, over_limit, shadowed (over, answered OK by a shadow rule), unlimited, degraded (decided by the store failure policy) or no_rule.",
+			Help: "Descriptors decided, by domain, rule (its descriptor path) and result: ok, over_limit, shadowed (over, answered OK by a shadow rule), unlimited, degraded (decided by the store failure policy), replaced (its rule replaced by another rule of the request) or no_rule.",
 		}, []string{"domain", "rule", "result"}),
 		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bouncer_near_limit_total",
@@ -56,13 +57,23 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "bouncer_config_info",
 			Help: "1 for the config version being served.",
 		}, []string{"version"}),
+		// No domain label: an unknown domain is the client's choice, and
+		// one series each would let clients grow the metrics without
+		// bound. The engine's log names them (rules.Engine.Logger).
+		unknown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bouncer_unknown_domain_requests_total",
+			Help: "Requests for a domain the config does not define: answered OK with no limit, or rejected as unknown_domain with --reject-unknown-domains.",
+		}),
 	}
-	reg.MustRegister(m.decisions, m.nearLimit, m.errors, m.storeTime, m.reloads, m.version)
+	reg.MustRegister(m.decisions, m.nearLimit, m.errors, m.storeTime, m.reloads, m.version, m.unknown)
 	return m
 }
 
 // Observe counts one Decide; it is an Engine's Observe.
 func (m *Metrics) Observe(domain string, resp *rules.Response, err error) {
+	if domain == "" && (err == nil || errors.Is(err, rules.ErrUnknownDomain)) {
+		m.unknown.Inc() // "" is every domain the config lacks; see rules.Engine.Observe
+	}
 	if err != nil {
 		reason := "store"
 		switch {
@@ -86,6 +97,8 @@ func (m *Metrics) Observe(domain string, resp *rules.Response, err error) {
 			result = "no_rule"
 		case st.Unlimited:
 			result = "unlimited"
+		case st.Replaced():
+			result = "replaced"
 		case st.Degraded:
 			result = "degraded"
 		case st.Shadowed:

@@ -81,6 +81,7 @@ func TestObserveResults(t *testing.T) {
 		{"degraded", rules.Status{Code: rules.OK, Rule: rule, Limit: limit, Degraded: true}, "user", "degraded"},
 		{"degraded and denied", rules.Status{Code: rules.OverLimit, Rule: rule, Limit: limit, Degraded: true}, "user", "degraded"},
 		{"no rule", rules.Status{Code: rules.OK}, "", "no_rule"},
+		{"replaced", rules.Status{Code: rules.OK, Rule: rule}, "user", "replaced"},
 		{"a limit given with the request", rules.Status{Code: rules.OK, Limit: limit, Remaining: 5}, "", "ok"},
 	}
 	for _, tt := range tests {
