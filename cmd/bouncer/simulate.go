@@ -92,10 +92,14 @@ Clock and output:
   --step D           the time one table row covers (default --period / 10)
   --format F         text or csv (default text); csv has the rows only
   --summary          print only the summary, not the per-row tables
+  --svg FILE         also write the run to FILE as an SVG chart: requests,
+                     admitted and rejected per row, and each limit's
+                     remaining capacity, one colour per algorithm
 
 Examples:
   bouncer simulate --algorithm token_bucket --rate 1 --burst 5 --traffic burst --burst-size 10 --every 10s --duration 10s --step 1s
   bouncer simulate --compare fixed_window,sliding_window_counter,sliding_window_log --rate 10 --traffic boundary
+  bouncer simulate --compare fixed_window,sliding_window_log --rate 10 --traffic boundary --summary --svg boundary.svg
   bouncer simulate --compare leaky_bucket:police,leaky_bucket:shape --rate 5 --burst 5 --traffic burst --burst-size 8 --every 2s
 `)
 }
@@ -107,6 +111,8 @@ type simulation struct {
 	clock   clock
 	hold    time.Duration
 	csv     bool
+	// svg is the file to write the chart to, or "" for none.
+	svg string
 	// summaryOnly leaves out the per-row tables.
 	summaryOnly bool
 	// describe says in words what traffic is, for the text output.
@@ -137,6 +143,9 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	} else {
 		err = writeText(stdout, sim, outcomes)
 	}
+	if err == nil && sim.svg != "" {
+		err = writeSVGFile(sim.svg, sim, outcomes)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bouncer simulate: %v\n", err)
 		return exitFail
@@ -144,13 +153,28 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+func writeSVGFile(name string, sim *simulation, outcomes []outcome) error {
+	fh, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("--svg: %v", err)
+	}
+	if err := writeSVG(fh, sim, outcomes); err != nil {
+		fh.Close()
+		return fmt.Errorf("--svg: %v", err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("--svg: %v", err)
+	}
+	return nil
+}
+
 // simFlags holds the command line as parsed, before validation.
 type simFlags struct {
-	algorithm, compare, traffic, rps, file, format string
-	rate, burst, burstSize, cost                   int64
-	period, every, duration, step, hold            time.Duration
-	shape, summary                                 bool
-	set                                            map[string]bool
+	algorithm, compare, traffic, rps, file, format, svg string
+	rate, burst, burstSize, cost                        int64
+	period, every, duration, step, hold                 time.Duration
+	shape, summary                                      bool
+	set                                                 map[string]bool
 }
 
 func newSimFlags() (*flag.FlagSet, *simFlags) {
@@ -174,6 +198,7 @@ func newSimFlags() (*flag.FlagSet, *simFlags) {
 	durationVar(fs, &f.step, "step", 0, "")
 	fs.StringVar(&f.format, "format", "text", "")
 	fs.BoolVar(&f.summary, "summary", false, "")
+	fs.StringVar(&f.svg, "svg", "", "also write the run to this file as an SVG chart")
 	return fs, f
 }
 
@@ -232,6 +257,10 @@ func parseSimulate(args []string) (*simulation, error) {
 		return nil, fmt.Errorf("--format: want text or csv, got %q", f.format)
 	}
 	sim.summaryOnly = f.summary
+	if f.set["svg"] && f.svg == "" {
+		return nil, errors.New("--svg: want a file name")
+	}
+	sim.svg = f.svg
 	if err := f.buildTraffic(sim); err != nil {
 		return nil, err
 	}
