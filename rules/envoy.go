@@ -42,7 +42,7 @@ type envoyRateLimit struct {
 
 	// Bouncer's, with semantics: bouncer only.
 	Algorithm    string `yaml:"algorithm"`
-	Burst        int64  `yaml:"burst"`
+	Burst        *int64 `yaml:"burst"` // nil: one period's worth
 	Shape        bool   `yaml:"shape"`
 	OnStoreError string `yaml:"on_store_error"`
 	ChargeDenied *bool  `yaml:"charge_denied"`
@@ -177,7 +177,8 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 	case !rl.Unlimited && !validUnit:
 		c.errorf(rl.At.Line, "invalid rate limit unit '%s'", rl.Unit)
 	}
-	if rl.RequestsPerUnit < 0 || rl.RequestsPerUnit > 1<<32-1 {
+	badCount := rl.RequestsPerUnit < 0 || rl.RequestsPerUnit > 1<<32-1
+	if badCount {
 		c.errorf(rl.At.Line, "requests_per_unit: %d is not between 0 and 4294967295", rl.RequestsPerUnit)
 	}
 	for _, rp := range rl.Replaces {
@@ -192,10 +193,10 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 	}
 	r.Unit = unit
 	r.RequestsPerUnit = uint32(max(min(rl.RequestsPerUnit, 1<<32-1), 0))
-	if rl.Unlimited || !validUnit {
-		return r
+	if rl.Unlimited || !validUnit || badCount {
+		return r // reported once above
 	}
-	bouncerOnly := rl.Algorithm != "" || rl.Burst != 0 || rl.Shape || rl.OnStoreError != "" || rl.ChargeDenied != nil
+	bouncerOnly := rl.Algorithm != "" || rl.Burst != nil || rl.Shape || rl.OnStoreError != "" || rl.ChargeDenied != nil
 	if bouncerOnly && c.d.Semantics != BouncerSemantics {
 		c.errorf(rl.At.Line, "algorithm, burst, shape, on_store_error and charge_denied need 'semantics: bouncer' at the top of the file")
 		return r
@@ -209,18 +210,17 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 	}
 	if c.d.Semantics == BouncerSemantics {
 		if rl.Algorithm != "" {
-			a, err := bouncer.ParseAlgorithm(rl.Algorithm)
-			if err == nil {
-				err = c.o.algorithm(a)
-			}
-			if err != nil {
-				c.errorf(rl.At.Line, "algorithm: %v", err)
+			if reason := algorithmProblem(rl.Algorithm, c.o); reason != "" {
+				c.errorf(rl.At.Line, "algorithm: %s", reason)
 				return r
 			}
-			l.Algorithm = a
+			l.Algorithm, _ = bouncer.ParseAlgorithm(rl.Algorithm)
 		}
-		l.Burst, l.Shape = rl.Burst, rl.Shape
-		if l.Algorithm.UsesBurst() && l.Burst == 0 {
+		l.Shape = rl.Shape
+		switch {
+		case rl.Burst != nil:
+			l.Burst = *rl.Burst // burst: 0 is refused as the library refuses it
+		case l.Algorithm.UsesBurst():
 			l.Burst = l.Rate
 		}
 		if rl.ChargeDenied != nil {
@@ -240,7 +240,7 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 		return r
 	}
 	if err := l.Validate(); err != nil {
-		c.errorf(rl.At.Line, "%v", err)
+		c.errorf(rl.At.Line, "%s", limitReason(err))
 		return r
 	}
 	r.Limits = []bouncer.Limit{l}

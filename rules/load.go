@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -122,12 +124,82 @@ func (o LoadOptions) parse(names []string, data [][]byte) (*Config, error) {
 	return c, nil
 }
 
+// envoyGuess explains the unknown top-level fields of a file read as
+// envoyproxy/ratelimit's format because it has neither top-level rules nor
+// descriptors: a misspelt rules is the likely mistake, so a near name is
+// suggested, and the reason for the format is said once, at that field
+// (or else at the first unknown one).
+func envoyGuess(top *yaml.Node) func(path, field string, known []string) string {
+	const why = "; read as envoyproxy/ratelimit's format: the file has no top-level rules"
+	at := ""
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if k := top.Content[i].Value; yamlconf.Suggest(k, []string{"rules"}) != "" {
+			at = k
+			break
+		}
+	}
+	said := false
+	return func(path, field string, known []string) string {
+		if path != "" {
+			return yamlconf.UnknownReason(field, known)
+		}
+		if field == at {
+			said = true
+			return fmt.Sprintf("unknown field %q (did you mean rules?)", field) + why
+		}
+		reason := yamlconf.UnknownReason(field, known)
+		if at == "" && !said {
+			said = true
+			reason += why
+		}
+		return reason
+	}
+}
+
+// syntaxError returns the line and the reason of a YAML syntax error,
+// without yaml.v3's prefixes. yaml.v3 reports the line where the
+// construct around the mistake began (a block list for a mis-indented
+// key, the scalar before a tab), counted from 0 for a parser error: the
+// line of the mistake itself is the first at which the file's beginning
+// fails to parse with the same reason.
+func syntaxError(data []byte, err error) (int, string) {
+	line, msg := yamlReason(err)
+	lines := strings.SplitAfter(string(data), "\n")
+	fails := func(k int) bool {
+		var n yaml.Node
+		err := yaml.Unmarshal([]byte(strings.Join(lines[:k], "")), &n)
+		if err == nil {
+			return false
+		}
+		_, m := yamlReason(err)
+		return m == msg
+	}
+	if k := sort.Search(len(lines), func(i int) bool { return fails(i + 1) }); k < len(lines) {
+		return k + 1, msg
+	}
+	return line, msg
+}
+
+// yamlReason splits a yaml.v3 error into its line and reason.
+func yamlReason(err error) (int, string) {
+	msg, _ := strings.CutPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, after, ok := strings.Cut(rest, ": "); ok {
+			if v, err := strconv.Atoi(n); err == nil {
+				return v, after
+			}
+		}
+	}
+	return 0, msg
+}
+
 // parseFile decodes one file in either format: a top-level rules list
 // makes it Bouncer's, a top-level descriptors list envoyproxy/ratelimit's.
 func (o LoadOptions) parseFile(name string, data []byte, errs *errorList) *Domain {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		errs.add(name, 0, fmt.Sprintf("not valid YAML: %v", err))
+		line, reason := syntaxError(data, err)
+		errs.add(name, line, "not valid YAML: "+reason)
 		return nil
 	}
 	if len(doc.Content) == 0 {
@@ -139,17 +211,24 @@ func (o LoadOptions) parseFile(name string, data []byte, errs *errorList) *Domai
 		errs.add(name, top.Line, "want a mapping with domain and rules (Bouncer's format) or domain and descriptors (envoyproxy/ratelimit's)")
 		return nil
 	}
-	native := false
+	native, descriptors := false, false
 	for i := 0; i+1 < len(top.Content); i += 2 {
-		if top.Content[i].Value == "rules" {
+		switch top.Content[i].Value {
+		case "rules":
 			native = true
+		case "descriptors":
+			descriptors = true
 		}
 	}
 	before := len(errs.problems)
 	dec := yamlconf.Decoder{File: name, Report: errs.add}
+	if !native && !descriptors {
+		dec.Unknown = envoyGuess(top)
+	}
 	if native {
 		var f nativeFile
 		dec.Decode(top, &f)
+		wholeRates(name, &f, errs)
 		if len(errs.problems) > before {
 			return nil
 		}

@@ -2,11 +2,13 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"go.yaml.in/yaml/v3"
 )
 
 // nativeFile is a config file in Bouncer's own format; see
@@ -36,6 +38,7 @@ type nativeRule struct {
 	Name         string                `yaml:"name"`
 	Match        []nativeEntry         `yaml:"match"`
 	Algorithm    string                `yaml:"algorithm"`
+	AlgorithmAt  pos                   `yamlconf:"algorithm"`
 	Limits       []nativeLimit         `yaml:"limits"`
 	Plans        map[string]nativePlan `yaml:"plans"`
 	Unlimited    bool                  `yaml:"unlimited"`
@@ -60,13 +63,15 @@ type nativePlan struct {
 }
 
 type nativeLimit struct {
-	At        pos
-	Name      string        `yaml:"name"`
-	Algorithm string        `yaml:"algorithm"`
-	Rate      int64         `yaml:"rate"`
-	Period    time.Duration `yaml:"period"`
-	Burst     int64         `yaml:"burst"`
-	Shape     bool          `yaml:"shape"`
+	At          pos
+	Name        string    `yaml:"name"`
+	Algorithm   string    `yaml:"algorithm"`
+	AlgorithmAt pos       `yamlconf:"algorithm"`
+	Rate        yaml.Node `yaml:"rate"` // read by wholeRates into rate, to advise on a fraction
+	rate        int64
+	Period      time.Duration `yaml:"period"`
+	Burst       *int64        `yaml:"burst"` // nil: one period's worth
+	Shape       bool          `yaml:"shape"`
 }
 
 func compileNative(file string, f *nativeFile, line int, errs *errorList, o LoadOptions) *Domain {
@@ -158,6 +163,13 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 		}
 		policy = p
 	}
+	ruleAlg := true // the rule's algorithm, if any, is valid
+	if nr.Algorithm != "" {
+		if _, err := bouncer.ParseAlgorithm(nr.Algorithm); err != nil {
+			c.errorf(nr.AlgorithmAt.Line, "%s.algorithm: %s", at, c.badAlgorithm(nr.Algorithm))
+			ruleAlg = false
+		}
+	}
 	limits := func(where string, ls []nativeLimit, unlimited bool, line int) []bouncer.Limit {
 		if unlimited {
 			if len(ls) > 0 {
@@ -170,6 +182,9 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 		}
 		var out []bouncer.Limit
 		for j, nl := range ls {
+			if nl.Algorithm == "" && !ruleAlg {
+				continue // reported once, at the rule
+			}
 			l, ok := c.limit(fmt.Sprintf("%s.limits[%d]", where, j), j, nl, nr, policy)
 			if !ok {
 				continue
@@ -270,30 +285,98 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 	if algName == "" {
 		algName = bouncer.TokenBucket.String()
 	}
-	a, err := bouncer.ParseAlgorithm(algName)
-	if err == nil {
-		err = c.o.algorithm(a)
-	}
-	if err != nil {
-		c.errorf(nl.At.Line, "%s.algorithm: %v", at, err)
+	if reason := c.badAlgorithm(algName); reason != "" {
+		c.errorf(max(nl.AlgorithmAt.Line, nl.At.Line), "%s.algorithm: %s", at, reason)
 		return bouncer.Limit{}, false
 	}
+	a, _ := bouncer.ParseAlgorithm(algName)
 	l := bouncer.Limit{
-		Name: nl.Name, Algorithm: a, Rate: nl.Rate, Period: nl.Period,
-		Burst: nl.Burst, Shape: nl.Shape, OnStoreError: policy,
+		Name: nl.Name, Algorithm: a, Rate: nl.rate, Period: nl.Period,
+		Shape: nl.Shape, OnStoreError: policy,
 		ChargeDenied: nr.ChargeDenied,
 	}
 	if l.Name == "" {
 		l.Name = fmt.Sprintf("%d_per_%s", l.Rate, periodName(l.Period))
 	}
-	if a.UsesBurst() && l.Burst == 0 {
+	switch {
+	case nl.Burst != nil:
+		l.Burst = *nl.Burst // burst: 0 is refused as the library refuses it
+	case a.UsesBurst():
 		l.Burst = l.Rate // the usual default: one period's worth
 	}
 	if err := l.Validate(); err != nil {
-		c.errorf(nl.At.Line, "%s: %v", at, err)
+		c.errorf(nl.At.Line, "%s: %s", at, limitReason(err))
 		return bouncer.Limit{}, false
 	}
 	return l, true
+}
+
+// badAlgorithm says why name is not an algorithm a rule may use, or "".
+func (c *nativeCompiler) badAlgorithm(name string) string {
+	return algorithmProblem(name, c.o)
+}
+
+// wholeRates reads the rate of every limit of f, as decoding does its
+// other fields: a rate is a whole number, and a fraction is refused with
+// the whole rate over a longer period that says the same (rate: 0.5 per
+// 1s is rate: 1, period: 2s).
+func wholeRates(file string, f *nativeFile, errs *errorList) {
+	each := func(at string, ls []nativeLimit) {
+		for j := range ls {
+			if reason := wholeRate(&ls[j]); reason != "" {
+				errs.add(file, ls[j].Rate.Line, fmt.Sprintf("%s.limits[%d].rate: %s", at, j, reason))
+			}
+		}
+	}
+	for i := range f.Rules {
+		at := fmt.Sprintf("rules[%d]", i)
+		each(at, f.Rules[i].Limits)
+		for name, p := range f.Rules[i].Plans {
+			each(at+".plans."+name, p.Limits)
+		}
+	}
+}
+
+// wholeRate sets nl.rate from nl.Rate, or says why it cannot.
+func wholeRate(nl *nativeLimit) string {
+	n := &nl.Rate
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == 0 || n.ShortTag() == "!!null" {
+		return "" // absent: refused by Validate as a rate below 1
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" && n.Decode(&nl.rate) == nil {
+		return ""
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!float" {
+		if n.Kind == yaml.ScalarNode {
+			return fmt.Sprintf("want a whole number, got %q", n.Value)
+		}
+		return "want a whole number, got a " + map[yaml.Kind]string{yaml.MappingNode: "mapping", yaml.SequenceNode: "list"}[n.Kind]
+	}
+	var f float64
+	_ = n.Decode(&f)
+	reason := "want a whole number, got " + n.Value
+	if k := wholeMultiple(f); k > 0 && nl.Period > 0 && nl.Period <= bouncer.MaxPeriod/time.Duration(k) {
+		reason += fmt.Sprintf(": for %s per %s write rate: %d, period: %s", n.Value, periodName(nl.Period), int64(math.Round(f*float64(k))), periodName(nl.Period*time.Duration(k)))
+	}
+	return reason
+}
+
+// wholeMultiple returns the least k up to 1000 for which f·k is a whole
+// number of at least 1, or 0.
+func wholeMultiple(f float64) int {
+	if !(f > 0) || f > bouncer.MaxRate {
+		return 0
+	}
+	for k := 2; k <= 1000; k++ {
+		v := f * float64(k)
+		if r := math.Round(v); r >= 1 && math.Abs(v-r) < 1e-9*max(1, r) {
+			return k
+		}
+	}
+	return 0
 }
 
 // periodName writes a period the way a config would: "1s", "1m30s",

@@ -16,8 +16,9 @@ import (
 
 // Pos is the line of the YAML node a config value came from, so that
 // errors found after decoding still name it. A struct field of type Pos
-// (untagged, exported so that reflection may set it) is filled with the
-// struct's own line.
+// (exported so that reflection may set it) is filled with the struct's own
+// line when untagged, and with the line of the key it names when tagged
+// `yamlconf:"key"` (0 when the key is absent).
 type Pos struct{ Line int }
 
 var (
@@ -33,6 +34,10 @@ var (
 type Decoder struct {
 	File   string
 	Report func(file string, line int, reason string)
+
+	// Unknown, if not nil, returns the reason given for an unknown field
+	// (path is "" at the top level) in place of UnknownReason's.
+	Unknown func(path, field string, known []string) string
 
 	visits  int // nodes decoded, aliases counted each time they are used
 	tooMany bool
@@ -115,6 +120,11 @@ func (d *Decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			d.errorf(n.Line, "%s: want a %s, got %s", name(path), kindName(v.Kind()), describe(n))
 			return
 		}
+		if kindName(v.Kind()) == "whole number" && n.ShortTag() == "!!float" {
+			// yaml.v3 would truncate 10.5 to 10.
+			d.errorf(n.Line, "%s: want a whole number, got %s", name(path), n.Value)
+			return
+		}
 		if err := n.Decode(v.Addr().Interface()); err != nil {
 			d.errorf(n.Line, "%s: want a %s, got %q", name(path), kindName(v.Kind()), n.Value)
 		}
@@ -129,9 +139,14 @@ func (d *Decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 	}
 	var known []string
 	index := map[string]int{}
+	keyPos := map[string]int{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if f.Type == posType {
+			if k := f.Tag.Get("yamlconf"); k != "" {
+				keyPos[k] = i
+				continue
+			}
 			v.Field(i).Set(reflect.ValueOf(Pos{n.Line}))
 			continue
 		}
@@ -147,9 +162,15 @@ func (d *Decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 		k, e := n.Content[i], n.Content[i+1]
 		fi, ok := index[k.Value]
 		if !ok {
-			slices.Sort(known)
-			d.errorf(k.Line, "%s: unknown field %q (known: %s)", name(path), k.Value, strings.Join(known, ", "))
+			reason := UnknownReason(k.Value, known)
+			if d.Unknown != nil {
+				reason = d.Unknown(path, k.Value, known)
+			}
+			d.errorf(k.Line, "%s: %s", name(path), reason)
 			continue
+		}
+		if pi, ok := keyPos[k.Value]; ok {
+			v.Field(pi).Set(reflect.ValueOf(Pos{k.Line}))
 		}
 		if seen[k.Value] {
 			d.errorf(k.Line, "%s: field %q given twice", name(path), k.Value)
@@ -158,6 +179,17 @@ func (d *Decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 		seen[k.Value] = true
 		d.value(e, v.Field(fi), join(path, k.Value))
 	}
+}
+
+// UnknownReason says that field is not one of known, suggesting the near
+// name if there is one, else listing them: `unknown field "brust" (did
+// you mean burst?)`.
+func UnknownReason(field string, known []string) string {
+	if s := Suggest(field, known); s != "" {
+		return fmt.Sprintf("unknown field %q (did you mean %s?)", field, s)
+	}
+	known = slices.Sorted(slices.Values(known))
+	return fmt.Sprintf("unknown field %q (known: %s)", field, strings.Join(known, ", "))
 }
 
 func (d *Decoder) duration(n *yaml.Node, v reflect.Value, path string) {

@@ -1,0 +1,78 @@
+package yamlconf
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func TestSuggest(t *testing.T) {
+	known := []string{"rules", "plans", "client_ip", "domain", "path_prefix", "burst", "on_store_error"}
+	cases := []struct{ in, want string }{
+		{"rulez", "rules"},
+		{"rule", "rules"},
+		{"brust", "burst"},
+		{"pth_prefix", "path_prefix"},
+		{"path_prefx", "path_prefix"},
+		{"on_store_eror", "on_store_error"},
+		{"client-ip", "client_ip"},
+		{"domian", "domain"},
+		{"limits", ""},
+		{"x", ""},
+		{"descriptors", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			if got := Suggest(c.in, known); got != c.want {
+				t.Errorf("Suggest(%q): got %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	type limit struct {
+		At       Pos
+		Rate     int64  `yaml:"rate"`
+		Count    uint32 `yaml:"count"`
+		Burst    *int64 `yaml:"burst"`
+		Name     string `yaml:"name"`
+		NameAt   Pos    `yamlconf:"name"`
+		Describe string `yaml:"describe"`
+	}
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"fraction", "rate: 10.5\n", []string{`2: rate: want a whole number, got 10.5`}},
+		{"fraction, pointer", "burst: 1.5\n", []string{`2: burst: want a whole number, got 1.5`}},
+		{"fraction, unsigned", "count: 0.5\n", []string{`2: count: want a whole number, got 0.5`}},
+		{"exponent", "rate: 1e3\n", []string{`2: rate: want a whole number, got 1e3`}},
+		{"not a number", "rate: many\n", []string{`2: rate: want a whole number, got "many"`}},
+		{"whole", "rate: 10\nburst: 0\n", nil},
+		{"near name", "brust: 3\n", []string{`2: top level: unknown field "brust" (did you mean burst?)`}},
+		{"no near name", "shape: true\n", []string{`2: top level: unknown field "shape" (known: burst, count, describe, name, rate)`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			d := Decoder{File: "f.yaml", Report: func(file string, line int, reason string) {
+				got = append(got, fmt.Sprintf("%d: %s", line, reason))
+			}}
+			var n yaml.Node
+			if err := yaml.Unmarshal([]byte("name: x\n"+c.yaml), &n); err != nil {
+				t.Fatal(err)
+			}
+			var l limit
+			d.Decode(&n, &l)
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+			if l.NameAt.Line != 1 || l.At.Line != 1 {
+				t.Errorf("positions: got name at %d, limit at %d, want 1 and 1", l.NameAt.Line, l.At.Line)
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package rules_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// TestConfigErrorsTeach asserts whole messages: each names the line of
+// the mistake, its field, the reason and what is valid, once.
+func TestConfigErrorsTeach(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{
+			"misspelt rules",
+			"domain: d\nplans:\n  key: plan\nclient_ip:\n  keys: [ip]\nrulez:\n  - name: r\n",
+			[]string{
+				`c.yaml:2: top level: unknown field "plans" (known: descriptors, domain, semantics)`,
+				`c.yaml:4: top level: unknown field "client_ip" (known: descriptors, domain, semantics)`,
+				`c.yaml:6: top level: unknown field "rulez" (did you mean rules?); read as envoyproxy/ratelimit's format: the file has no top-level rules`,
+			},
+		},
+		{
+			"neither rules nor descriptors",
+			"domain: d\nlimits: []\n",
+			[]string{`c.yaml:2: top level: unknown field "limits" (known: descriptors, domain, semantics); read as envoyproxy/ratelimit's format: the file has no top-level rules`},
+		},
+		{
+			"misspelt field",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s, brust: 2}]\n",
+			[]string{`c.yaml:5: rules[0].limits[0]: unknown field "brust" (did you mean burst?)`},
+		},
+		{
+			"unknown algorithm on a rule, once at its line",
+			"domain: d\nrules:\n  - name: r\n    algorithm: tokenbucket\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: 1s}\n      - {rate: 2, period: 1m}\n      - {rate: 3, period: 1h, algorithm: gcra}\n",
+			[]string{`c.yaml:4: rules[0].algorithm: unknown algorithm "tokenbucket" (did you mean token_bucket?); want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter`},
+		},
+		{
+			"unknown algorithm on a limit",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - rate: 1\n        period: 1s\n        algorithm: magic\n",
+			[]string{`c.yaml:8: rules[0].limits[0].algorithm: unknown algorithm "magic"; want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter`},
+		},
+		{
+			"fractional rates",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 10.5, period: 1s}\n      - {rate: 0.5, period: 1s}\n      - {rate: 0.25, period: 1m}\n      - {rate: 0.3}\n",
+			[]string{
+				`c.yaml:6: rules[0].limits[0].rate: want a whole number, got 10.5: for 10.5 per 1s write rate: 21, period: 2s`,
+				`c.yaml:7: rules[0].limits[1].rate: want a whole number, got 0.5: for 0.5 per 1s write rate: 1, period: 2s`,
+				`c.yaml:8: rules[0].limits[2].rate: want a whole number, got 0.25: for 0.25 per 1m write rate: 1, period: 4m`,
+				`c.yaml:9: rules[0].limits[3].rate: want a whole number, got 0.3`,
+			},
+		},
+		{
+			"fractional rate in a plan",
+			"domain: d\nplans: {key: plan}\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s}]\n    plans:\n      pro:\n        limits: [{rate: 1.5, period: 1h}]\n",
+			[]string{`c.yaml:9: rules[0].plans.pro.limits[0].rate: want a whole number, got 1.5: for 1.5 per 1h write rate: 3, period: 2h`},
+		},
+		{
+			"fractional burst",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s, burst: 2.5}]\n",
+			[]string{`c.yaml:5: rules[0].limits[0].burst: want a whole number, got 2.5`},
+		},
+		{
+			"burst 0, as the library refuses it",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s, burst: 0}]\n",
+			[]string{`c.yaml:5: rules[0].limits[0]: burst: must be at least 1, got 0`},
+		},
+		{
+			"burst 0 in envoyproxy/ratelimit's format",
+			"domain: d\nsemantics: bouncer\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 5, algorithm: gcra, burst: 0}\n",
+			[]string{`c.yaml:5: burst: must be at least 1, got 0`},
+		},
+		{
+			"fractional requests_per_unit",
+			"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1.5\n",
+			[]string{`c.yaml:6: descriptors[0].rate_limit.requests_per_unit: want a whole number, got 1.5`},
+		},
+		{
+			"negative requests_per_unit, once",
+			"domain: d\nsemantics: bouncer\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: minute\n      requests_per_unit: -1\n",
+			[]string{`c.yaml:6: requests_per_unit: -1 is not between 0 and 4294967295`},
+		},
+		{
+			"unknown algorithm in envoyproxy/ratelimit's format",
+			"domain: d\nsemantics: bouncer\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 5, algorithm: leaky}\n",
+			[]string{`c.yaml:5: algorithm: unknown algorithm "leaky"; want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter`},
+		},
+		{
+			"a tab in the indentation",
+			"domain: d\nrules:\n  - name: r\n\tmatch: [{key: a}]\n",
+			[]string{`c.yaml:4: not valid YAML: found a tab character that violates indentation`},
+		},
+		{
+			"an unclosed [",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}\n    limits: []\n",
+			[]string{`c.yaml:4: not valid YAML: did not find expected ',' or ']'`},
+		},
+		{
+			"an unclosed [ on the first line",
+			"domain: [d\n",
+			[]string{`c.yaml:1: not valid YAML: did not find expected ',' or ']'`},
+		},
+		{
+			"a bad indentation",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n   limits: []\n",
+			[]string{`c.yaml:5: not valid YAML: did not find expected '-' indicator`},
+		},
+		{
+			"a mapping value in a scalar",
+			"domain: d\nrules:\n  - name: r: s\n",
+			[]string{`c.yaml:3: not valid YAML: mapping values are not allowed in this context`},
+		},
+		{
+			"an unclosed quote",
+			"domain: d\nrules:\n  - name: \"r\n    match: [{key: a}]\n",
+			[]string{`c.yaml:3: not valid YAML: found unexpected end of stream`},
+		},
+		{
+			"a tab after a multi-line list",
+			"domain: d\nrules:\n  - name: r\n    match: [\n      {key: a}]\n    limits: []\n  - name: s\n\tmatch: []\n",
+			[]string{`c.yaml:8: not valid YAML: found a tab character that violates indentation`},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := rules.Parse("c.yaml", []byte(c.yaml))
+			var ce *rules.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a *ConfigError", err)
+			}
+			var got []string
+			for _, p := range ce.Problems {
+				got = append(got, p.String())
+			}
+			if g, w := strings.Join(got, "\n"), strings.Join(c.want, "\n"); g != w {
+				t.Errorf("got\n%s\nwant\n%s", g, w)
+			}
+		})
+	}
+}
