@@ -12,7 +12,8 @@ FUZZTIME ?= 30000x
 .PHONY: test checks fmt-check vet unit fuzz bench-check bench run
 
 test:
-	bash scripts/with-redis.sh $(MAKE) --no-print-directory checks
+	bash scripts/chromium-up.sh
+	BOUNCER_REQUIRE_BROWSER=1 bash scripts/with-redis.sh $(MAKE) --no-print-directory checks
 
 checks: fmt-check vet unit fuzz bench-check
 

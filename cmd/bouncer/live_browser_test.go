@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+// browser returns the path of a Chromium binary, skipping t if there is
+// none, or failing it under BOUNCER_REQUIRE_BROWSER (make test sets it
+// after scripts/chromium-up.sh installed one).
+func browser(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("BOUNCER_REQUIRE_BROWSER") != "" {
+		t.Fatal("no chromium or chromium-browser on PATH, and BOUNCER_REQUIRE_BROWSER is set (scripts/chromium-up.sh installs one)")
+	}
+	t.Skip("no chromium or chromium-browser on PATH (scripts/chromium-up.sh installs one)")
+	return ""
+}
+
+// deniedTotal reads the count the live page shows as denied.
+var deniedTotal = regexp.MustCompile(`id="denied-total">(\d+)<`)
+
+// TestLivePageInBrowser loads the admin live page of a running service in
+// headless Chromium and checks what its script rendered from /live.json.
+func TestLivePageInBrowser(t *testing.T) {
+	bin := browser(t)
+	ts := startTest(t, map[string]string{"native.yaml": nativeConfig})
+	const hostile = "<script>alert(1)</script>"
+	for _, user := range []string{"alice", hostile, hostile, hostile} {
+		ts.check(t, request("native", desc("user="+user)))
+	}
+	if got := ts.check(t, request("native", desc("user="+hostile))).GetOverallCode(); got != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("the hostile user's fourth check: got %v, want OVER_LIMIT", got)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless=new", "--no-sandbox", "--disable-gpu",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", "http://"+ts.adminAddr+"/live")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, stderr.String())
+	}
+	dom := string(out)
+
+	version := ts.engine.Config().Version
+	for _, want := range []string{"per_user", `id="version">` + version + "<", "&lt;script&gt;alert(1)&lt;/script&gt;"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered page lacks %q:\n%s", want, dom)
+		}
+	}
+	if strings.Contains(dom, hostile) {
+		t.Errorf("the rendered page holds the hostile key as an element:\n%s", dom)
+	}
+	m := deniedTotal.FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the rendered page has no denied count:\n%s", dom)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 2 {
+		t.Errorf("denied count: got %s, want at least 2 (the hostile user's last two checks)", m[1])
+	}
+}
