@@ -127,6 +127,7 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	metrics.RegisterBuildInfo(reg)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &gatewayService{c: c, log: log, gm: gateway.NewMetrics(reg)}
 	st, err := openStore(c, o, log, reg)

@@ -1,9 +1,11 @@
 // Command bouncer runs Bouncer's tools. Each subcommand has its own flags:
 //
-//	bouncer serve --config PATH [flags]   serve Envoy RLS v3 (gRPC), the JSON API and the admin API
-//	bouncer check CONFIG                 validate a config without serving it
-//	bouncer simulate [flags]             run algorithms over a traffic pattern on a virtual clock
-//	bouncer help [command]     print usage
+//	bouncer serve --config PATH [flags]     serve Envoy RLS v3 (gRPC), the JSON API and the admin API
+//	bouncer gateway --config FILE [flags]   serve the API gateway: routes, authentication, limits
+//	bouncer check CONFIG                    validate a config without serving it
+//	bouncer simulate [flags]                run algorithms over a traffic pattern on a virtual clock
+//	bouncer version                         print the version, commit and Go version built with
+//	bouncer help [command]                  print usage
 //
 // Exit codes: 0 on success, 1 when a command fails, 2 on a usage error.
 package main
@@ -55,6 +57,12 @@ var commands = []command{
 		summary: "run rate-limit algorithms over a traffic pattern on a virtual clock",
 		run:     runSimulate,
 		usage:   simulateUsage,
+	},
+	{
+		name:    "version",
+		summary: "print the version, commit and Go version the binary was built with",
+		run:     runVersion,
+		usage:   versionUsage,
 	},
 }
 

@@ -312,6 +312,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	metrics.RegisterBuildInfo(reg)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 	m.Serving(cfg)

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/bouncerhq/bouncer/metrics"
+)
+
+func versionUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: bouncer version")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Prints the binary's module version, the VCS commit and time it was built from")
+	fmt.Fprintln(w, "(+dirty if the work tree had changes), and the Go version that built it, as")
+	fmt.Fprintln(w, "the binary records them (runtime/debug.ReadBuildInfo). /metrics exports the")
+	fmt.Fprintln(w, "same as bouncer_build_info.")
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		versionUsage(stdout)
+		return exitOK
+	}
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "bouncer version: unexpected argument %q\n", args[0])
+		return exitUsage
+	}
+	writeVersion(stdout, metrics.ReadBuild())
+	return exitOK
+}
+
+// writeVersion prints b as `bouncer version` does: one "key: value" line
+// each for the version, the commit, its time and the Go toolchain.
+func writeVersion(w io.Writer, b metrics.Build) {
+	version := b.Version
+	switch version {
+	case "":
+		version = "unknown (the binary carries no build information)"
+	case "(devel)":
+		version = "(devel) (built by go run, go test or go build outside a tagged checkout: no module version)"
+	}
+	commit, at := "unknown (not recorded: go run, go test and -buildvcs=false leave it out)", "unknown"
+	if b.Revision != "" {
+		commit = b.RevisionLabel()
+	}
+	if !b.Time.IsZero() {
+		at = b.Time.UTC().Format(time.RFC3339)
+	}
+	goVersion := b.GoVersion
+	if goVersion == "" {
+		goVersion = runtime.Version()
+	}
+	fmt.Fprintf(w, "version: %s\n", version)
+	fmt.Fprintf(w, "commit:  %s\n", commit)
+	fmt.Fprintf(w, "time:    %s\n", at)
+	fmt.Fprintf(w, "go:      %s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
+}
