@@ -2,6 +2,8 @@ package rules
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +29,12 @@ type Reloader struct {
 	// taken, or when nothing had changed: changed reports which).
 	OnReload func(c *Config, changed bool, err error)
 
+	// OnResult, if not nil, is called after every attempt, after
+	// OnReload, with what the attempt did: for a logger, which can say
+	// when a config is unchanged, when a fixed config is the served one
+	// again, and print each problem of a rejected one on its own.
+	OnResult func(ReloadResult)
+
 	// Validate, if not nil, is asked about every config that loads; an
 	// error rejects it as a load error would (Config.CheckLimits, say).
 	Validate func(*Config) error
@@ -36,7 +44,70 @@ type Reloader struct {
 	// is read once and whole. 0 means 100ms.
 	Debounce time.Duration
 
-	mu sync.Mutex
+	mu       sync.Mutex
+	rejected bool // the last attempt was rejected
+}
+
+// ReloadResult is what one reload attempt did.
+type ReloadResult struct {
+	Outcome ReloadOutcome
+	Config  *Config // the config served after the attempt
+	Err     error   // what rejected the new config, or nil
+
+	// Problems are Err's, one per mistake, each with its file and line
+	// (a *ConfigError's Problems; else one, naming Path).
+	Problems []Problem
+}
+
+// ReloadOutcome says what a reload attempt did.
+type ReloadOutcome uint8
+
+const (
+	// Reloaded: the files changed and are served now.
+	Reloaded ReloadOutcome = iota
+	// Unchanged: the files are the config served; nothing was done.
+	Unchanged
+	// Restored: after rejected attempts, the files are back to the
+	// config served, which is current again.
+	Restored
+	// Rejected: the files do not load (or Validate refused them); the
+	// served config keeps serving.
+	Rejected
+	// WatchFailed: watching the files failed; Err says how.
+	WatchFailed
+)
+
+// String is a sentence for a log line: "config reloaded".
+func (o ReloadOutcome) String() string {
+	switch o {
+	case Reloaded:
+		return "config reloaded"
+	case Unchanged:
+		return "config unchanged"
+	case Restored:
+		return "config fixed: the one served is current again"
+	case Rejected:
+		return "config rejected; the old one keeps serving"
+	case WatchFailed:
+		return "watching the config failed"
+	}
+	return fmt.Sprintf("ReloadOutcome(%d)", uint8(o))
+}
+
+func (r *Reloader) report(c *Config, o ReloadOutcome, err error) {
+	if r.OnReload != nil {
+		r.OnReload(c, o == Reloaded, err)
+	}
+	if r.OnResult == nil {
+		return
+	}
+	res := ReloadResult{Outcome: o, Config: c, Err: err}
+	if ce, ok := errors.AsType[*ConfigError](err); ok {
+		res.Problems = ce.Problems
+	} else if err != nil {
+		res.Problems = []Problem{{File: r.Path, Reason: strings.TrimPrefix(err.Error(), "rules: ")}}
+	}
+	r.OnResult(res)
 }
 
 // Reload loads the config and serves it if it is valid and differs from
@@ -49,14 +120,20 @@ func (r *Reloader) Reload() error {
 		err = r.Validate(c)
 	}
 	cur := r.Engine.Config()
-	changed := false
-	if err == nil && c.Version != cur.Version {
+	var o ReloadOutcome
+	switch {
+	case err != nil:
+		o = Rejected
+	case c.Version != cur.Version:
 		r.Engine.Swap(c)
-		cur, changed = c, true
+		cur, o = c, Reloaded
+	case r.rejected:
+		o = Restored
+	default:
+		o = Unchanged
 	}
-	if r.OnReload != nil {
-		r.OnReload(cur, changed, err)
-	}
+	r.rejected = err != nil
+	r.report(cur, o, err)
 	return err
 }
 
@@ -114,9 +191,7 @@ func (r *Reloader) Watch(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if r.OnReload != nil {
-				r.OnReload(r.Engine.Config(), false, err)
-			}
+			r.report(r.Engine.Config(), WatchFailed, err)
 		case <-timer.C:
 			_ = r.Reload() // reported through OnReload
 		}

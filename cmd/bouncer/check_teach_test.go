@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckTeaches asserts whole outputs of bouncer check: one line per
+// problem, in the config's words, without the package's prefix.
+func TestCheckTeaches(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rulez := write("rulez.yaml", "domain: d\nrulez:\n  - name: r\n")
+	frac := write("frac.yaml", "domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 0.5, period: 1s}]\n")
+	empty := t.TempDir()
+	tab := write("tab.yaml", "domain: d\nrules:\n  - name: r\n\tmatch: [{key: a}]\n")
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"two paths", []string{"a.yaml", "dir/"}, exitUsage, "bouncer check takes one path, a file or a directory; got 2\n\n"},
+		{"a flag", []string{"-v"}, exitUsage, "bouncer check takes no flags; got -v\n\n"},
+		{"misspelt rules", []string{rulez}, exitFail, rulez + `:2: top level: unknown field "rulez" (did you mean rules?); read as envoyproxy/ratelimit's format: the file has no top-level rules` + "\n"},
+		{"fractional rate", []string{frac}, exitFail, frac + ":5: rules[0].limits[0].rate: want a whole number, got 0.5: for 0.5 per 1s write rate: 1, period: 2s\n"},
+		{"a tab", []string{tab}, exitFail, tab + ":4: not valid YAML: found a tab character that violates indentation\n"},
+		{"no such file", []string{filepath.Join(dir, "nope.yaml")}, exitFail, "stat " + filepath.Join(dir, "nope.yaml") + ": no such file or directory\n"},
+		{"no yaml in a directory", []string{empty}, exitFail, "no *.yaml or *.yml files in " + empty + "\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := runCheck(c.args, &stdout, &stderr)
+			if code != c.code {
+				t.Errorf("exit code: got %d, want %d", code, c.code)
+			}
+			got := stderr.String()
+			if c.code == exitUsage {
+				got = got[:min(len(got), len(c.stderr))]
+			}
+			if got != c.stderr {
+				t.Errorf("stderr: got %q, want %q", got, c.stderr)
+			}
+		})
+	}
+}
