@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -89,10 +90,40 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/keys/state", func(w http.ResponseWriter, r *http.Request) { keyState(w, r, o) })
 	mux.HandleFunc("POST /v1/keys/reset", func(w http.ResponseWriter, r *http.Request) { resetKey(w, r, o) })
 	mountLive(mux, o)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		eps := endpoints
+		if o.Gatherer == nil {
+			eps = slices.DeleteFunc(slices.Clone(eps), func(e Endpoint) bool { return e.Path == "/metrics" })
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"endpoints": eps})
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such admin endpoint"})
 	})
 	return mux
+}
+
+// Endpoint is one endpoint as GET / lists it.
+type Endpoint struct {
+	Method      string `json:"method"`
+	Path        string `json:"path"`
+	Description string `json:"description"`
+}
+
+// endpoints are what GET / lists, in the order of docs/operations.md.
+var endpoints = []Endpoint{
+	{"GET", "/", "this list"},
+	{"GET", "/healthz", "liveness: 200 while the process serves"},
+	{"GET", "/readyz", "readiness: ready, degraded (with reasons) or 503 draining"},
+	{"GET", "/metrics", "Prometheus metrics"},
+	{"GET", "/debug/pprof/", "Go's profiler"},
+	{"GET", "/v1/config", "the config served: version, files, domains"},
+	{"GET", "/v1/rules", "the rules served, a page at a time (?limit=, ?cursor=)"},
+	{"GET", "/v1/keys", "the keys decided recently, a page at a time (?limit=, ?cursor=)"},
+	{"GET", "/v1/keys/state", "one key (?key=, or ?domain= and ?entry=key=value) and the state of each of its limits; charges nothing"},
+	{"POST", "/v1/keys/reset", "forgets one key's state under every limit of its rule, its plans' included"},
+	{"GET", "/live", "a live page of decisions, denied keys and the store's health"},
+	{"GET", "/live.json", "what the live page shows, as JSON"},
 }
 
 // RuleInfo is one rule as the admin API lists it.
@@ -184,7 +215,7 @@ func info(r *rules.Rule) RuleInfo {
 	ri := RuleInfo{Domain: r.Domain, Path: r.Path, Name: r.Name, File: r.File, Line: r.Line, Unlimited: r.Unlimited, Shadow: r.Shadow}
 	for _, l := range r.Limits {
 		ri.Limits = append(ri.Limits, LimitInfo{
-			Name: l.Name, Algorithm: l.Algorithm.String(), Rate: l.Rate, Period: l.Period.String(),
+			Name: l.Name, Algorithm: l.Algorithm.String(), Rate: l.Rate, Period: rules.FormatDuration(l.Period),
 			PeriodSecs: l.Period.Seconds(), Burst: l.Burst, ChargeDenied: l.ChargeDenied,
 		})
 	}

@@ -32,16 +32,24 @@ type EntryView struct {
 	Value string `json:"value"`
 }
 
-// LimitStatus is one limit of a key and its state now.
+// LimitStatus is one limit of a key and its state now. Durations are
+// written as a config writes them ("1m", "1d", rules.FormatDuration),
+// and in seconds.
 type LimitStatus struct {
 	Name              string  `json:"name"`
 	Algorithm         string  `json:"algorithm"`
 	Rate              int64   `json:"rate"`
+	Period            string  `json:"period"`
 	PeriodSeconds     float64 `json:"period_seconds"`
 	Burst             int64   `json:"burst,omitempty"`
 	Remaining         int64   `json:"remaining"`
 	Over              bool    `json:"over"` // counted past the limit (charge_denied), so even a peek is denied
+	ResetAfter        string  `json:"reset_after"`
 	ResetAfterSeconds float64 `json:"reset_after_seconds"`
+
+	// RetryAfter is how long until a request of cost 1 would pass, left
+	// out when one would now; "never" when none can.
+	RetryAfter        string  `json:"retry_after,omitempty"`
 	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
 }
 
@@ -142,18 +150,23 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 	for _, s := range states {
 		ls := LimitStatus{
 			Name: s.Limit.Name, Algorithm: s.Limit.Algorithm.String(), Rate: s.Limit.Rate,
-			PeriodSeconds: s.Limit.Period.Seconds(), Burst: s.Limit.Burst,
-			Remaining: s.Remaining, Over: !s.Allowed, ResetAfterSeconds: s.ResetAfter.Seconds(),
+			Period: rules.FormatDuration(s.Limit.Period), PeriodSeconds: s.Limit.Period.Seconds(), Burst: s.Limit.Burst,
+			Remaining: s.Remaining, Over: !s.Allowed,
+			ResetAfter: rules.FormatDuration(s.ResetAfter), ResetAfterSeconds: s.ResetAfter.Seconds(),
 		}
-		if s.RetryAfter > 0 && s.RetryAfter != bouncer.Never {
-			ls.RetryAfterSeconds = s.RetryAfter.Seconds()
+		switch {
+		case s.RetryAfter == bouncer.Never:
+			ls.RetryAfter = "never"
+		case s.RetryAfter > 0:
+			ls.RetryAfter, ls.RetryAfterSeconds = rules.FormatDuration(s.RetryAfter), s.RetryAfter.Seconds()
 		}
 		v.Limits = append(v.Limits, ls)
 	}
 	writeJSON(w, http.StatusOK, v)
 }
 
-// resetKey forgets one key's state under every limit of its rule.
+// resetKey forgets one key's state under every limit it may have been
+// counted under: its rule's and every plan's (rules.Engine.Reset).
 func resetKey(w http.ResponseWriter, r *http.Request, o Options) {
 	k, ok := findKey(w, r, o)
 	if !ok {
@@ -167,7 +180,11 @@ func resetKey(w http.ResponseWriter, r *http.Request, o Options) {
 		writeError(w, storeStatus(err), "store_unavailable", err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"reset": k.Key, "limits": len(k.Limits)})
+	n := 0
+	for _, ls := range k.AllLimits() {
+		n += len(ls)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reset": k.Key, "limits": n})
 }
 
 func storeStatus(err error) int {

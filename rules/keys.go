@@ -132,41 +132,94 @@ type LimitState struct {
 	Allowed    bool // whether a peek passes: false once a charge_denied window is over
 	Remaining  int64
 	ResetAfter time.Duration
+
+	// RetryAfter is how long until a request of cost 1 would pass: 0 when
+	// one would now, bouncer.Never when none ever can, and 0 also for a
+	// full concurrency limit, which frees a unit when a request ends.
 	RetryAfter time.Duration
 }
 
 // State peeks at every limit of a key, each on its own, so that each
-// reports its own remaining and reset: it charges nothing.
+// reports its own remaining and reset. It charges nothing: where a peek
+// finds no unit left, it learns RetryAfter from the window's reset (a
+// fixed window) or from a check of cost 1, which a limit without
+// charge_denied does not charge when it denies (and which is refunded
+// should a unit have come free in between).
 func (e *Engine) State(ctx context.Context, key string, limits []bouncer.Limit) ([]LimitState, error) {
 	out := make([]LimitState, len(limits))
 	for i, l := range limits {
-		peek, err := e.Limiter.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Peek: true})
+		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Peek: true}
+		peek, err := e.Limiter.Check(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = LimitState{Limit: l, Allowed: peek.Allowed, Remaining: peek.Remaining, ResetAfter: peek.ResetAfter, RetryAfter: peek.RetryAfter}
+		s := LimitState{Limit: l, Allowed: peek.Allowed, Remaining: peek.Remaining, ResetAfter: peek.ResetAfter, RetryAfter: peek.RetryAfter}
+		if s.Allowed && s.Remaining < 1 && s.RetryAfter == 0 {
+			if s.RetryAfter, err = e.retryAfter(ctx, r, peek); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = s
 	}
 	return out, nil
 }
 
-// Reset forgets k's state under every limit it may have been counted
-// under — those it was last checked under, and its rule's own and every
+// retryAfter is how long until a request of cost 1 passes r's one limit,
+// which a peek found with no unit left.
+func (e *Engine) retryAfter(ctx context.Context, r bouncer.Request, peek bouncer.Decision) (time.Duration, error) {
+	switch l := r.Keys[0].Limits[0]; {
+	case l.Algorithm == bouncer.FixedWindow:
+		return peek.ResetAfter, nil
+	case l.ChargeDenied, l.Algorithm == bouncer.Concurrency:
+		// A denied check would be charged; a refund of a lease would
+		// release another request's.
+		return 0, nil
+	}
+	r.Peek, r.Cost = false, 1
+	d, err := e.Limiter.Check(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	if d.Allowed {
+		return 0, e.Limiter.Refund(context.WithoutCancel(ctx), r)
+	}
+	return d.RetryAfter, nil
+}
+
+// AllLimits returns the sets of limits k may have been counted under, each set
+// once: those it was last checked under, and its rule's own and every
 // plan's, since a key of a rule with plans is counted under the plan of
-// each request — so that it starts fresh. The store must be a
-// bouncer.Resetter.
-func (e *Engine) Reset(ctx context.Context, k KeyInfo) error {
-	r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k.Key, Limits: k.Limits}}}
-	if k.Rule != nil {
-		r.Keys = append(r.Keys, bouncer.KeyLimits{Key: k.Key, Limits: k.Rule.Limits})
-		for _, name := range slices.Sorted(maps.Keys(k.Rule.Plans)) {
-			r.Keys = append(r.Keys, bouncer.KeyLimits{Key: k.Key, Limits: k.Rule.Plans[name].Limits})
+// each request.
+func (k KeyInfo) AllLimits() [][]bouncer.Limit {
+	var sets [][]bouncer.Limit
+	add := func(ls []bouncer.Limit) {
+		if len(ls) > 0 && !slices.ContainsFunc(sets, func(s []bouncer.Limit) bool { return slices.Equal(s, ls) }) {
+			sets = append(sets, ls)
 		}
 	}
-	r.Keys = slices.DeleteFunc(r.Keys, func(kl bouncer.KeyLimits) bool { return len(kl.Limits) == 0 })
-	if len(r.Keys) == 0 {
-		return nil
+	add(k.Limits)
+	if k.Rule != nil {
+		add(k.Rule.Limits)
+		for _, name := range slices.Sorted(maps.Keys(k.Rule.Plans)) {
+			add(k.Rule.Plans[name].Limits)
+		}
 	}
-	return bouncer.Reset(ctx, e.Limiter, r)
+	return sets
+}
+
+// Reset forgets k's state under every limit it may have been counted
+// under (KeyInfo.AllLimits), so that it starts fresh: one reset of the
+// store (bouncer.Reset) for each set of limits, since limits of one set
+// may share names with another's (a plan's per_day and the rule's) and a
+// request names a key's limits once. The store must be a
+// bouncer.Resetter.
+func (e *Engine) Reset(ctx context.Context, k KeyInfo) error {
+	for _, ls := range k.AllLimits() {
+		if err := bouncer.Reset(ctx, e.Limiter, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k.Key, Limits: ls}}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Resolve finds the key and limits that a descriptor of domain is counted
