@@ -61,7 +61,7 @@ func gatewayUsage(w io.Writer) {
 	fmt.Fprintln(w, "SIGTERM or SIGINT. hash-key prints the hash of an API key for the config.")
 	fmt.Fprintln(w)
 	var c serveConfig
-	gatewayFlags(&c, w).PrintDefaults()
+	printFlags(w, gatewayFlags(&c, w))
 }
 
 func runGateway(args []string, stdout, stderr io.Writer) int {

@@ -116,8 +116,7 @@ func serveUsage(w io.Writer) {
 	fmt.Fprintln(w, "SIGTERM or SIGINT.")
 	fmt.Fprintln(w)
 	var c serveConfig
-	fs := serveFlags(&c, w)
-	fs.PrintDefaults()
+	printFlags(w, serveFlags(&c, w))
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
