@@ -33,6 +33,7 @@ type envoyRateLimit struct {
 	At              pos
 	RequestsPerUnit int64  `yaml:"requests_per_unit"`
 	Unit            string `yaml:"unit"`
+	UnitAt          pos    `yamlconf:"unit"`
 	Unlimited       bool   `yaml:"unlimited"`
 	Name            string `yaml:"name"`
 	Replaces        []struct {
@@ -63,7 +64,7 @@ func compileEnvoy(file string, f *envoyFile, line int, errs *errorList, o LoadOp
 		errs.add(file, line, "config file cannot have empty domain")
 	}
 	c := envoyCompiler{file: file, errs: errs, d: d, o: o}
-	c.descriptors(d.root, "", f.Descriptors)
+	c.descriptors(d.root, "", "descriptors", f.Descriptors)
 	return d
 }
 
@@ -78,8 +79,11 @@ func (c *envoyCompiler) errorf(line int, format string, args ...any) {
 	c.errs.add(c.file, line, fmt.Sprintf(format, args...))
 }
 
-func (c *envoyCompiler) descriptors(parent *node, path string, ds []envoyDescriptor) {
-	for _, ed := range ds {
+// descriptors compiles ds, the descriptors under parent; path is their
+// parent's composite key and at their field path in the file.
+func (c *envoyCompiler) descriptors(parent *node, path, at string, ds []envoyDescriptor) {
+	for i, ed := range ds {
+		at := fmt.Sprintf("%s[%d]", at, i)
 		if ed.Key == "" {
 			c.errorf(ed.At.Line, "descriptor has empty key")
 			continue
@@ -108,10 +112,10 @@ func (c *envoyCompiler) descriptors(parent *node, path string, ds []envoyDescrip
 			n.share, n.pattern = true, ed.Value
 		}
 		if ed.RateLimit != nil {
-			n.rule = c.rule(ed, full)
+			n.rule = c.rule(ed, full, at+".rate_limit")
 			c.d.Rules = append(c.d.Rules, n.rule)
 		}
-		c.descriptors(n, full, ed.Descriptors)
+		c.descriptors(n, full, at+".descriptors", ed.Descriptors)
 	}
 }
 
@@ -163,7 +167,10 @@ func attach(parent *node, e Entry, hasValue bool, child *node) attached {
 	return added
 }
 
-func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
+// rule compiles ed's rate_limit, at is its field path in the file. The
+// messages envoyproxy/ratelimit has are kept as it words them; Bouncer's
+// own name the field.
+func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 	rl := ed.RateLimit
 	r := &Rule{
 		Domain: c.d.Name, Path: full, Name: rl.Name, File: c.file, Line: rl.At.Line,
@@ -174,8 +181,10 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 	switch {
 	case rl.Unlimited && validUnit:
 		c.errorf(rl.At.Line, "should not specify rate limit unit when unlimited")
+	case !rl.Unlimited && rl.Unit == "":
+		c.errorf(rl.At.Line, "%s.unit: required (or unlimited: true): want %s", at, unitList())
 	case !rl.Unlimited && !validUnit:
-		c.errorf(rl.At.Line, "invalid rate limit unit '%s'", rl.Unit)
+		c.errorf(max(rl.UnitAt.Line, rl.At.Line), "invalid rate limit unit '%s'", rl.Unit)
 	}
 	badCount := rl.RequestsPerUnit < 0 || rl.RequestsPerUnit > 1<<32-1
 	if badCount {
@@ -229,7 +238,7 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 		if rl.OnStoreError != "" {
 			p, err := bouncer.ParseStoreErrorPolicy(rl.OnStoreError)
 			if err != nil {
-				c.errorf(rl.At.Line, "on_store_error: %v", err)
+				c.errorf(rl.At.Line, "%s.on_store_error: %s", at, strings.TrimPrefix(err.Error(), "bouncer: "))
 				return r
 			}
 			l.OnStoreError = p
@@ -240,11 +249,21 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full string) *Rule {
 		return r
 	}
 	if err := l.Validate(); err != nil {
-		c.errorf(rl.At.Line, "%s", limitReason(err))
+		c.errorf(rl.At.Line, "%s.%s", at, limitReason(err))
 		return r
 	}
 	r.Limits = []bouncer.Limit{l}
 	return r
+}
+
+// unitList is the valid units, for a message: "second, minute, hour,
+// day, week, month or year".
+func unitList() string {
+	var us []string
+	for u := UnitSecond; u <= UnitYear; u++ {
+		us = append(us, u.String())
+	}
+	return strings.Join(us[:len(us)-1], ", ") + " or " + us[len(us)-1]
 }
 
 // zeroLimit is how a requests_per_unit of 0 is counted under

@@ -72,7 +72,7 @@ func TestConfigErrorsTeach(t *testing.T) {
 		{
 			"burst 0 in envoyproxy/ratelimit's format",
 			"domain: d\nsemantics: bouncer\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 5, algorithm: gcra, burst: 0}\n",
-			[]string{`c.yaml:5: burst: must be at least 1, got 0`},
+			[]string{`c.yaml:5: descriptors[0].rate_limit.burst: must be at least 1, got 0`},
 		},
 		{
 			"fractional requests_per_unit",
@@ -88,6 +88,16 @@ func TestConfigErrorsTeach(t *testing.T) {
 			"unknown algorithm in envoyproxy/ratelimit's format",
 			"domain: d\nsemantics: bouncer\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 5, algorithm: leaky}\n",
 			[]string{`c.yaml:5: algorithm: unknown algorithm "leaky"; want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter`},
+		},
+		{
+			"a missing unit, in a nested descriptor",
+			"domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n      - key: c\n        rate_limit:\n          requests_per_unit: 5\n",
+			[]string{`c.yaml:8: descriptors[0].descriptors[1].rate_limit.unit: required (or unlimited: true): want second, minute, hour, day, week, month or year`},
+		},
+		{
+			"an unknown unit, at its line",
+			"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      requests_per_unit: 5\n      unit: minutes\n",
+			[]string{`c.yaml:6: invalid rate limit unit 'minutes'`},
 		},
 		{
 			"a tab in the indentation",
