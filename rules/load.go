@@ -148,6 +148,9 @@ func envoyGuess(top *yaml.Node) func(path, field string, known []string) string 
 			return fmt.Sprintf("unknown field %q (did you mean rules?)", field) + why
 		}
 		reason := yamlconf.UnknownReason(field, known)
+		if field == "plans" || field == "client_ip" {
+			reason = fmt.Sprintf("unknown field %q: Bouncer's format has it, envoyproxy/ratelimit's does not", field)
+		}
 		if at == "" && !said {
 			said = true
 			reason += why

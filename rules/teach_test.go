@@ -19,15 +19,18 @@ func TestConfigErrorsTeach(t *testing.T) {
 			"misspelt rules",
 			"domain: d\nplans:\n  key: plan\nclient_ip:\n  keys: [ip]\nrulez:\n  - name: r\n",
 			[]string{
-				`c.yaml:2: top level: unknown field "plans" (known: descriptors, domain, semantics)`,
-				`c.yaml:4: top level: unknown field "client_ip" (known: descriptors, domain, semantics)`,
+				`c.yaml:2: top level: unknown field "plans": Bouncer's format has it, envoyproxy/ratelimit's does not`,
+				`c.yaml:4: top level: unknown field "client_ip": Bouncer's format has it, envoyproxy/ratelimit's does not`,
 				`c.yaml:6: top level: unknown field "rulez" (did you mean rules?); read as envoyproxy/ratelimit's format: the file has no top-level rules`,
 			},
 		},
 		{
 			"neither rules nor descriptors",
-			"domain: d\nlimits: []\n",
-			[]string{`c.yaml:2: top level: unknown field "limits" (known: descriptors, domain, semantics); read as envoyproxy/ratelimit's format: the file has no top-level rules`},
+			"domain: d\nlimits: []\nplans: {key: p}\n",
+			[]string{
+				`c.yaml:2: top level: unknown field "limits" (known: descriptors, domain, semantics); read as envoyproxy/ratelimit's format: the file has no top-level rules`,
+				`c.yaml:3: top level: unknown field "plans": Bouncer's format has it, envoyproxy/ratelimit's does not`,
+			},
 		},
 		{
 			"misspelt field",
