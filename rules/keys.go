@@ -209,17 +209,18 @@ func (k KeyInfo) AllLimits() [][]bouncer.Limit {
 
 // Reset forgets k's state under every limit it may have been counted
 // under (KeyInfo.AllLimits), so that it starts fresh: one reset of the
-// store (bouncer.Reset) for each set of limits, since limits of one set
-// may share names with another's (a plan's per_day and the rule's) and a
-// request names a key's limits once. The store must be a
-// bouncer.Resetter.
+// store (bouncer.Reset) naming the key once per set of limits, since the
+// sets may share limit names (a plan's per_day and the rule's). The store
+// must be a bouncer.Resetter.
 func (e *Engine) Reset(ctx context.Context, k KeyInfo) error {
+	var r bouncer.Request
 	for _, ls := range k.AllLimits() {
-		if err := bouncer.Reset(ctx, e.Limiter, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k.Key, Limits: ls}}}); err != nil {
-			return err
-		}
+		r.Keys = append(r.Keys, bouncer.KeyLimits{Key: k.Key, Limits: ls})
 	}
-	return nil
+	if len(r.Keys) == 0 {
+		return nil
+	}
+	return bouncer.Reset(ctx, e.Limiter, r)
 }
 
 // Resolve finds the key and limits that a descriptor of domain is counted
