@@ -39,9 +39,9 @@ func writeVersion(w io.Writer, b metrics.Build) {
 	case "":
 		version = "unknown (the binary carries no build information)"
 	case "(devel)":
-		version = "(devel) (built by go run, go test or go build outside a tagged checkout: no module version)"
+		version = "(devel) (no module version: go run, go test, -buildvcs=false or a build outside a VCS checkout)"
 	}
-	commit, at := "unknown (not recorded: go run, go test and -buildvcs=false leave it out)", "unknown"
+	commit, at := "not recorded (go install of a module version, go run, go test and -buildvcs=false leave it out)", "not recorded"
 	if b.Revision != "" {
 		commit = b.RevisionLabel()
 	}

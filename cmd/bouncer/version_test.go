@@ -64,7 +64,7 @@ func TestVersionOutputShape(t *testing.T) {
 	}
 	// A test binary, as one from go run, has no module version; the
 	// output says why rather than printing a bare (devel).
-	if metrics.ReadBuild().Version == "(devel)" && !strings.HasPrefix(lines[0], "version: (devel) (built by go run, go test") {
+	if metrics.ReadBuild().Version == "(devel)" && !strings.HasPrefix(lines[0], "version: (devel) (no module version: go run, go test") {
 		t.Errorf("line 1: got %q, want (devel) explained", lines[0])
 	}
 }
@@ -96,17 +96,17 @@ func TestWriteVersion(t *testing.T) {
 		{
 			name:  "go run",
 			build: metrics.Build{Version: "(devel)", GoVersion: "go1.26.0"},
-			want: "version: (devel) (built by go run, go test or go build outside a tagged checkout: no module version)\n" +
-				"commit:  unknown (not recorded: go run, go test and -buildvcs=false leave it out)\n" +
-				"time:    unknown\n" +
+			want: "version: (devel) (no module version: go run, go test, -buildvcs=false or a build outside a VCS checkout)\n" +
+				"commit:  not recorded (go install of a module version, go run, go test and -buildvcs=false leave it out)\n" +
+				"time:    not recorded\n" +
 				"go:      go1.26.0" + platform,
 		},
 		{
 			name:  "no build information",
 			build: metrics.Build{},
 			want: "version: unknown (the binary carries no build information)\n" +
-				"commit:  unknown (not recorded: go run, go test and -buildvcs=false leave it out)\n" +
-				"time:    unknown\n" +
+				"commit:  not recorded (go install of a module version, go run, go test and -buildvcs=false leave it out)\n" +
+				"time:    not recorded\n" +
 				"go:      " + runtime.Version() + platform,
 		},
 	}
