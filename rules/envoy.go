@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/internal/yamlconf"
 )
 
 // envoyFile is a config file in envoyproxy/ratelimit's format. Every field
@@ -184,7 +185,11 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 	case !rl.Unlimited && rl.Unit == "":
 		c.errorf(rl.At.Line, "%s.unit: required (or unlimited: true): want %s", at, unitList())
 	case !rl.Unlimited && !validUnit:
-		c.errorf(max(rl.UnitAt.Line, rl.At.Line), "invalid rate limit unit '%s'", rl.Unit)
+		reason := fmt.Sprintf("invalid rate limit unit '%s'", rl.Unit)
+		if near := yamlconf.Suggest(strings.ToLower(rl.Unit), unitNames[UnitSecond:]); near != "" {
+			reason += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		c.errorf(max(rl.UnitAt.Line, rl.At.Line), "%s", reason)
 	}
 	badCount := rl.RequestsPerUnit < 0 || rl.RequestsPerUnit > 1<<32-1
 	if badCount {
@@ -259,10 +264,7 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 // unitList is the valid units, for a message: "second, minute, hour,
 // day, week, month or year".
 func unitList() string {
-	var us []string
-	for u := UnitSecond; u <= UnitYear; u++ {
-		us = append(us, u.String())
-	}
+	us := unitNames[UnitSecond:]
 	return strings.Join(us[:len(us)-1], ", ") + " or " + us[len(us)-1]
 }
 

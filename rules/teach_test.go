@@ -100,7 +100,12 @@ func TestConfigErrorsTeach(t *testing.T) {
 		{
 			"an unknown unit, at its line",
 			"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      requests_per_unit: 5\n      unit: minutes\n",
-			[]string{`c.yaml:6: invalid rate limit unit 'minutes'`},
+			[]string{`c.yaml:6: invalid rate limit unit 'minutes' (did you mean minute?)`},
+		},
+		{
+			"an unknown unit, no near name",
+			"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 5}\n",
+			[]string{`c.yaml:4: invalid rate limit unit 'fortnight'`},
 		},
 		{
 			"a tab in the indentation",
