@@ -2,8 +2,10 @@ package admin_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,7 +132,7 @@ func TestLiveReloadHistory(t *testing.T) {
 	c := config(t, nativeFile)
 	e.Swap(c)
 	m.Reloaded(c, true, nil)
-	m.Reloaded(c, false, errTest)
+	m.Reloaded(c, false, errors.New("test: rejected"))
 	get(t, h, "/live.json", http.StatusOK, &v)
 
 	var got []string
@@ -146,12 +148,6 @@ func TestLiveReloadHistory(t *testing.T) {
 	}
 }
 
-var errTest = errorString("test: rejected")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
-
 func TestLiveWithoutKeyIndex(t *testing.T) {
 	e := rules.NewEngine(config(t, envoyFile), nil)
 	h := admin.Handler(admin.Options{Engine: e})
@@ -159,5 +155,31 @@ func TestLiveWithoutKeyIndex(t *testing.T) {
 	get(t, h, "/live.json", http.StatusOK, &v)
 	if !v.KeysOff || len(v.DeniedKeys) != 0 || v.Decisions == nil {
 		t.Errorf("got keys_off %v, denied_keys %v, decisions %v; want keys off, none denied, decisions []", v.KeysOff, v.DeniedKeys, v.Decisions)
+	}
+}
+
+func TestLiveRedisBreakers(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	connected := prometheus.NewGauge(prometheus.GaugeOpts{Name: "bouncer_redis_connected", Help: "h"})
+	open := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bouncer_redis_breaker_open", Help: "h"}, []string{"node"})
+	slow := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bouncer_redis_node_slow", Help: "h"}, []string{"node"})
+	reg.MustRegister(connected, open, slow)
+	connected.Set(1)
+	for node, v := range map[string]float64{"10.0.0.3:6379": 0.5, "10.0.0.1:6379": 0, "10.0.0.2:6379": 1} {
+		open.WithLabelValues(node).Set(v)
+		slow.WithLabelValues(node).Set(0)
+	}
+	slow.WithLabelValues("10.0.0.1:6379").Set(1)
+
+	h := admin.Handler(admin.Options{Engine: keyEngine(t), Gatherer: reg})
+	var v admin.LiveView
+	get(t, h, "/live.json", http.StatusOK, &v)
+	want := &admin.RedisHealth{Connected: true, Nodes: []admin.RedisNode{
+		{Node: "10.0.0.1:6379", Breaker: "closed", Slow: true},
+		{Node: "10.0.0.2:6379", Breaker: "open"},
+		{Node: "10.0.0.3:6379", Breaker: "half_open"},
+	}}
+	if v.Redis == nil || v.Redis.Connected != want.Connected || !slices.Equal(v.Redis.Nodes, want.Nodes) {
+		t.Errorf("redis: got %+v, want %+v", v.Redis, want)
 	}
 }

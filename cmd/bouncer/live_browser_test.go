@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -34,15 +35,29 @@ func browser(t *testing.T) string {
 var deniedTotal = regexp.MustCompile(`id="denied-total">(\d+)<`)
 
 // TestLivePageInBrowser loads the admin live page of a running service in
-// headless Chromium and checks what its script rendered from /live.json.
+// headless Chromium and checks what its script rendered from /live.json,
+// with the memory store and with Redis (whose node it shows).
 func TestLivePageInBrowser(t *testing.T) {
 	bin := browser(t)
-	ts := startTest(t, map[string]string{"native.yaml": nativeConfig})
+	t.Run("memory", func(t *testing.T) { testLivePage(t, bin, "memory", "") })
+	t.Run("redis", func(t *testing.T) {
+		addr := requireRedisAddr(t)
+		testLivePage(t, bin, "redis://"+addr, addr)
+	})
+}
+
+// testLivePage serves store, sends checks of which two are denied, one
+// for a hostile key, and renders the live page; node, if not "", is the
+// Redis node the page must show with its breaker closed.
+func testLivePage(t *testing.T, bin, store, node string) {
+	domain := fmt.Sprintf("live-%d-%d", os.Getpid(), time.Now().UnixNano()) // Redis outlives the test
+	ts := startTest(t, map[string]string{"native.yaml": strings.Replace(nativeConfig, "domain: native", "domain: "+domain, 1)},
+		func(c *serveConfig) { c.store = store })
 	const hostile = "<script>alert(1)</script>"
 	for _, user := range []string{"alice", hostile, hostile, hostile} {
-		ts.check(t, request("native", desc("user="+user)))
+		ts.check(t, request(domain, desc("user="+user)))
 	}
-	if got := ts.check(t, request("native", desc("user="+hostile))).GetOverallCode(); got != pb.RateLimitResponse_OVER_LIMIT {
+	if got := ts.check(t, request(domain, desc("user="+hostile))).GetOverallCode(); got != pb.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("the hostile user's fourth check: got %v, want OVER_LIMIT", got)
 	}
 
@@ -59,9 +74,13 @@ func TestLivePageInBrowser(t *testing.T) {
 	dom := string(out)
 
 	version := ts.engine.Config().Version
-	for _, want := range []string{"per_user", `id="version">` + version + "<", "&lt;script&gt;alert(1)&lt;/script&gt;"} {
-		if !strings.Contains(dom, want) {
-			t.Errorf("the rendered page lacks %q:\n%s", want, dom)
+	want := []string{"per_user", `id="version">` + version + "<", "&lt;script&gt;alert(1)&lt;/script&gt;"}
+	if node != "" {
+		want = append(want, "Connected.", `<td class="key">`+node+`</td><td class="closed">closed</td>`)
+	}
+	for _, w := range want {
+		if !strings.Contains(dom, w) {
+			t.Errorf("the rendered page lacks %q:\n%s", w, dom)
 		}
 	}
 	if strings.Contains(dom, hostile) {
