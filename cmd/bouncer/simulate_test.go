@@ -511,6 +511,9 @@ func FuzzSimulateArgs(f *testing.F) {
 		if slices.Contains(args, "--file") || slices.Contains(args, "-file") {
 			t.Skip("reads files")
 		}
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "svg") }) {
+			t.Skip("writes files")
+		}
 		var out, errOut strings.Builder
 		switch code := run(append([]string{"simulate"}, args...), &out, &errOut); code {
 		case exitOK, exitUsage:
