@@ -42,7 +42,7 @@ var allowedImports = map[string][]string{
 	"gateway/transcode": {"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "rules", "rls", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc",
-		"gateway", "gateway/auth", "gateway/tlsreload", "github.com/fsnotify/fsnotify"},
+		"gateway", "gateway/auth", "gateway/tlsreload", "internal/yamlconf", "github.com/fsnotify/fsnotify"},
 	"gateway": {"", "header", "clientip", "rules", "internal/yamlconf", "gateway/auth", "gateway/route", "gateway/transcode",
 		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3", "go.opentelemetry.io/otel"},
 	"internal/...": {""},

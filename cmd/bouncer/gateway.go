@@ -39,12 +39,13 @@ func gatewayFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	full := serveFlags(c, io.Discard)
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { gatewayUsage(fs.Output()) }
 	for _, name := range []string{"config", "store", "store-timeout", "on-store-error", "log-level", "log-format",
 		"shutdown-timeout", "watch", "otel-endpoint", "otel-insecure", "otel-sample-ratio", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"} {
 		f := full.Lookup(name)
 		usage := f.Usage
 		if name == "config" {
-			usage = "the gateway's config file (listeners, auth, routes; its rules file as `bouncer serve` reads it); required"
+			usage = "the gateway's config file (listeners, auth, routes; its rules file as bouncer serve reads it); required"
 		}
 		fs.Var(f.Value, name, usage)
 	}
@@ -156,6 +157,7 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		s.engine = rules.NewEngine(rc, s.rulesM.Limiter(st.lim))
 		s.engine.Supports = st.supports
 		s.engine.Observe = s.rulesM.Observe
+		s.engine.Logger = log
 	}
 	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: log, Metrics: s.gm, Tracer: s.tracer, MaxHeaderBytes: c.maxHeaderBytes})
 	if err != nil {

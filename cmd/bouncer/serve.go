@@ -74,6 +74,7 @@ type serveConfig struct {
 func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { serveUsage(fs.Output()) }
 	fs.StringVar(&c.config, "config", "", "config file, or directory of *.yaml and *.yml files (Bouncer's or envoyproxy/ratelimit's format); required")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 gRPC listener")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "JSON API listener (POST /v1/check); empty to disable")
@@ -344,6 +345,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	e.Concurrent = o.redisAddrs != nil // a request's descriptors wait for one round trip, not one each
 	e.RejectUnknownDomains = o.rejectUnknown
 	e.Observe = m.Observe
+	e.Logger = log
 	s := &service{log: log, engine: e, store: closer, shutdownIn: c.shutdownTimeout, stopTracing: stopTracing}
 	s.reloader = &rules.Reloader{Path: c.config, Engine: e, Validate: validate, OnReload: func(cfg *rules.Config, changed bool, err error) {
 		m.Reloaded(cfg, changed, err)
