@@ -347,15 +347,20 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	e.Observe = m.Observe
 	e.Logger = log
 	s := &service{log: log, engine: e, store: closer, shutdownIn: c.shutdownTimeout, stopTracing: stopTracing}
-	s.reloader = &rules.Reloader{Path: c.config, Engine: e, Validate: validate, OnReload: func(cfg *rules.Config, changed bool, err error) {
-		m.Reloaded(cfg, changed, err)
-		switch {
-		case err != nil:
-			log.Error("config rejected; the old one keeps serving", "version", cfg.Version, "err", err)
-		case changed:
-			log.Info("config reloaded", "version", cfg.Version)
-		}
-	}}
+	s.reloader = &rules.Reloader{Path: c.config, Engine: e, Validate: validate, OnReload: m.Reloaded,
+		OnResult: func(res rules.ReloadResult) {
+			attrs := []any{"version", res.Config.Version}
+			switch res.Outcome {
+			case rules.Rejected, rules.WatchFailed:
+				// One attribute per problem, each with its file and line.
+				for i, p := range res.Problems {
+					attrs = append(attrs, fmt.Sprintf("problem.%d", i+1), p.String())
+				}
+				log.Error(res.Outcome.String(), attrs...)
+			default: // reloaded, unchanged (a SIGHUP with nothing new), fixed back
+				log.Info(res.Outcome.String(), attrs...)
+			}
+		}}
 
 	listeners, err := listen(c.grpcAddr, c.httpAddr, c.adminAddr)
 	if err != nil {
