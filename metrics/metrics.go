@@ -182,9 +182,3 @@ func (t *timed) Reset(ctx context.Context, r bouncer.Request) error {
 func GaugeFunc(reg prometheus.Registerer, name, help string, f func() float64) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
-
-// CounterFunc registers a counter read from f at every scrape, such as a
-// store's count of some event since it started.
-func CounterFunc(reg prometheus.Registerer, name, help string, f func() float64) {
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
-}
