@@ -92,6 +92,7 @@ type matched struct {
 	shadow    bool
 	quota     bool
 	zero      bool    // a limit of 0 (zeroLimit)
+	override  bool    // an envoy-semantics override: limits count, report.RequestsPerUnit judges (countLimit)
 	entries   []Entry // as matched: client IPs aggregated, the plan left out
 	key       string
 	cost      int64
@@ -326,10 +327,10 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 		m.key = storeKey(d.Name, entries, values[:len(entries)])
 		m.report = CurrentLimit{Name: "", RequestsPerUnit: o.RequestsPerUnit, Unit: o.Unit, Window: l.Period}
 		switch {
+		case d.Semantics == EnvoySemantics:
+			m.limits, m.override = []bouncer.Limit{countLimit(o.Unit)}, true
 		case l.Rate > 0:
 			m.limits = []bouncer.Limit{l}
-		case d.Semantics == EnvoySemantics:
-			m.limits, m.zero = []bouncer.Limit{zeroLimit(l)}, true
 		}
 		return true
 	}
@@ -366,6 +367,48 @@ func (d *Domain) overrideLimit(o *Override) bouncer.Limit {
 		Rate: int64(o.RequestsPerUnit), Period: o.Unit.Duration(),
 		ChargeDenied: d.Semantics == EnvoySemantics,
 	}
+}
+
+// countLimit is the limit an envoy-semantics override is counted under:
+// one per unit, whatever the override's rate, since envoyproxy/ratelimit
+// keys a count by domain, entries and window, never by the limit. A
+// request that changes its override mid-window (3 per minute, then 5)
+// reads the same count against the new rate (see matched.judge). Stores
+// keep state per limit value, so the rate is fixed at the most a window
+// of the unit can count, charging denied checks as the reference does.
+func countLimit(u Unit) bouncer.Limit {
+	p := u.Duration()
+	return bouncer.Limit{
+		Name: limitName("", u), Algorithm: bouncer.FixedWindow,
+		Rate: min(bouncer.MaxRate, int64(p)-2), Period: p,
+		ChargeDenied: true,
+	}
+}
+
+// judge turns dec, the decision of m.request(), into the decision against
+// the limit m reports: for an override, dec counts under countLimit, and
+// the count after the charge is over the override's rate when it exceeds
+// it (envoyproxy/ratelimit's test), hits past the limit included.
+func (m *matched) judge(dec bouncer.Decision) bouncer.Decision {
+	if !m.override {
+		return dec
+	}
+	rate, c := int64(m.report.RequestsPerUnit), m.limits[0].Rate
+	count := c - dec.Remaining
+	if !dec.Allowed {
+		count = c + 1
+	}
+	dec.Limit, dec.Remaining = rate, max(rate-count, 0)
+	dec.Allowed = count <= rate
+	switch {
+	case dec.Allowed:
+		dec.RetryAfter = 0
+	case m.cost > rate:
+		dec.RetryAfter = bouncer.Never
+	default:
+		dec.RetryAfter = dec.ResetAfter
+	}
+	return dec
 }
 
 // checkOverrides rejects overrides that the store cannot count, such as
@@ -445,6 +488,7 @@ func (e *Engine) checkOne(ctx context.Context, m *matched, resp *Response, i int
 	if err != nil {
 		return err
 	}
+	dec = m.judge(dec)
 	m.fill(&resp.Statuses[i], dec)
 	resp.charged(m, dec)
 	return nil
@@ -505,8 +549,9 @@ func (e *Engine) checkConcurrently(ctx context.Context, ms []*matched, resp *Res
 	bouncer.CheckEach(ctx, e.Limiter, rs, ds, errs)
 	for k, i := range idx {
 		if errs[k] == nil {
-			ms[i].fill(&resp.Statuses[i], ds[k])
-			resp.charged(ms[i], ds[k])
+			dec := ms[i].judge(ds[k])
+			ms[i].fill(&resp.Statuses[i], dec)
+			resp.charged(ms[i], dec)
 		}
 	}
 	return errors.Join(errs...)
