@@ -26,6 +26,7 @@ var allowedImports = map[string][]string{
 	"header":            {},
 	"internal/storekey": {},
 	"internal/yamlconf": {"go.yaml.in/yaml/v3"},
+	"internal/edgetest": {"", "memstore"},
 	"internal/edge":     {"", "header", "internal/storekey"},
 	"httplimit":         {"", "header", "clientip", "internal/edge", "internal/storekey"},
 	"grpclimit":         {"", "header", "clientip", "internal/edge", "internal/storekey", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc"},

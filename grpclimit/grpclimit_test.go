@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -419,27 +418,12 @@ func TestRefundOnError(t *testing.T) {
 	}
 }
 
-// failing is a limiter whose store is down.
-type failing struct{ bouncer.Limiter }
-
-func (failing) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
-	return bouncer.Decision{}, errors.New("store down")
-}
-
-// degraded is a limiter whose decisions were made without the store.
-type degraded struct{ bouncer.Limiter }
-
-func (d degraded) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
-	dec, err := d.Limiter.Check(ctx, r)
-	dec.Degraded = true
-	return dec, err
-}
 
 func TestLimiterErrorsAndDegradedDecisions(t *testing.T) {
 	s, _ := newStore(t)
 	rules := []grpclimit.Rule{{Name: "g", Limits: []bouncer.Limit{perMinute("m", 1)}}}
 	t.Run("default", func(t *testing.T) {
-		srv := serve(t, failing{s}, rules, grpclimit.Options{Logger: discard()})
+		srv := serve(t, failing{Limiter: s}, rules, grpclimit.Options{Logger: discard()})
 		if r := srv.check(t); r.code != codes.Unavailable {
 			t.Fatalf("store error: %v, want Unavailable", r)
 		}
@@ -449,7 +433,7 @@ func TestLimiterErrorsAndDegradedDecisions(t *testing.T) {
 	})
 	t.Run("OnError", func(t *testing.T) {
 		var got error
-		srv := serve(t, failing{s}, rules, grpclimit.Options{OnError: func(ctx context.Context, err error) error {
+		srv := serve(t, failing{Limiter: s}, rules, grpclimit.Options{OnError: func(ctx context.Context, err error) error {
 			got = err
 			return status.Error(codes.Aborted, "try elsewhere")
 		}})
@@ -458,7 +442,7 @@ func TestLimiterErrorsAndDegradedDecisions(t *testing.T) {
 		}
 	})
 	t.Run("fail open", func(t *testing.T) {
-		srv := serve(t, failing{s}, rules, grpclimit.Options{OnError: func(context.Context, error) error { return nil }})
+		srv := serve(t, failing{Limiter: s}, rules, grpclimit.Options{OnError: func(context.Context, error) error { return nil }})
 		for i := range 3 {
 			if r := srv.check(t); r.code != codes.OK || has(r.header, "ratelimit") {
 				t.Fatalf("call %d: %v, header %v, want OK without rate-limit metadata (OnError let it through)", i, r, r.header)
@@ -466,7 +450,7 @@ func TestLimiterErrorsAndDegradedDecisions(t *testing.T) {
 		}
 	})
 	t.Run("degraded", func(t *testing.T) {
-		srv := serve(t, degraded{s}, rules, grpclimit.Options{DeniedOnly: true})
+		srv := serve(t, degraded{Limiter: s}, rules, grpclimit.Options{DeniedOnly: true})
 		if r := srv.check(t); r.code != codes.OK || first(r.header, "bouncer-degraded") != "true" || has(r.header, "ratelimit") {
 			t.Fatalf("degraded allowed call: %v, header %v, want OK with bouncer-degraded: true alone", r, r.header)
 		}

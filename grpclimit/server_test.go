@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,41 +21,21 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/grpclimit"
-	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/internal/edgetest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+var (
+	newStore  = edgetest.NewStore
+	perMinute = edgetest.PerMinute
+)
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newStore(t *testing.T) (*memstore.Store, *fakeClock) {
-	t.Helper()
-	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	s := memstore.New(memstore.Options{Now: clock.Now})
-	t.Cleanup(func() { s.Close() })
-	return s, clock
-}
-
-func perMinute(name string, n int64) bouncer.Limit {
-	return bouncer.Limit{Name: name, Algorithm: bouncer.FixedWindow, Rate: n, Period: time.Minute}
-}
+type (
+	failing  = edgetest.Failing
+	degraded = edgetest.Degraded
+)
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 

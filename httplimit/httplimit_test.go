@@ -3,7 +3,6 @@ package httplimit_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,41 +17,21 @@ import (
 	"github.com/bouncerhq/bouncer/clientip"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/httplimit"
-	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/internal/edgetest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+var (
+	newStore  = edgetest.NewStore
+	perMinute = edgetest.PerMinute
+)
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newStore(t *testing.T) (*memstore.Store, *fakeClock) {
-	t.Helper()
-	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	s := memstore.New(memstore.Options{Now: clock.Now})
-	t.Cleanup(func() { s.Close() })
-	return s, clock
-}
-
-func perMinute(name string, n int64) bouncer.Limit {
-	return bouncer.Limit{Name: name, Algorithm: bouncer.FixedWindow, Rate: n, Period: time.Minute}
-}
+type (
+	failing  = edgetest.Failing
+	degraded = edgetest.Degraded
+)
 
 // serve starts a real server of handler wrapped in the middleware of lim,
 // rules and o.
@@ -407,38 +386,22 @@ func TestRefundOn5xx(t *testing.T) {
 	}
 }
 
-// failing is a limiter whose store is down.
-type failing struct{ bouncer.Limiter }
-
-func (failing) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
-	return bouncer.Decision{}, errors.New("store down")
-}
-
-// degraded is a limiter whose decisions were made without the store.
-type degraded struct{ bouncer.Limiter }
-
-func (d degraded) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
-	dec, err := d.Limiter.Check(ctx, r)
-	dec.Degraded = true
-	return dec, err
-}
-
 func TestStoreErrorsAndDegradedAnswers(t *testing.T) {
 	s, _ := newStore(t)
 	rules := []httplimit.Rule{{Name: "g", Limits: []bouncer.Limit{perMinute("m", 5)}}}
-	srv := serve(t, failing{s}, rules, httplimit.Options{Logger: discard()}, nil)
+	srv := serve(t, failing{Limiter: s}, rules, httplimit.Options{Logger: discard()}, nil)
 	a := get(t, srv, "/")
 	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"error":"limiter_unavailable"`) {
 		t.Fatalf("store error: %d %q, want 503 with a JSON error", a.status, a.body)
 	}
-	srv = serve(t, failing{s}, rules, httplimit.Options{OnError: func(w http.ResponseWriter, r *http.Request, err error) {
+	srv = serve(t, failing{Limiter: s}, rules, httplimit.Options{OnError: func(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("X-Why", err.Error())
 		w.WriteHeader(http.StatusTeapot)
 	}}, nil)
 	if a := get(t, srv, "/"); a.status != http.StatusTeapot || a.header.Get("X-Why") != "store down" {
 		t.Fatalf("custom OnError: %d %q", a.status, a.header.Get("X-Why"))
 	}
-	srv = serve(t, degraded{s}, rules, httplimit.Options{}, nil)
+	srv = serve(t, degraded{Limiter: s}, rules, httplimit.Options{}, nil)
 	if a := get(t, srv, "/"); a.status != 200 || a.header.Get("Bouncer-Degraded") != "true" {
 		t.Fatalf("degraded decision: %d, Bouncer-Degraded %q, want 200 and true", a.status, a.header.Get("Bouncer-Degraded"))
 	}

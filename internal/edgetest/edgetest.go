@@ -1,0 +1,69 @@
+// Package edgetest holds what the tests of the HTTP middleware and the
+// gRPC interceptors share: a clock they move, a memory store on it, and
+// limiters that fail or degrade.
+package edgetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/memstore"
+)
+
+// Clock is a clock a test moves by hand.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock on by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// NewStore returns a memory store on a Clock at noon, 2026-12-01 UTC,
+// closed when t ends.
+func NewStore(t *testing.T) (*memstore.Store, *Clock) {
+	t.Helper()
+	clock := &Clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	s := memstore.New(memstore.Options{Now: clock.Now})
+	t.Cleanup(func() { s.Close() })
+	return s, clock
+}
+
+// PerMinute is a fixed window of n a minute named name.
+func PerMinute(name string, n int64) bouncer.Limit {
+	return bouncer.Limit{Name: name, Algorithm: bouncer.FixedWindow, Rate: n, Period: time.Minute}
+}
+
+// Failing is a limiter whose store is down: every check fails.
+type Failing struct{ bouncer.Limiter }
+
+// Check fails.
+func (Failing) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
+	return bouncer.Decision{}, errors.New("store down")
+}
+
+// Degraded is a limiter whose decisions are marked made without the
+// store.
+type Degraded struct{ bouncer.Limiter }
+
+// Check decides with the limiter it wraps and marks the decision degraded.
+func (d Degraded) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	dec, err := d.Limiter.Check(ctx, r)
+	dec.Degraded = true
+	return dec, err
+}
