@@ -418,7 +418,6 @@ func TestRefundOnError(t *testing.T) {
 	}
 }
 
-
 func TestLimiterErrorsAndDegradedDecisions(t *testing.T) {
 	s, _ := newStore(t)
 	rules := []grpclimit.Rule{{Name: "g", Limits: []bouncer.Limit{perMinute("m", 1)}}}
