@@ -518,7 +518,10 @@ func (m *matched) fill(st *Status, dec bouncer.Decision) {
 		st.Code = OverLimit
 		if m.shadow || m.quota {
 			st.Code, st.Shadowed = OK, true
-			if m.quota {
+			// envoyproxy/ratelimit leaves duration_until_reset out of an
+			// over-limit quota-mode answer, but shadow_mode turns the
+			// answer OK first, and an OK answer keeps it.
+			if m.quota && !m.shadow {
 				st.ResetAfter = 0
 			}
 		}
