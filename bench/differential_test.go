@@ -13,6 +13,7 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -203,7 +204,10 @@ func ratelimitModuleDir(t *testing.T) string {
 // stream makes random requests for one config: descriptors along the
 // config's own branches (values from the config, from small pools where
 // it matches any value or a prefix, and now and then a value or an entry
-// it does not know), one to three per request, with random hits.
+// it does not know), one to three per request, with random hits. Now and
+// then a descriptor sets its own limit, on entries of its own whose rate
+// changes from call to call, so that a count is read against another
+// limit mid-window.
 type stream struct {
 	rnd    *rand.Rand
 	domain string
@@ -277,10 +281,29 @@ func (s *stream) next() *pb.RateLimitRequest {
 		if r.IntN(10) == 0 {
 			d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: "extra", Value: "1"}) // deeper than the config
 		}
+		if r.IntN(8) == 0 {
+			d = overrideDescriptor(r)
+		}
 		if r.IntN(4) == 0 {
 			d.HitsAddend = wrapperspb.UInt64(uint64(r.IntN(4))) // 0 peeks
 		}
 		req.Descriptors = append(req.Descriptors, d)
 	}
 	return req
+}
+
+// overrideDescriptor is a descriptor with a limit of its own, on an entry
+// no config names: envoyproxy/ratelimit keys a count by the entries and
+// the window, not by the limit, and so does a rule's count, which these
+// entries keep apart from.
+func overrideDescriptor(r *rand.Rand) *rlpb.RateLimitDescriptor {
+	units := []typepb.RateLimitUnit{typepb.RateLimitUnit_SECOND, typepb.RateLimitUnit_MINUTE}
+	rates := []uint32{0, 2, 3, 5}
+	return &rlpb.RateLimitDescriptor{
+		Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "bouncer_override", Value: fmt.Sprint("o", r.IntN(2))}},
+		Limit: &rlpb.RateLimitDescriptor_RateLimitOverride{
+			RequestsPerUnit: rates[r.IntN(len(rates))],
+			Unit:            units[r.IntN(len(units))],
+		},
+	}
 }
