@@ -108,6 +108,8 @@ func TestRequest(t *testing.T) {
 		{"override per year", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(typev3.RateLimitUnit_YEAR)}}, withOverride(rules.UnitYear)},
 		{"override per unknown unit", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(typev3.RateLimitUnit_UNKNOWN)}}, withOverride(rules.UnitUnknown)},
 		{"override per undefined unit", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(99)}}, withOverride(rules.UnitUnknown)},
+		// The request's enum has no week: 7 is the response's WEEK only.
+		{"override per week (7)", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(7)}}, withOverride(rules.UnitUnknown)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
