@@ -293,17 +293,20 @@ func (s *stream) next() *pb.RateLimitRequest {
 }
 
 // overrideDescriptor is a descriptor with a limit of its own, on an entry
-// no config names: envoyproxy/ratelimit keys a count by the entries and
-// the window, not by the limit, and so does a rule's count, which these
-// entries keep apart from.
+// no config names and with a value per unit. envoyproxy/ratelimit keys a
+// count by the entries and the window's start, not by the limit: a rule's
+// count on the same entries would be shared, and so would another unit's
+// in a window starting at the same second (a minute's first second), which
+// Bouncer keeps apart.
 func overrideDescriptor(r *rand.Rand) *rlpb.RateLimitDescriptor {
 	units := []typepb.RateLimitUnit{typepb.RateLimitUnit_SECOND, typepb.RateLimitUnit_MINUTE}
 	rates := []uint32{0, 2, 3, 5}
+	u := units[r.IntN(len(units))]
 	return &rlpb.RateLimitDescriptor{
-		Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "bouncer_override", Value: fmt.Sprint("o", r.IntN(2))}},
+		Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "bouncer_override", Value: fmt.Sprint(u, r.IntN(2))}},
 		Limit: &rlpb.RateLimitDescriptor_RateLimitOverride{
 			RequestsPerUnit: rates[r.IntN(len(rates))],
-			Unit:            units[r.IntN(len(units))],
+			Unit:            u,
 		},
 	}
 }
