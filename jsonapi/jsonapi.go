@@ -97,6 +97,9 @@ type Status struct {
 	DurationUntilReset float64       `json:"duration_until_reset_seconds,omitempty"`
 	Shadowed           bool          `json:"shadowed,omitempty"`
 	Degraded           bool          `json:"degraded,omitempty"`
+	// Replaced marks a descriptor whose rule another rule of the request
+	// replaced: it was not counted, and its limit_remaining means nothing.
+	Replaced bool `json:"replaced,omitempty"`
 }
 
 // CurrentLimit is a status's limit.
@@ -168,7 +171,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out := CheckResponse{OverallCode: resp.Code.String(), Statuses: make([]Status, len(resp.Statuses))}
 	for i, st := range resp.Statuses {
-		s := Status{Code: st.Code.String(), LimitRemaining: st.Remaining, Shadowed: st.Shadowed, Degraded: st.Degraded}
+		s := Status{Code: st.Code.String(), LimitRemaining: st.Remaining, Shadowed: st.Shadowed, Degraded: st.Degraded, Replaced: st.Replaced()}
 		if l := st.Limit; l != nil {
 			s.CurrentLimit = &CurrentLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: strings.ToUpper(l.Unit.String()), WindowSeconds: window(l).Seconds()}
 			s.DurationUntilReset = st.ResetAfter.Seconds()
