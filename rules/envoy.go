@@ -188,6 +188,8 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 		reason := fmt.Sprintf("invalid rate limit unit '%s'", rl.Unit)
 		if near := yamlconf.Suggest(strings.ToLower(rl.Unit), unitNames[UnitSecond:]); near != "" {
 			reason += fmt.Sprintf(" (did you mean %s?)", near)
+		} else {
+			reason += fmt.Sprintf(" (%s.unit: want %s)", at, unitList())
 		}
 		c.errorf(max(rl.UnitAt.Line, rl.At.Line), "%s", reason)
 	}

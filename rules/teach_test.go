@@ -105,7 +105,7 @@ func TestConfigErrorsTeach(t *testing.T) {
 		{
 			"an unknown unit, no near name",
 			"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 5}\n",
-			[]string{`c.yaml:4: invalid rate limit unit 'fortnight'`},
+			[]string{`c.yaml:4: invalid rate limit unit 'fortnight' (descriptors[0].rate_limit.unit: want second, minute, hour, day, week, month or year)`},
 		},
 		{
 			"a tab in the indentation",
