@@ -59,6 +59,7 @@ type LiveView struct {
 	Time          time.Time      `json:"time"`
 	ConfigVersion string         `json:"config_version"`
 	Decisions     []DecisionStat `json:"decisions"`
+	MostDenied    []DeniedCount  `json:"most_denied"`
 	DeniedKeys    []DeniedKey    `json:"denied_keys"`
 	KeysOff       bool           `json:"keys_off,omitempty"`   // the key index is off (--admin-keys 0)
 	KeysError     string         `json:"keys_error,omitempty"` // why the peeks stopped short
@@ -74,6 +75,16 @@ type DecisionStat struct {
 	Name   string  `json:"name,omitempty"` // the rule's name, when it has one
 	Result string  `json:"result"`
 	Total  float64 `json:"total"`
+}
+
+// DeniedCount is a key among those denied most often since the key index
+// first held them.
+type DeniedCount struct {
+	Key      string    `json:"key"`
+	Domain   string    `json:"domain"`
+	Rule     string    `json:"rule,omitempty"`
+	Denied   uint64    `json:"denied"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // DeniedKey is a recently seen key that at least one of its limits
@@ -152,6 +163,16 @@ func (l *live) view(ctx context.Context, now time.Time) LiveView {
 		readMetrics(&v, c, l.o.Gatherer)
 	}
 	v.DeniedKeys, v.KeysOff, v.KeysError = l.denied(ctx)
+	v.MostDenied = []DeniedCount{}
+	if x := l.o.Engine.Keys; x != nil {
+		for _, k := range x.MostDenied(liveDenied) {
+			d := DeniedCount{Key: k.Key, Domain: k.Domain, Denied: k.Denied, LastSeen: k.LastSeen}
+			if k.Rule != nil {
+				d.Rule = cmp.Or(k.Rule.Name, k.Rule.Path)
+			}
+			v.MostDenied = append(v.MostDenied, d)
+		}
+	}
 	v.ReloadHistory = l.record(now, c.Version, v.Reloads)
 	return v
 }
@@ -245,9 +266,7 @@ func ruleName(c *rules.Config, domain, path string) string {
 }
 
 // denied peeks at the livePeeks keys seen most recently and returns
-// those a limit denies now, most recently seen first. Counts of denials
-// per key exist nowhere (stores keep digests, the metrics count by
-// rule), so "denied now" is what the page can show.
+// those a limit denies now, most recently seen first.
 func (l *live) denied(ctx context.Context) (out []DeniedKey, off bool, failed string) {
 	out = []DeniedKey{}
 	x := l.o.Engine.Keys

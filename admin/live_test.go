@@ -101,6 +101,10 @@ func TestLiveJSON(t *testing.T) {
 	if d := v.DeniedKeys[0]; d.Domain != "edge" || d.Rule != "zone" || d.Rate != 1 || d.PeriodSeconds != 60 {
 		t.Errorf("denied key: got %+v, want domain edge, rule zone, 1 per 60 s", d)
 	}
+	// One request was over the limit: its key is the most denied.
+	if len(v.MostDenied) != 1 || v.MostDenied[0].Denied != 1 || v.MostDenied[0].Rule != "zone" || v.MostDenied[0].Domain != "edge" {
+		t.Errorf("most_denied: got %+v, want one key of edge zone, denied once", v.MostDenied)
+	}
 	if v.Redis != nil {
 		t.Errorf("redis: got %+v, want none with the memory store", v.Redis)
 	}
@@ -118,7 +122,7 @@ func TestLiveJSON(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, field := range []string{"time", "config_version", "decisions", "denied_keys", "reloads", "reload_history"} {
+	for _, field := range []string{"time", "config_version", "decisions", "most_denied", "denied_keys", "reloads", "reload_history"} {
 		if _, ok := raw[field]; !ok {
 			t.Errorf("/live.json: no %q field in %s", field, w.Body)
 		}

@@ -158,6 +158,9 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 			resp.Statuses[i].Rule = rp.rule // and no Limit: see Status.Replaced
 		}
 	}
+	if e.Keys != nil {
+		e.Keys.noteDenied(&resp)
+	}
 	resp.finish()
 	return resp, d, nil
 }

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -34,6 +35,7 @@ type KeyInfo struct {
 	Entries  []Entry         // the descriptor, as matched (client IPs aggregated, plan left out)
 	Limits   []bouncer.Limit // the limits the key was last checked under
 	LastSeen time.Time
+	Denied   uint64 // requests answered over the limit since the index first held the key
 }
 
 // NewKeyIndex returns an index of at most n keys (at least 1); past it,
@@ -65,6 +67,42 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 		}
 		x.keys[m.key] = k
 	}
+}
+
+// noteDenied counts, for each descriptor of resp over its limit, a
+// denial of its key.
+func (x *KeyIndex) noteDenied(resp *Response) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range resp.Statuses {
+		st := &resp.Statuses[i]
+		if st.Code != OverLimit || st.Key == "" {
+			continue
+		}
+		if k, ok := x.keys[st.Key]; ok {
+			k.Denied++
+		}
+	}
+}
+
+// MostDenied returns up to n keys with the most denials, most first
+// (ties to the key seen last); keys never denied are left out.
+func (x *KeyIndex) MostDenied(n int) []KeyInfo {
+	x.mu.Lock()
+	var out []KeyInfo
+	for _, k := range x.keys {
+		if k.Denied > 0 {
+			out = append(out, *k)
+		}
+	}
+	x.mu.Unlock()
+	slices.SortFunc(out, func(a, b KeyInfo) int {
+		if a.Denied != b.Denied {
+			return cmp.Compare(b.Denied, a.Denied)
+		}
+		return b.LastSeen.Compare(a.LastSeen)
+	})
+	return out[:min(n, len(out))]
 }
 
 // maxShownValue bounds the entry values the index keeps: they come from

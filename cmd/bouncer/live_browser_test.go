@@ -74,7 +74,8 @@ func testLivePage(t *testing.T, bin, store, node string) {
 	dom := string(out)
 
 	version := ts.engine.Config().Version
-	want := []string{"per_user", `id="version">` + version + "<", "&lt;script&gt;alert(1)&lt;/script&gt;"}
+	want := []string{"per_user", `id="version">` + version + "<", "&lt;script&gt;alert(1)&lt;/script&gt;",
+		`<tbody id="most-denied"><tr>`} // the hostile user, denied at least twice, heads the most denied
 	if node != "" {
 		want = append(want, "Connected.", `<td class="key">`+node+`</td><td class="closed">closed</td>`)
 	}
