@@ -223,7 +223,8 @@ func (g *Gateway) Health() []route.UpstreamHealth { return g.table.Health() }
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	entry := accessEntry{}
+	// The client's address: for the limits' client_ip and the access log.
+	entry := accessEntry{client: g.clients.Addr(r)}
 	var span trace.Span
 	if g.tracer != nil {
 		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
@@ -358,7 +359,7 @@ func (h *held) refund(only func(*rules.Rule, bouncer.Limit) bool) {
 // when r is not to go on.
 func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, entry *accessEntry) *held {
 	h := &held{g: g, ctx: r.Context()}
-	req := g.descriptors(r, rt, id)
+	req := g.descriptors(r, rt, id, entry.client)
 	if len(req.Descriptors) == 0 {
 		return h
 	}
@@ -427,7 +428,7 @@ func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, rt *runtimeRoute,
 // descriptors are r's descriptors under rt's limits: those whose every
 // fact r has a value for, each with the caller's plan when the domain
 // has plans.
-func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identity) rules.Request {
+func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identity, client netip.Addr) rules.Request {
 	l := rt.cfg.Limits
 	req := rules.Request{Domain: l.Domain}
 	planKey := ""
@@ -440,10 +441,8 @@ func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identit
 		for _, e := range d {
 			v := e.Value
 			if e.Fact != "" {
-				if e.Fact == "client_ip" && clientIP == "" {
-					if a := g.clients.Addr(r); a.IsValid() {
-						clientIP = a.String()
-					}
+				if e.Fact == "client_ip" && clientIP == "" && client.IsValid() {
+					clientIP = client.String()
 				}
 				v = fact(e.Fact, r, rt, id, clientIP)
 			}
@@ -542,6 +541,7 @@ func isGRPC(r *http.Request) bool {
 // request itself.
 type accessEntry struct {
 	route, user, denied string
+	client              netip.Addr
 }
 
 func (g *Gateway) logAccess(r *http.Request, w *statusWriter, e *accessEntry, d time.Duration) {
@@ -552,14 +552,10 @@ func (g *Gateway) logAccess(r *http.Request, w *statusWriter, e *accessEntry, d 
 	if g.metrics != nil {
 		g.metrics.request(e.route, status, d)
 	}
-	var client netip.Addr
-	if g.clients != nil {
-		client = g.clients.Addr(r)
-	}
 	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", e.route),
 		slog.Int("status", status), slog.Duration("duration", d), slog.Int64("bytes", w.bytes),
-		slog.String("client_ip", client.String()), slog.String("user", e.user), slog.String("denied", e.denied),
+		slog.String("client_ip", e.client.String()), slog.String("user", e.user), slog.String("denied", e.denied),
 		slog.String("request_id", w.Header().Get("X-Request-Id")))
 }
 
