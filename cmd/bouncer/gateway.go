@@ -75,17 +75,8 @@ func runGateway(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	var c serveConfig
-	fs := gatewayFlags(&c, stderr)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bouncer gateway: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	opts, err := c.validate()
-	if err != nil {
-		fmt.Fprintf(stderr, "bouncer gateway: %v\n", err)
+	opts, ok := parseServeFlags("gateway", gatewayFlags(&c, stderr), &c, args, stderr)
+	if !ok {
 		return exitUsage
 	}
 	log := newLogger(stderr, c.logFormat, opts.level)

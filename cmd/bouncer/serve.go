@@ -122,17 +122,8 @@ func serveUsage(w io.Writer) {
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	var c serveConfig
-	fs := serveFlags(&c, stderr)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bouncer serve: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	opts, err := c.validate()
-	if err != nil {
-		fmt.Fprintf(stderr, "bouncer serve: %v\n", err)
+	opts, ok := parseServeFlags("serve", serveFlags(&c, stderr), &c, args, stderr)
+	if !ok {
 		return exitUsage
 	}
 	if _, set := os.LookupEnv("GOGC"); !set {
@@ -149,6 +140,25 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		return func() { _ = s.reloader.Reload() }, s.shutdown, nil
 	})
+}
+
+// parseServeFlags parses args into c with fs (serve's flags or the
+// gateway's) and validates them; it reports false, having said why on
+// stderr, when the command should exit with a usage error.
+func parseServeFlags(name string, fs *flag.FlagSet, c *serveConfig, args []string, stderr io.Writer) (serveOptions, bool) {
+	if err := fs.Parse(args); err != nil {
+		return serveOptions{}, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bouncer %s: unexpected argument %q\n", name, fs.Arg(0))
+		return serveOptions{}, false
+	}
+	opts, err := c.validate()
+	if err != nil {
+		fmt.Fprintf(stderr, "bouncer %s: %v\n", name, err)
+		return serveOptions{}, false
+	}
+	return opts, true
 }
 
 // untilSignal starts a command's service with start, reloads it on
