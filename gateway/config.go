@@ -170,42 +170,22 @@ func Load(file string) (*Config, error) {
 }
 
 // Problem is one thing wrong with a config.
-type Problem struct {
-	File   string
-	Line   int
-	Reason string
-}
-
-func (p Problem) String() string {
-	if p.Line > 0 {
-		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Reason)
-	}
-	return fmt.Sprintf("%s: %s", p.File, p.Reason)
-}
+type Problem = yamlconf.Problem
 
 // ConfigError lists every problem of a config, in line order.
 type ConfigError struct{ Problems []Problem }
 
-func (e *ConfigError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.String()
-	}
-	return "gateway: invalid config:\n" + strings.Join(lines, "\n")
-}
+func (e *ConfigError) Error() string { return yamlconf.Lines("gateway: invalid config:", e.Problems) }
 
-type problems struct{ list []Problem }
+type problems struct{ yamlconf.Problems }
 
-func (p *problems) add(file string, line int, reason string) {
-	p.list = append(p.list, Problem{file, line, reason})
-}
+func (p *problems) add(file string, line int, reason string) { p.Add(file, line, reason) }
 
 func (p *problems) err() error {
-	if len(p.list) == 0 {
-		return nil
+	if ps := p.Sorted(); ps != nil {
+		return &ConfigError{ps}
 	}
-	slices.SortStableFunc(p.list, func(a, b Problem) int { return a.Line - b.Line })
-	return &ConfigError{p.list}
+	return nil
 }
 
 type rawFile struct {

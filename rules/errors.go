@@ -2,10 +2,8 @@ package rules
 
 import (
 	"errors"
-	"fmt"
+
 	"github.com/bouncerhq/bouncer/internal/yamlconf"
-	"slices"
-	"strings"
 )
 
 var (
@@ -20,18 +18,7 @@ var (
 )
 
 // Problem is one thing wrong with a config: where and why.
-type Problem struct {
-	File   string
-	Line   int // 0 when the problem is not on one line
-	Reason string
-}
-
-func (p Problem) String() string {
-	if p.Line > 0 {
-		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Reason)
-	}
-	return fmt.Sprintf("%s: %s", p.File, p.Reason)
-}
+type Problem = yamlconf.Problem
 
 // ConfigError lists every problem found in a config, in file and line
 // order. A config with problems is never served.
@@ -39,32 +26,18 @@ type ConfigError struct {
 	Problems []Problem
 }
 
-func (e *ConfigError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.String()
-	}
-	return "rules: invalid config:\n" + strings.Join(lines, "\n")
-}
+func (e *ConfigError) Error() string { return yamlconf.Lines("rules: invalid config:", e.Problems) }
 
-type errorList struct{ problems []Problem }
+type errorList struct{ yamlconf.Problems }
 
 // pos is the line a config value came from (yamlconf.Pos).
 type pos = yamlconf.Pos
 
-func (l *errorList) add(file string, line int, reason string) {
-	l.problems = append(l.problems, Problem{File: file, Line: line, Reason: reason})
-}
+func (l *errorList) add(file string, line int, reason string) { l.Add(file, line, reason) }
 
 func (l *errorList) err() error {
-	if len(l.problems) == 0 {
-		return nil
+	if ps := l.Sorted(); ps != nil {
+		return &ConfigError{Problems: ps}
 	}
-	slices.SortStableFunc(l.problems, func(a, b Problem) int {
-		if c := strings.Compare(a.File, b.File); c != 0 {
-			return c
-		}
-		return a.Line - b.Line
-	})
-	return &ConfigError{Problems: l.problems}
+	return nil
 }

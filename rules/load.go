@@ -223,7 +223,7 @@ func (o LoadOptions) parseFile(name string, data []byte, errs *errorList) *Domai
 			descriptors = true
 		}
 	}
-	before := len(errs.problems)
+	before := len(errs.List)
 	dec := yamlconf.Decoder{File: name, Report: errs.add}
 	if !native && !descriptors {
 		dec.Unknown = envoyGuess(top)
@@ -232,14 +232,14 @@ func (o LoadOptions) parseFile(name string, data []byte, errs *errorList) *Domai
 		var f nativeFile
 		dec.Decode(top, &f)
 		wholeRates(name, &f, errs)
-		if len(errs.problems) > before {
+		if len(errs.List) > before {
 			return nil
 		}
 		return compileNative(name, &f, top.Line, errs, o)
 	}
 	var f envoyFile
 	dec.Decode(top, &f)
-	if len(errs.problems) > before {
+	if len(errs.List) > before {
 		return nil
 	}
 	return compileEnvoy(name, &f, top.Line, errs, o)

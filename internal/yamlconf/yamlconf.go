@@ -257,3 +257,49 @@ func kindName(k reflect.Kind) string {
 	}
 	return k.String()
 }
+
+// Problem is one thing wrong with a config file: where and why.
+type Problem struct {
+	File   string
+	Line   int // 0 when the problem is not on one line
+	Reason string
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Reason)
+	}
+	return fmt.Sprintf("%s: %s", p.File, p.Reason)
+}
+
+// Problems collects the problems of a config; Add is a Decoder's Report.
+type Problems struct{ List []Problem }
+
+// Add records a problem.
+func (l *Problems) Add(file string, line int, reason string) {
+	l.List = append(l.List, Problem{File: file, Line: line, Reason: reason})
+}
+
+// Sorted returns the problems in file and line order, or nil if there
+// are none.
+func (l *Problems) Sorted() []Problem {
+	if len(l.List) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(l.List, func(a, b Problem) int {
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
+		}
+		return a.Line - b.Line
+	})
+	return l.List
+}
+
+// Lines writes problems one per line, after title.
+func Lines(title string, problems []Problem) string {
+	lines := make([]string, len(problems))
+	for i, p := range problems {
+		lines[i] = p.String()
+	}
+	return title + "\n" + strings.Join(lines, "\n")
+}
