@@ -54,7 +54,7 @@ func (o LoadOptions) Load(path string) (*Config, error) {
 		names = names[:0]
 		for _, e := range entries {
 			n := e.Name()
-			if strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			if strings.HasPrefix(n, ".") || !IsConfigFile(n) {
 				continue
 			}
 			full := filepath.Join(path, n)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bouncerhq/bouncer/internal/filewatch"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // Reloader loads the config at Path into Engine again when asked to, and
@@ -142,58 +140,31 @@ func (r *Reloader) Reload() error {
 // directory), so that a file replaced by rename, and a Kubernetes
 // ConfigMap's symlink swap, are seen as well as writes in place.
 func (r *Reloader) Watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
+	var files []string
+	var dirs map[string]func(string) bool
+	if st, err := os.Stat(r.Path); err == nil && st.IsDir() {
+		dirs = map[string]func(string) bool{r.Path: IsConfigFile}
+	} else {
+		files = []string{r.Path}
+	}
+	w, err := filewatch.New(files, dirs)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	dirs := []string{filepath.Dir(r.Path)}
-	isDir := false
-	if st, err := os.Stat(r.Path); err == nil && st.IsDir() {
-		dirs, isDir = []string{r.Path}, true
-	}
-	// Only changes that can change the config count: a log written next
-	// to the config must not make a rejected config reload forever.
-	relevant := func(name string) bool {
-		base := filepath.Base(name)
-		if strings.HasPrefix(base, "..") { // a ConfigMap's versions and ..data
-			return true
-		}
-		if isDir {
-			return strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml")
-		}
-		return base == filepath.Base(r.Path)
-	}
-	for _, d := range dirs {
-		if err := w.Add(d); err != nil {
-			return err
-		}
-	}
 	wait := r.Debounce
 	if wait <= 0 {
 		wait = 100 * time.Millisecond
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if relevant(ev.Name) {
-				timer.Reset(wait)
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			r.report(r.Engine.Config(), WatchFailed, err)
-		case <-timer.C:
-			_ = r.Reload() // reported through OnReload
-		}
-	}
+	w.Run(ctx.Done(), wait, func() { _ = r.Reload() }, func(err error) bool { // reported through OnReload
+		r.report(r.Engine.Config(), WatchFailed, err)
+		return false
+	})
+	return nil
+}
+
+// IsConfigFile reports whether a file of a config directory, by its base
+// name, is read as part of the config: *.yaml and *.yml.
+func IsConfigFile(base string) bool {
+	return strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml")
 }

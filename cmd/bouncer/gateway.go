@@ -12,13 +12,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -28,6 +25,7 @@ import (
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/gateway/tlsreload"
+	"github.com/bouncerhq/bouncer/internal/filewatch"
 	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/rules"
 	"github.com/bouncerhq/bouncer/tracing"
@@ -279,45 +277,26 @@ func (s *gatewayService) reload() {
 
 // watch reloads when the config file or its rules change.
 func (s *gatewayService) watch(ctx context.Context, cfg *gateway.Config) error {
-	w, err := fsnotify.NewWatcher()
+	files := []string{cfg.File}
+	var dirs map[string]func(string) bool
+	if cfg.Rules != "" {
+		if fi, err := os.Stat(cfg.Rules); err == nil && fi.IsDir() {
+			dirs = map[string]func(string) bool{cfg.Rules: rules.IsConfigFile}
+		} else {
+			files = append(files, cfg.Rules)
+		}
+	}
+	w, err := filewatch.New(files, dirs)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	dirs := map[string]bool{filepath.Dir(cfg.File): true}
-	if cfg.Rules != "" {
-		dirs[filepath.Dir(cfg.Rules)] = true
-		if fi, err := os.Stat(cfg.Rules); err == nil && fi.IsDir() {
-			dirs[cfg.Rules] = true
-		}
-	}
-	for d := range dirs {
-		if err := w.Add(d); err != nil {
-			return err
-		}
-	}
-	var timer <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) != 0 && !strings.HasPrefix(filepath.Base(ev.Name), ".") {
-				timer = time.After(100 * time.Millisecond) // one reload for a write in several steps
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			s.log.Warn("watching the config", "err", err)
-		case <-timer:
-			timer = nil
-			s.reload()
-		}
-	}
+	// One reload for a write in several steps.
+	w.Run(ctx.Done(), 100*time.Millisecond, s.reload, func(err error) bool {
+		s.log.Warn("watching the config", "err", err)
+		return false
+	})
+	return nil
 }
 
 func (s *gatewayService) adminHandler(reg *prometheus.Registry, degraded func() []string) http.Handler {

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/bouncerhq/bouncer/internal/filewatch"
 )
 
 // Config names the files a Reloader serves and how it asks for client
@@ -95,7 +95,7 @@ type Reloader struct {
 	mu  sync.Mutex // serializes loads
 	cur atomic.Pointer[state]
 
-	watcher   *fsnotify.Watcher
+	watcher   *filewatch.Watcher
 	done      chan struct{} // closed by Close
 	stopped   chan struct{} // closed when the watch has returned
 	closeOnce sync.Once
@@ -135,12 +135,20 @@ func New(c Config, o Options) (*Reloader, error) {
 		return nil, err
 	}
 	r.serve(s, time.Now())
-	w, relevant, err := watch(c.CertFile, c.KeyFile, c.ClientCAFile)
+	w, err := filewatch.New([]string{c.CertFile, c.KeyFile, c.ClientCAFile}, nil)
 	if err != nil {
-		return nil, err
+		return nil, fileError("watching", "the files", err)
 	}
 	r.watcher = w
-	go r.run(relevant)
+	go func() {
+		defer close(r.stopped)
+		w.Run(r.done, debounce, func() { _ = r.Reload() }, func(err error) bool {
+			// Events may have been lost (an overflowing queue): read the
+			// files rather than miss a change.
+			r.log.Warn("tlsreload: watching the certificate files", "err", err)
+			return true
+		})
+	}()
 	return r, nil
 }
 

@@ -1,4 +1,4 @@
-package tlsreload
+package filewatch
 
 import (
 	"os"
@@ -13,7 +13,7 @@ func TestRelevantEvents(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	w, relevant, err := watch(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(caDir, "ca.pem"))
+	w, err := New([]string{filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(caDir, "ca.pem")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +35,24 @@ func TestRelevantEvents(t *testing.T) {
 		{filepath.Join(dir, "sub", "cert.pem"), false},
 		{dir, false},
 	} {
-		if got := relevant(tt.name); got != tt.want {
-			t.Errorf("relevant(%q) = %v, want %v", tt.name, got, tt.want)
+		if got := w.Relevant(tt.name); got != tt.want {
+			t.Errorf("Relevant(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// In a watched directory, the entries keep accepts count, and
+// Kubernetes' ..-prefixed ones.
+func TestRelevantInDirectories(t *testing.T) {
+	dir := t.TempDir()
+	w, err := New(nil, map[string]func(string) bool{dir: func(b string) bool { return filepath.Ext(b) == ".yaml" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for name, want := range map[string]bool{"a.yaml": true, "..data": true, "a.log": false} {
+		if got := w.Relevant(filepath.Join(dir, name)); got != want {
+			t.Errorf("Relevant(%q) = %v, want %v", name, got, want)
 		}
 	}
 }
