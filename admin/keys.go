@@ -42,6 +42,7 @@ type LimitStatus struct {
 	Period            string  `json:"period"`
 	PeriodSeconds     float64 `json:"period_seconds"`
 	Burst             int64   `json:"burst,omitempty"`
+	Override          bool    `json:"override,omitempty"` // rate is the override the key's last request sent
 	Remaining         int64   `json:"remaining"`
 	Over              bool    `json:"over"` // counted past the limit (charge_denied), so even a peek is denied
 	ResetAfter        string  `json:"reset_after"`
@@ -141,7 +142,7 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 	if !ok {
 		return
 	}
-	states, err := o.Engine.State(r.Context(), k.Key, k.Limits)
+	states, err := o.Engine.State(r.Context(), k)
 	if err != nil {
 		writeError(w, storeStatus(err), "store_unavailable", err.Error())
 		return
@@ -151,7 +152,7 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 		ls := LimitStatus{
 			Name: s.Limit.Name, Algorithm: s.Limit.Algorithm.String(), Rate: s.Limit.Rate,
 			Period: rules.FormatDuration(s.Limit.Period), PeriodSeconds: s.Limit.Period.Seconds(), Burst: s.Limit.Burst,
-			Remaining: s.Remaining, Over: !s.Allowed,
+			Override: k.Override != nil, Remaining: s.Remaining, Over: !s.Allowed,
 			ResetAfter: rules.FormatDuration(s.ResetAfter), ResetAfterSeconds: s.ResetAfter.Seconds(),
 		}
 		switch {

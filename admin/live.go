@@ -279,7 +279,7 @@ func (l *live) denied(ctx context.Context) (out []DeniedKey, off bool, failed st
 	ctx, cancel := context.WithTimeout(ctx, livePeekTime)
 	defer cancel()
 	for _, k := range keys {
-		states, err := l.o.Engine.State(ctx, k.Key, k.Limits)
+		states, err := l.o.Engine.State(ctx, k)
 		if err != nil {
 			return out, false, err.Error()
 		}

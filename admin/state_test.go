@@ -253,3 +253,29 @@ func TestRulePeriodsAsWritten(t *testing.T) {
 		t.Errorf("periods: got %v, want %v", got, want)
 	}
 }
+
+// A key counted under a request's override shows the override's rate and
+// what is left of it, as the next request with that override is judged.
+func TestKeyStateOfAnOverride(t *testing.T) {
+	srv, e, _ := server(t, "domain: s\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n")
+	d := rules.Descriptor{Entries: []rules.Entry{{Key: "user", Value: "o"}}, Limit: &rules.Override{RequestsPerUnit: 3, Unit: rules.UnitMinute}}
+	for range 2 {
+		if _, err := e.Decide(t.Context(), rules.Request{Domain: "s", Descriptors: []rules.Descriptor{d}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var page struct{ Keys []admin.KeyView }
+	fetch(t, srv, http.MethodGet, "/v1/keys", http.StatusOK, &page)
+	if len(page.Keys) != 1 {
+		t.Fatalf("got %d keys, want 1", len(page.Keys))
+	}
+	var v admin.KeyView
+	fetch(t, srv, http.MethodGet, "/v1/keys/state?key="+url.QueryEscape(page.Keys[0].Key), http.StatusOK, &v)
+	want := admin.LimitStatus{
+		Name: "per_minute", Algorithm: "fixed_window", Rate: 3, Period: "1m", PeriodSeconds: 60,
+		Override: true, Remaining: 1, ResetAfter: "21s", ResetAfterSeconds: 21,
+	}
+	if len(v.Limits) != 1 || v.Limits[0] != want {
+		t.Errorf("state:\ngot  %+v\nwant %+v", v.Limits, want)
+	}
+}

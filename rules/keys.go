@@ -36,6 +36,12 @@ type KeyInfo struct {
 	Limits   []bouncer.Limit // the limits the key was last checked under
 	LastSeen time.Time
 	Denied   uint64 // requests answered over the limit since the index first held the key
+
+	// Override is the limit a request's override last set, with envoy
+	// semantics (nil otherwise): Limits then holds the limit its count is
+	// kept under, one per unit whatever the rate, and the override's
+	// rate judges that count (see State).
+	Override *CurrentLimit
 }
 
 // NewKeyIndex returns an index of at most n keys (at least 1); past it,
@@ -53,11 +59,15 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 		if !m.counted() {
 			continue
 		}
+		var o *CurrentLimit
+		if m.override {
+			o = &CurrentLimit{RequestsPerUnit: m.report.RequestsPerUnit, Unit: m.report.Unit, Window: m.report.Window}
+		}
 		if k, ok := x.keys[m.key]; ok {
-			k.LastSeen, k.Rule, k.Limits = now, m.rule, m.limits
+			k.LastSeen, k.Rule, k.Limits, k.Override = now, m.rule, m.limits, o
 			continue
 		}
-		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: shorten(m.entries), Limits: m.limits, LastSeen: now}
+		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: shorten(m.entries), Limits: m.limits, LastSeen: now, Override: o}
 		if len(x.order) < x.max {
 			x.order = append(x.order, m.key)
 		} else {
@@ -177,19 +187,26 @@ type LimitState struct {
 	RetryAfter time.Duration
 }
 
-// State peeks at every limit of a key, each on its own, so that each
-// reports its own remaining and reset. It charges nothing: where a peek
-// finds no unit left, it learns RetryAfter from the window's reset (a
-// fixed window) or from a check of cost 1, which a limit without
+// State peeks at every limit of k.Limits for k.Key, each on its own, so
+// that each reports its own remaining and reset. It charges nothing:
+// where a peek finds no unit left, it learns RetryAfter from the window's
+// reset (a fixed window) or from a check of cost 1, which a limit without
 // charge_denied does not charge when it denies (and which is refunded
-// should a unit have come free in between).
-func (e *Engine) State(ctx context.Context, key string, limits []bouncer.Limit) ([]LimitState, error) {
-	out := make([]LimitState, len(limits))
-	for i, l := range limits {
-		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Peek: true}
+// should a unit have come free in between). For a key last checked under
+// an override (k.Override), the state is the count judged against the
+// override's rate, as the next request with that override would be.
+func (e *Engine) State(ctx context.Context, k KeyInfo) ([]LimitState, error) {
+	out := make([]LimitState, len(k.Limits))
+	for i, l := range k.Limits {
+		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k.Key, Limits: []bouncer.Limit{l}}}, Peek: true}
 		peek, err := e.Limiter.Check(ctx, r)
 		if err != nil {
 			return nil, err
+		}
+		if o := k.Override; o != nil {
+			m := matched{override: true, report: *o, limits: k.Limits[i : i+1]}
+			peek = m.judge(peek)
+			l = bouncer.Limit{Name: l.Name, Algorithm: l.Algorithm, Rate: int64(o.RequestsPerUnit), Period: l.Period, ChargeDenied: l.ChargeDenied}
 		}
 		s := LimitState{Limit: l, Allowed: peek.Allowed, Remaining: peek.Remaining, ResetAfter: peek.ResetAfter, RetryAfter: peek.RetryAfter}
 		if s.Allowed && s.Remaining < 1 && s.RetryAfter == 0 {

@@ -48,7 +48,7 @@ func TestStateAndReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	states, err := e.State(t.Context(), k.Key, k.Limits)
+	states, err := e.State(t.Context(), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +108,42 @@ func TestKeyIndexBoundsValues(t *testing.T) {
 	}
 	if keys[0].Key != resp.Statuses[0].Key {
 		t.Errorf("key: got %q, want the exact store key %q", keys[0].Key, resp.Statuses[0].Key)
+	}
+}
+
+// A key counted under a request's override shows its count against the
+// override's rate, not against the per-unit limit the count is kept under.
+func TestStateOfAnOverride(t *testing.T) {
+	e, clock := newEngine(t, "testdata/envoy.yaml")
+	e.Keys = rules.NewKeyIndex(8)
+	send := func(rate uint32, n uint64) {
+		d := hits(desc("user_id=o"), n)
+		d.Limit = &rules.Override{RequestsPerUnit: rate, Unit: rules.UnitMinute}
+		decide(t, e, "edge", d)
+	}
+	state := func() rules.LimitState {
+		t.Helper()
+		keys, _ := e.Keys.List("", 8)
+		if len(keys) != 1 || keys[0].Override == nil {
+			t.Fatalf("index: got %+v, want one key with its override", keys)
+		}
+		states, err := e.State(t.Context(), keys[0])
+		if err != nil || len(states) != 1 {
+			t.Fatalf("State: %v, %d states", err, len(states))
+		}
+		return states[0]
+	}
+	clock.Set(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC))
+	send(3, 2)
+	if s := state(); s.Limit.Rate != 3 || s.Limit.Period != time.Minute || s.Remaining != 1 || !s.Allowed || s.RetryAfter != 0 {
+		t.Errorf("2 of 3: got rate %d per %v, remaining %d, allowed %v, retry %v; want 3 per 1m, 1, true, 0", s.Limit.Rate, s.Limit.Period, s.Remaining, s.Allowed, s.RetryAfter)
+	}
+	send(5, 3)
+	if s := state(); s.Limit.Rate != 5 || s.Remaining != 0 || !s.Allowed || s.RetryAfter != 50*time.Second {
+		t.Errorf("5 of 5: got rate %d, remaining %d, allowed %v, retry %v; want 5, 0, true, 50s (the window's end)", s.Limit.Rate, s.Remaining, s.Allowed, s.RetryAfter)
+	}
+	send(2, 0)
+	if s := state(); s.Limit.Rate != 2 || s.Remaining != 0 || s.Allowed || s.RetryAfter != 50*time.Second {
+		t.Errorf("5 counted, override now 2: got rate %d, remaining %d, allowed %v, retry %v; want 2, 0, false, 50s", s.Limit.Rate, s.Remaining, s.Allowed, s.RetryAfter)
 	}
 }

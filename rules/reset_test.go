@@ -79,7 +79,7 @@ func TestResetEveryPlan(t *testing.T) {
 			remaining := func() map[string]int64 {
 				out := map[string]int64{}
 				for _, ls := range k.AllLimits() {
-					states, err := e.State(ctx, k.Key, ls)
+					states, err := e.State(ctx, rules.KeyInfo{Key: k.Key, Limits: ls})
 					if err != nil {
 						t.Fatal(err)
 					}
