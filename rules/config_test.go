@@ -24,7 +24,7 @@ func TestConfigErrors(t *testing.T) {
 		},
 		"bad unit and negative limit": {
 			"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: -1\n",
-			[]string{"5: invalid rate limit unit 'fortnight'", "5: requests_per_unit: -1"},
+			[]string{"5: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'", "6: descriptors[0].rate_limit.requests_per_unit: -1"},
 		},
 		"duplicate descriptor": {
 			"domain: d\ndescriptors:\n  - key: a\n    value: x\n  - key: a\n    value: x\n",
@@ -48,7 +48,7 @@ func TestConfigErrors(t *testing.T) {
 		},
 		"native: unknown algorithm, zero rate, burst on a window": {
 			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: 1s, algorithm: magic}\n      - {rate: 0, period: 1s}\n      - {rate: 1, period: 1s, burst: 2, algorithm: fixed_window}\n",
-			[]string{"6: rules[0].limits[0].algorithm", "7: rules[0].limits[1]: ", "8: rules[0].limits[2]: "},
+			[]string{"6: rules[0].limits[0].algorithm", "7: rules[0].limits[1].rate: ", "8: rules[0].limits[2].burst: "},
 		},
 		"native: concurrency, a rule replacing itself": {
 			"domain: d\nrules:\n  - name: r\n    replaces: [r]\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s, algorithm: concurrency}]\n",

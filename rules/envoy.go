@@ -31,13 +31,14 @@ type envoyDescriptor struct {
 }
 
 type envoyRateLimit struct {
-	At              pos
-	RequestsPerUnit int64  `yaml:"requests_per_unit"`
-	Unit            string `yaml:"unit"`
-	UnitAt          pos    `yamlconf:"unit"`
-	Unlimited       bool   `yaml:"unlimited"`
-	Name            string `yaml:"name"`
-	Replaces        []struct {
+	At                pos
+	RequestsPerUnit   int64  `yaml:"requests_per_unit"`
+	RequestsPerUnitAt pos    `yamlconf:"requests_per_unit"`
+	Unit              string `yaml:"unit"`
+	UnitAt            pos    `yamlconf:"unit"`
+	Unlimited         bool   `yaml:"unlimited"`
+	Name              string `yaml:"name"`
+	Replaces          []struct {
 		At   pos
 		Name string `yaml:"name"`
 	} `yaml:"replaces"`
@@ -185,17 +186,15 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 	case !rl.Unlimited && rl.Unit == "":
 		c.errorf(rl.At.Line, "%s.unit: required (or unlimited: true): want %s", at, unitList())
 	case !rl.Unlimited && !validUnit:
-		reason := fmt.Sprintf("invalid rate limit unit '%s'", rl.Unit)
+		reason := fmt.Sprintf("%s.unit: invalid rate limit unit '%s'", at, rl.Unit)
 		if near := yamlconf.Suggest(strings.ToLower(rl.Unit), unitNames[UnitSecond:]); near != "" {
 			reason += fmt.Sprintf(" (did you mean %s?)", near)
-		} else {
-			reason += fmt.Sprintf(" (%s.unit: want %s)", at, unitList())
 		}
-		c.errorf(max(rl.UnitAt.Line, rl.At.Line), "%s", reason)
+		c.errorf(max(rl.UnitAt.Line, rl.At.Line), "%s; want %s", reason, unitList())
 	}
 	badCount := rl.RequestsPerUnit < 0 || rl.RequestsPerUnit > 1<<32-1
 	if badCount {
-		c.errorf(rl.At.Line, "requests_per_unit: %d is not between 0 and 4294967295", rl.RequestsPerUnit)
+		c.errorf(max(rl.RequestsPerUnitAt.Line, rl.At.Line), "%s.requests_per_unit: %d is not between 0 and 4294967295", at, rl.RequestsPerUnit)
 	}
 	for _, rp := range rl.Replaces {
 		switch rp.Name {

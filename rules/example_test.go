@@ -57,7 +57,7 @@ descriptors:
 	fmt.Println(err)
 	// Output:
 	// rules: invalid config:
-	// api.yaml:6: invalid rate limit unit 'fortnight' (descriptors[0].rate_limit.unit: want second, minute, hour, day, week, month or year)
+	// api.yaml:6: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'; want second, minute, hour, day, week, month or year
 }
 
 // A caller that sees how requests end, such as the gateway, holds each

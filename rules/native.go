@@ -305,7 +305,7 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 		l.Burst = l.Rate // the usual default: one period's worth
 	}
 	if err := l.Validate(); err != nil {
-		c.errorf(nl.At.Line, "%s: %s", at, limitReason(err))
+		c.errorf(nl.At.Line, "%s.%s", at, limitReason(err))
 		return bouncer.Limit{}, false
 	}
 	return l, true

@@ -28,11 +28,11 @@ func TestReloadResults(t *testing.T) {
 	}{
 		{"nothing changed", "", rules.Unchanged, "config unchanged", nil},
 		{"broken", twoProblems, rules.Rejected, "config rejected; the old one keeps serving", []string{
-			path + ":4: invalid rate limit unit 'fortnight' (descriptors[0].rate_limit.unit: want second, minute, hour, day, week, month or year)",
+			path + ":4: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'; want second, minute, hour, day, week, month or year",
 			path + ":5: duplicate descriptor composite key 'd.k'",
 		}},
 		{"still broken", twoProblems, rules.Rejected, "config rejected; the old one keeps serving", []string{
-			path + ":4: invalid rate limit unit 'fortnight' (descriptors[0].rate_limit.unit: want second, minute, hour, day, week, month or year)",
+			path + ":4: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'; want second, minute, hour, day, week, month or year",
 			path + ":5: duplicate descriptor composite key 'd.k'",
 		}},
 		{"fixed back to the served config", limitOne, rules.Restored, "config fixed: the one served is current again", nil},

@@ -70,7 +70,7 @@ func TestConfigErrorsTeach(t *testing.T) {
 		{
 			"burst 0, as the library refuses it",
 			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s, burst: 0}]\n",
-			[]string{`c.yaml:5: rules[0].limits[0]: burst: must be at least 1, got 0`},
+			[]string{`c.yaml:5: rules[0].limits[0].burst: must be at least 1, got 0`},
 		},
 		{
 			"burst 0 in envoyproxy/ratelimit's format",
@@ -85,7 +85,7 @@ func TestConfigErrorsTeach(t *testing.T) {
 		{
 			"negative requests_per_unit, once",
 			"domain: d\nsemantics: bouncer\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: minute\n      requests_per_unit: -1\n",
-			[]string{`c.yaml:6: requests_per_unit: -1 is not between 0 and 4294967295`},
+			[]string{`c.yaml:7: descriptors[0].rate_limit.requests_per_unit: -1 is not between 0 and 4294967295`},
 		},
 		{
 			"unknown algorithm in envoyproxy/ratelimit's format",
@@ -100,12 +100,12 @@ func TestConfigErrorsTeach(t *testing.T) {
 		{
 			"an unknown unit, at its line",
 			"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      requests_per_unit: 5\n      unit: minutes\n",
-			[]string{`c.yaml:6: invalid rate limit unit 'minutes' (did you mean minute?)`},
+			[]string{`c.yaml:6: descriptors[0].rate_limit.unit: invalid rate limit unit 'minutes' (did you mean minute?); want second, minute, hour, day, week, month or year`},
 		},
 		{
 			"an unknown unit, no near name",
 			"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 5}\n",
-			[]string{`c.yaml:4: invalid rate limit unit 'fortnight' (descriptors[0].rate_limit.unit: want second, minute, hour, day, week, month or year)`},
+			[]string{`c.yaml:4: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'; want second, minute, hour, day, week, month or year`},
 		},
 		{
 			"a tab in the indentation",

@@ -23,6 +23,13 @@ func TestCheckTeaches(t *testing.T) {
 	frac := write("frac.yaml", "domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 0.5, period: 1s}]\n")
 	empty := t.TempDir()
 	tab := write("tab.yaml", "domain: d\nrules:\n  - name: r\n\tmatch: [{key: a}]\n")
+	algo := write("algo.yaml", "domain: d\nrules:\n  - name: r\n    algorithm: tokenbucket\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: 1s}\n      - {rate: 2, period: 1m}\n")
+	rate := write("rate.yaml", "domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 10.5, period: 1s}\n")
+	rpu := write("rpu.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1.5\n")
+	burst := write("burst.yaml", "domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s, burst: 0}]\n")
+	bracket := write("bracket.yaml", "domain: d\nrules:\n  - name: r\n    match: [{key: a}\n    limits: [{rate: 1, period: 1s}]\n")
+	unit := write("unit.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      requests_per_unit: 5\n      unit: minutes\n")
+	negative := write("negative.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: minute\n      requests_per_unit: -1\n")
 	cases := []struct {
 		name   string
 		args   []string
@@ -33,6 +40,13 @@ func TestCheckTeaches(t *testing.T) {
 		{"a flag", []string{"-v"}, exitUsage, "bouncer check takes no flags; got -v\n\n"},
 		{"misspelt rules", []string{rulez}, exitFail, rulez + `:2: top level: unknown field "rulez" (did you mean rules?); read as envoyproxy/ratelimit's format: the file has no top-level rules` + "\n"},
 		{"fractional rate", []string{frac}, exitFail, frac + ":5: rules[0].limits[0].rate: want a whole number, got 0.5: for 0.5 per 1s write rate: 1, period: 2s\n"},
+		{"unknown algorithm on a rule, once at its line", []string{algo}, exitFail, algo + `:4: rules[0].algorithm: unknown algorithm "tokenbucket" (did you mean token_bucket?); want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter` + "\n"},
+		{"fractional rate above 1", []string{rate}, exitFail, rate + ":6: rules[0].limits[0].rate: want a whole number, got 10.5: for 10.5 per 1s write rate: 21, period: 2s\n"},
+		{"fractional requests_per_unit", []string{rpu}, exitFail, rpu + ":6: descriptors[0].rate_limit.requests_per_unit: want a whole number, got 1.5\n"},
+		{"burst 0", []string{burst}, exitFail, burst + ":5: rules[0].limits[0].burst: must be at least 1, got 0\n"},
+		{"an unclosed [", []string{bracket}, exitFail, bracket + ":4: not valid YAML: did not find expected ',' or ']'\n"},
+		{"an unknown unit", []string{unit}, exitFail, unit + ":6: descriptors[0].rate_limit.unit: invalid rate limit unit 'minutes' (did you mean minute?); want second, minute, hour, day, week, month or year\n"},
+		{"negative requests_per_unit, once", []string{negative}, exitFail, negative + ":6: descriptors[0].rate_limit.requests_per_unit: -1 is not between 0 and 4294967295\n"},
 		{"a tab", []string{tab}, exitFail, tab + ":4: not valid YAML: found a tab character that violates indentation\n"},
 		{"no such file", []string{filepath.Join(dir, "nope.yaml")}, exitFail, "stat " + filepath.Join(dir, "nope.yaml") + ": no such file or directory\n"},
 		{"no yaml in a directory", []string{empty}, exitFail, "no *.yaml or *.yml files in " + empty + "\n"},
