@@ -108,8 +108,8 @@ func (c *envoyCompiler) descriptors(parent *node, path, at string, ds []envoyDes
 			continue
 		}
 		if ed.ShareThreshold {
-			if !strings.HasSuffix(ed.Value, "*") {
-				c.errorf(ed.At.Line, "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", step)
+			if !isPattern(ed.Value) {
+				c.errorf(ed.At.Line, "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", step)
 			}
 			n.share, n.pattern = true, ed.Value
 		}
@@ -130,10 +130,10 @@ const (
 )
 
 // attach adds child under parent for entry e: any value when !hasValue, a
-// value prefix when the value ends in '*', else the exact value.
-// Lookups try wildcards in order before any value, so a wildcard whose
-// prefix extends an earlier one's could never match, nor could any value
-// after a bare "*".
+// value pattern when the value has a '*', else the exact value.
+// Lookups try patterns in order before any value, so a pattern an earlier
+// one covers (a prefix extending an earlier prefix's) could never match,
+// nor could any value after a bare "*".
 func attach(parent *node, e Entry, hasValue bool, child *node) attached {
 	switch {
 	case !hasValue:
@@ -141,25 +141,25 @@ func attach(parent *node, e Entry, hasValue bool, child *node) attached {
 			return taken
 		}
 		for _, w := range parent.wildcards {
-			if w.key == e.Key && w.prefix == "" {
+			if w.key == e.Key && w.pattern.covers(newPattern("*")) {
 				return shadowed
 			}
 		}
 		parent.any[e.Key] = child
-	case strings.HasSuffix(e.Value, "*"):
-		prefix := strings.TrimSuffix(e.Value, "*")
+	case isPattern(e.Value):
+		p := newPattern(e.Value)
 		for _, w := range parent.wildcards {
-			if w.key == e.Key && w.prefix == prefix {
+			if w.key == e.Key && w.pattern.String() == e.Value {
 				return taken
 			}
-			if w.key == e.Key && strings.HasPrefix(prefix, w.prefix) {
+			if w.key == e.Key && w.pattern.covers(p) {
 				return shadowed
 			}
 		}
-		if prefix == "" && parent.any[e.Key] != nil {
+		if e.Value == "*" && parent.any[e.Key] != nil {
 			return shadowed
 		}
-		parent.wildcards = append(parent.wildcards, wildcard{key: e.Key, prefix: prefix, next: child})
+		parent.wildcards = append(parent.wildcards, wildcard{key: e.Key, pattern: p, next: child})
 	default:
 		if parent.exact[e] != nil {
 			return taken

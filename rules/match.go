@@ -13,7 +13,7 @@ type Entry struct {
 type node struct {
 	exact     map[Entry]*node  // key and value
 	any       map[string]*node // key with any value
-	wildcards []wildcard       // key with a value prefix, in file order
+	wildcards []wildcard       // key with a value pattern ("foo*", "/api/*/v1"), in file order
 	rule      *Rule
 
 	// share, for a node reached through a wildcard, makes every value
@@ -24,9 +24,56 @@ type node struct {
 }
 
 type wildcard struct {
-	key, prefix string
-	next        *node
+	key     string
+	pattern pattern
+	next    *node
 }
+
+// pattern is a value with at least one '*', split at each: every '*'
+// matches any run of characters, none included. "foo*" is the pattern
+// {"foo", ""}, "/api/*/v1" is {"/api/", "/v1"}, "*" is {"", ""}.
+type pattern []string
+
+// isPattern reports whether a config value is a pattern rather than one
+// exact value.
+func isPattern(value string) bool { return strings.Contains(value, "*") }
+
+func newPattern(value string) pattern { return strings.Split(value, "*") }
+
+// prefix is the literal text every value p matches starts with; p is a
+// prefix pattern ("foo*") when it is all p says.
+func (p pattern) prefix() string { return p[0] }
+
+func (p pattern) isPrefix() bool { return len(p) == 2 && p[1] == "" }
+
+// matches reports whether v is one of p's values. The first and last
+// parts are anchored at v's ends; each part between is found leftmost in
+// what is left, which for '*' alone finds a match whenever there is one.
+func (p pattern) matches(v string) bool {
+	first, last := p[0], p[len(p)-1]
+	if len(v) < len(first)+len(last) || !strings.HasPrefix(v, first) || !strings.HasSuffix(v, last) {
+		return false
+	}
+	rest := v[len(first) : len(v)-len(last)]
+	for _, part := range p[1 : len(p)-1] {
+		i := strings.Index(rest, part)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(part):]
+	}
+	return true
+}
+
+// covers reports whether every value q matches is matched by p too, as
+// far as that is simple to know: a prefix pattern covers any pattern
+// whose prefix extends its own. (A later pattern that an earlier one of
+// another shape covers is not found; it is only never matched.)
+func (p pattern) covers(q pattern) bool {
+	return p.isPrefix() && strings.HasPrefix(q.prefix(), p.prefix())
+}
+
+func (p pattern) String() string { return strings.Join(p, "*") }
 
 func newNode() *node {
 	return &node{exact: map[Entry]*node{}, any: map[string]*node{}}
@@ -47,7 +94,7 @@ type match struct {
 
 // lookup finds the rule for a descriptor the way envoyproxy/ratelimit
 // does: each entry descends one level, trying the exact key and value
-// first, then value prefixes ("foo*") in file order, then the key with
+// first, then value patterns ("foo*", "/api/*/v1") in file order, then the key with
 // any value; the rule applies only if the descriptor's last entry lands on
 // a level that has one. A descriptor longer than the tree's branch finds
 // nothing.
@@ -62,7 +109,7 @@ func (n *node) lookup(entries []Entry, values []string) match {
 		next, viaWildcard := cur.exact[e], false
 		if next == nil {
 			for _, w := range cur.wildcards {
-				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+				if w.key == e.Key && w.pattern.matches(e.Value) {
 					next, viaWildcard = w.next, true
 					break
 				}

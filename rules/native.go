@@ -231,8 +231,8 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 			step += "_" + e.Value
 		}
 		steps = append(steps, step)
-		if e.Share && !strings.HasSuffix(e.Value, "*") {
-			c.errorf(e.At.Line, "%s.match[%d].share: only for a wildcard value (ending with '*')", at, j)
+		if e.Share && !isPattern(e.Value) {
+			c.errorf(e.At.Line, "%s.match[%d].share: only for a wildcard value (one with a '*')", at, j)
 		}
 		next := lookupStep(cur, e)
 		if next != nil && next.share != e.Share {
@@ -265,9 +265,9 @@ func lookupStep(n *node, e nativeEntry) *node {
 	switch {
 	case e.Value == "":
 		return n.any[e.Key]
-	case strings.HasSuffix(e.Value, "*"):
+	case isPattern(e.Value):
 		for _, w := range n.wildcards {
-			if w.key == e.Key && w.prefix == strings.TrimSuffix(e.Value, "*") {
+			if w.key == e.Key && w.pattern.String() == e.Value {
 				return w.next
 			}
 		}
