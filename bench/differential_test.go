@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/bouncerhq/bouncer"
@@ -59,7 +60,11 @@ func TestDifferentialEnvoyRatelimit(t *testing.T) {
 	}
 	t.Logf("seed %d (BOUNCER_DIFF_SEED reruns it), %d calls per config (BOUNCER_DIFF_CALLS)", seed, calls)
 	total := map[pb.RateLimitResponse_Code]int{}
+	quotaChanged := 0 // answers asMain changed: the stream took quota-mode rules over their limits
 	t.Cleanup(func() {
+		if !t.Skipped() && quotaChanged == 0 {
+			t.Errorf("no answer of a quota-mode rule over its limit; want some, to compare main's quota results")
+		}
 		// And, over all configs, crossed them, not only stayed under.
 		if !t.Skipped() && (total[pb.RateLimitResponse_OK] == 0 || total[pb.RateLimitResponse_OVER_LIMIT] == 0) {
 			t.Errorf("statuses seen over all configs: %v; want both OK and OVER_LIMIT", total)
@@ -87,12 +92,20 @@ func TestDifferentialEnvoyRatelimit(t *testing.T) {
 				{"bouncer/redis", serveInProcess(t, cfg, red, true)},
 			}
 			envoy := dial(t, ref.Addr)
+			quotaRules := rules.NewEngine(cfg, mem)
 			gen := newStream(t, body, seed)
 			seen := map[string]int{}
 			for i := range calls {
 				req := gen.next()
 				awayFromSecondBoundary()
+				now := time.Now()
 				want, werr := envoy.ShouldRateLimit(t.Context(), req)
+				if werr == nil {
+					pinned := want
+					if want = asMain(want, req, quotaRules, now); !proto.Equal(pinned, want) {
+						quotaChanged++
+					}
+				}
 				for _, tg := range targets {
 					got, gerr := tg.client.ShouldRateLimit(t.Context(), req)
 					if (werr != nil) != (gerr != nil) {
@@ -120,7 +133,7 @@ func TestDifferentialEnvoyRatelimit(t *testing.T) {
 			if seen["OK limited"]+seen["OVER_LIMIT limited"] == 0 {
 				t.Errorf("statuses seen: %v; want some under a limit", seen)
 			}
-			t.Logf("%d calls: statuses %v", calls, seen)
+			t.Logf("%d calls: statuses %v; %d answers so far as main gives them, not as the pinned version", calls, seen, quotaChanged)
 		})
 	}
 }
@@ -133,6 +146,61 @@ func awayFromSecondBoundary() {
 	if left := time.Second - time.Duration(now.Nanosecond()); left < 30*time.Millisecond {
 		time.Sleep(left + 2*time.Millisecond)
 	}
+}
+
+// asMain turns the pinned envoyproxy/ratelimit's answer into the one its
+// main branch gives since it fixed quota results, after the pinned
+// version (the module proxy serves none newer, and the project's one
+// release tag is older still). The pinned version answers a quota-mode
+// descriptor over its limit with OK, its current limit and remaining,
+// and no duration_until_reset, and never lets it deny the request. Main
+// leaves its OVER_LIMIT answer as it is, duration included, and denies
+// the request when every quota-mode descriptor of it is over the limit.
+// A limited OK without a duration is how the pinned version's rewrite
+// shows (every other limited answer has one); which descriptors are in
+// quota mode, passing ones included, is read from the config's rules.
+func asMain(r *pb.RateLimitResponse, req *pb.RateLimitRequest, e *rules.Engine, now time.Time) *pb.RateLimitResponse {
+	r = proto.Clone(r).(*pb.RateLimitResponse)
+	quota, over := 0, 0
+	for i, st := range r.Statuses {
+		if st.CurrentLimit == nil || !quotaMode(e, req.Domain, req.Descriptors[i]) {
+			continue
+		}
+		quota++
+		if st.Code == pb.RateLimitResponse_OK && st.DurationUntilReset == nil {
+			sec := unitSeconds[st.CurrentLimit.Unit]
+			st.Code, st.DurationUntilReset = pb.RateLimitResponse_OVER_LIMIT, durationpb.New(time.Duration(sec-now.Unix()%sec)*time.Second)
+		}
+		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
+			over++
+		}
+	}
+	if quota > 0 && over == quota {
+		r.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	return r
+}
+
+// quotaMode reports whether d, without an override of its own, finds a
+// quota-mode rule.
+func quotaMode(e *rules.Engine, domain string, d *rlpb.RateLimitDescriptor) bool {
+	if d.Limit != nil {
+		return false
+	}
+	entries := make([]rules.Entry, len(d.Entries))
+	for i, en := range d.Entries {
+		entries[i] = rules.Entry{Key: en.Key, Value: en.Value}
+	}
+	k, err := e.Resolve(domain, entries)
+	return err == nil && k.Rule != nil && k.Rule.QuotaMode
+}
+
+// unitSeconds is each unit's window, as envoyproxy/ratelimit counts them.
+var unitSeconds = map[pb.RateLimitResponse_RateLimit_Unit]int64{
+	pb.RateLimitResponse_RateLimit_SECOND: 1, pb.RateLimitResponse_RateLimit_MINUTE: 60,
+	pb.RateLimitResponse_RateLimit_HOUR: 3600, pb.RateLimitResponse_RateLimit_DAY: 86400,
+	pb.RateLimitResponse_RateLimit_WEEK: 7 * 86400, pb.RateLimitResponse_RateLimit_MONTH: 30 * 86400,
+	pb.RateLimitResponse_RateLimit_YEAR: 365 * 86400,
 }
 
 // normalize keeps what both services define: envoyproxy/ratelimit leaves

@@ -519,15 +519,11 @@ func (m *matched) fill(st *Status, dec bouncer.Decision) {
 	st.RetryAfter, st.Delay, st.Degraded = dec.RetryAfter, dec.Delay, dec.Degraded
 	if !dec.Allowed {
 		st.Code = OverLimit
-		if m.shadow || m.quota {
+		if m.shadow {
 			st.Code, st.Shadowed = OK, true
-			// envoyproxy/ratelimit leaves duration_until_reset out of an
-			// over-limit quota-mode answer, but shadow_mode turns the
-			// answer OK first, and an OK answer keeps it.
-			if m.quota && !m.shadow {
-				st.ResetAfter = 0
-			}
 		}
+		// A quota-mode status stays over the limit; finish decides
+		// whether it denies the request.
 	}
 }
 
@@ -688,10 +684,20 @@ func setStatus(st *Status, m *matched, d bouncer.Decision) {
 }
 
 func (r *Response) finish() {
+	quota, quotaOver, firstQuotaOver := 0, 0, -1
 	least := uint32(math.MaxUint32)
 	for i := range r.Statuses {
 		st := &r.Statuses[i]
-		if st.Code == OverLimit {
+		switch {
+		case st.quotaMode():
+			quota++
+			if st.Code == OverLimit {
+				quotaOver++
+				if firstQuotaOver < 0 {
+					firstQuotaOver = i
+				}
+			}
+		case st.Code == OverLimit:
 			if r.Code != OverLimit {
 				r.Binding = i
 			}
@@ -702,6 +708,17 @@ func (r *Response) finish() {
 			r.Binding, least = i, st.Remaining
 		}
 	}
+	if r.Code != OverLimit && quota > 0 && quotaOver == quota {
+		r.Code, r.Binding = OverLimit, firstQuotaOver
+	}
+}
+
+// quotaMode reports whether st is a limited status of a quota-mode rule:
+// over its limit, it denies the request only when every such status of
+// the request is over its own (envoyproxy/ratelimit's rule since it
+// fixed quota results, after the version the differential test pins).
+func (st *Status) quotaMode() bool {
+	return st.Rule != nil && st.Rule.QuotaMode && st.Limit != nil && !st.Unlimited
 }
 
 func (e *Engine) now() time.Time {
