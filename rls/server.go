@@ -39,6 +39,12 @@ type Server struct {
 	// Content-Type.
 	Headers header.Mode
 
+	// DynamicMetadata sets every response's dynamic_metadata as
+	// envoyproxy/ratelimit's main does with RESPONSE_DYNAMIC_METADATA:
+	// the request's domain, descriptors and hits_addend, and the config
+	// metadata of the descriptors that passed (see Metadata).
+	DynamicMetadata bool
+
 	// Tracer, if not nil, traces every call (a span per call, a child of
 	// the caller's trace); nil traces nothing. Take it from
 	// otel.Tracer(TracerName) once a tracer provider is set up.
@@ -71,7 +77,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (
 		// there is no header to set.
 		_ = grpc.SetHeader(ctx, degradedMD)
 	}
-	return Response(&resp, s.Headers), nil
+	out = Response(&resp, s.Headers)
+	if s.DynamicMetadata {
+		out.DynamicMetadata = Metadata(in, &resp)
+	}
+	return out, nil
 }
 
 // degradedMD marks a response with a descriptor decided without the

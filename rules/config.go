@@ -113,8 +113,11 @@ type Rule struct {
 	Unlimited bool
 
 	// Shadow rules decide and report, but never deny a request.
-	// QuotaMode (envoyproxy/ratelimit's quota_mode) is the same, except
-	// that its over-limit answer carries no duration_until_reset.
+	// QuotaMode is envoyproxy/ratelimit's quota_mode: with envoy
+	// semantics, a quota-mode descriptor over its limit answers
+	// OVER_LIMIT, and denies the request only when every quota-mode
+	// descriptor of it is over; with Bouncer semantics, it is a shadow
+	// rule whose over-limit answer carries no duration_until_reset.
 	Shadow    bool
 	QuotaMode bool
 
@@ -142,6 +145,12 @@ type Rule struct {
 	// options: label metrics with the request's values.
 	DetailedMetric bool
 	ValueToMetric  bool
+
+	// Metadata is the descriptor's metadata (envoyproxy/ratelimit's
+	// format, as its main has it): strings, numbers, booleans and nulls
+	// in lists and string-keyed mappings. rls.Server.DynamicMetadata
+	// sends it back for the descriptors that pass. Read only.
+	Metadata map[string]any
 }
 
 // Plan is the limits of one plan of a rule.

@@ -28,6 +28,7 @@ type envoyDescriptor struct {
 	DetailedMetric bool              `yaml:"detailed_metric"`
 	ValueToMetric  bool              `yaml:"value_to_metric"`
 	ShareThreshold bool              `yaml:"share_threshold"`
+	Metadata       map[string]any    `yaml:"metadata"`
 }
 
 type envoyRateLimit struct {
@@ -178,6 +179,7 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 		Domain: c.d.Name, Path: full, Name: rl.Name, File: c.file, Line: rl.At.Line,
 		Unlimited: rl.Unlimited, Shadow: ed.ShadowMode, QuotaMode: ed.QuotaMode,
 		DetailedMetric: ed.DetailedMetric, ValueToMetric: ed.ValueToMetric,
+		Metadata: ed.Metadata,
 	}
 	unit, validUnit := ParseUnit(rl.Unit)
 	switch {

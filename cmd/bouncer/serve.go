@@ -58,6 +58,7 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	adminKeys       int
 	watch           bool
+	respMetadata    bool
 	otelEndpoint    string
 	otelInsecure    bool
 	otelSample      float64
@@ -84,6 +85,7 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.onStoreError, "on-store-error", "local", "when Redis cannot answer, for rules that say nothing: local (each instance limits on its own), allow or deny")
 	fs.StringVar(&c.headers, "headers", "all", "rate-limit headers to return: all, ietf, x-ratelimit or off")
 	fs.StringVar(&c.unknownDomain, "unknown-domain", "allow", "requests for a domain no config defines: allow (no limits, as envoyproxy/ratelimit) or error (NOT_FOUND / 404)")
+	fs.BoolVar(&c.respMetadata, "response-metadata", false, "gRPC answers carry dynamic metadata: the request's domain, descriptors and hits, and the config metadata of the descriptors that passed (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight calls")
@@ -390,6 +392,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(workers),
 		grpc.ConnectionTimeout(c.readHeaderTimeout), grpc.MaxHeaderListSize(uint32(c.maxHeaderBytes)))
 	rlsServer := rls.New(e, o.headers)
+	rlsServer.DynamicMetadata = c.respMetadata
 	jsonHandler := &jsonapi.Handler{Engine: e, Headers: o.headers}
 	if stopTracing != nil {
 		rlsServer.Tracer = otel.Tracer(rls.TracerName)

@@ -635,9 +635,9 @@ func TestServeEnvoyConfig(t *testing.T) {
 			{request("edge", hits(desc("banned=1"), 0)), "OVER_LIMIT: OVER_LIMIT/0"}, // hits were counted
 			{request("edge", hits(desc("banned=2"), 0)), "OK: OK/0"},
 		}},
-		{"shadow and quota modes answer OK", []step{
+		{"shadow mode answers OK, quota mode denies once every quota is spent", []step{
 			{request("edge", desc("canary=1"), desc("quota=1")), "OK: OK/0 OK/0"},
-			{request("edge", desc("canary=1"), desc("quota=1")), "OK: OK/0 OK/0"},
+			{request("edge", desc("canary=1"), desc("quota=1")), "OVER_LIMIT: OK/0 OVER_LIMIT/0"},
 		}},
 	}
 	for _, tt := range tests {
@@ -662,8 +662,11 @@ func TestServeEnvoyConfigDetails(t *testing.T) {
 	if canary.GetCode() != pb.RateLimitResponse_OK || canary.GetDurationUntilReset() == nil {
 		t.Errorf("shadow rule over its limit: got %v, want OK with a duration_until_reset", canary)
 	}
-	if quota.GetCode() != pb.RateLimitResponse_OK || quota.GetDurationUntilReset() != nil {
-		t.Errorf("quota-mode rule over its limit: got %v, want OK without a duration_until_reset", quota)
+	if quota.GetCode() != pb.RateLimitResponse_OVER_LIMIT || quota.GetDurationUntilReset() == nil {
+		t.Errorf("quota-mode rule over its limit: got %v, want OVER_LIMIT with a duration_until_reset", quota)
+	}
+	if resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("overall: got %v, want OVER_LIMIT: the request's one quota-mode descriptor is over", resp.GetOverallCode())
 	}
 }
 
@@ -1298,5 +1301,27 @@ func TestServeEnvErrors(t *testing.T) {
 	code, _, stderr := runArgs(t, "serve", "--config", good)
 	if code != exitUsage || !strings.Contains(stderr, `BOUNCER_STORE_TIMEOUT="soon"`) {
 		t.Errorf("got exit %d, stderr %q; want a usage error naming the variable", code, stderr)
+	}
+}
+
+// --response-metadata turns on the gRPC answers' dynamic metadata, with a
+// descriptor's config metadata in it; off, the default, answers carry
+// none, as envoyproxy/ratelimit's do by default.
+func TestServeResponseMetadata(t *testing.T) {
+	const config = "domain: m\ndescriptors:\n  - key: svc\n    rate_limit: {unit: minute, requests_per_unit: 5}\n    metadata: {name: service_1}\n"
+	for _, on := range []bool{false, true} {
+		ts := startTest(t, map[string]string{"m.yaml": config}, func(c *serveConfig) { c.respMetadata = on })
+		resp := ts.check(t, request("m", desc("svc=a")))
+		md := resp.GetDynamicMetadata()
+		switch {
+		case !on && md != nil:
+			t.Errorf("off: got dynamic metadata %v, want none", md)
+		case on && md.GetFields()["metadata"].GetStructValue().GetFields()["name"].GetStringValue() != "service_1":
+			t.Errorf("on: got dynamic metadata %v, want metadata.name service_1", md)
+		}
+	}
+	var c serveConfig
+	if err := serveFlags(&c, io.Discard).Parse([]string{"--response-metadata"}); err != nil || !c.respMetadata {
+		t.Errorf("--response-metadata: got %v, %v; want it set", c.respMetadata, err)
 	}
 }

@@ -81,6 +81,10 @@ func (d *Decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		v.Set(reflect.ValueOf(*n))
 	case v.Type() == durationType:
 		d.duration(n, v, path)
+	case v.Kind() == reflect.Interface:
+		if f := d.freeForm(n, path); f != nil {
+			v.Set(reflect.ValueOf(f))
+		}
 	case v.Kind() == reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
 		d.value(n, p.Elem(), path)
@@ -129,6 +133,61 @@ func (d *Decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			d.errorf(n.Line, "%s: want a %s, got %q", name(path), kindName(v.Kind()), n.Value)
 		}
 	}
+}
+
+// freeForm reads a value of any shape (an interface field, such as a
+// descriptor's metadata): nil, a string, bool, int, uint64 or float64, or
+// a []any or map[string]any of them, keys as written. It reads scalars as
+// envoyproxy/ratelimit's YAML 1.1 reader does where that differs from
+// YAML 1.2: a timestamp stays the string it is written as, and an
+// unquoted yes, no, on, off, y or n (in any of their cases) is a boolean.
+func (d *Decoder) freeForm(n *yaml.Node, path string) any {
+	if d.visits++; d.visits > MaxNodes {
+		if !d.tooMany {
+			d.tooMany = true
+			d.errorf(n.Line, "%s: the file expands to more than %d values (nested aliases?)", name(path), MaxNodes)
+		}
+		return nil
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, e := n.Content[i], n.Content[i+1]
+			if _, dup := m[k.Value]; dup {
+				d.errorf(k.Line, "%s: duplicate key %q", name(path), k.Value)
+				continue
+			}
+			m[k.Value] = d.freeForm(e, join(path, k.Value))
+		}
+		return m
+	case yaml.SequenceNode:
+		l := make([]any, len(n.Content))
+		for i, e := range n.Content {
+			l[i] = d.freeForm(e, fmt.Sprintf("%s[%d]", path, i))
+		}
+		return l
+	}
+	if n.ShortTag() == "!!timestamp" {
+		return n.Value
+	}
+	if b, ok := yaml11Bools[n.Value]; ok && n.ShortTag() == "!!str" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+		return b
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		d.errorf(n.Line, "%s: %v", name(path), err)
+	}
+	return v
+}
+
+// yaml11Bools are YAML 1.1's booleans that YAML 1.2 reads as strings.
+var yaml11Bools = map[string]bool{
+	"y": true, "Y": true, "yes": true, "Yes": true, "YES": true, "on": true, "On": true, "ON": true,
+	"n": false, "N": false, "no": false, "No": false, "NO": false, "off": false, "Off": false, "OFF": false,
 }
 
 func (d *Decoder) fields(n *yaml.Node, v reflect.Value, path string) {

@@ -76,3 +76,54 @@ func TestDecodeErrors(t *testing.T) {
 		})
 	}
 }
+
+// A free-form field takes any shape, and reads scalars as a YAML 1.1
+// reader (envoyproxy/ratelimit's) does where YAML 1.2 differs.
+func TestFreeForm(t *testing.T) {
+	const doc = `meta:
+  nested: &x {deep: [1, true]}
+  name: svc
+  when: 2020-01-01
+  on: yes
+  quoted: "yes"
+  off: Off
+  n: 3
+  big: 18446744073709551615
+  ratio: 0.5
+  none: ~
+  list: [a, *x, {k: v}]
+`
+	var f struct {
+		Meta any `yaml:"meta"`
+	}
+	var errs []string
+	d := Decoder{File: "f.yaml", Report: func(file string, line int, reason string) {
+		errs = append(errs, fmt.Sprintf("%d: %s", line, reason))
+	}}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
+		t.Fatal(err)
+	}
+	d.Decode(&n, &f)
+	if len(errs) > 0 {
+		t.Fatalf("errors: %q", errs)
+	}
+	got := fmt.Sprintf("%#v", f.Meta)
+	nested := map[string]any{"deep": []any{1, true}}
+	want := fmt.Sprintf("%#v", map[string]any{
+		"name": "svc", "when": "2020-01-01", "on": true, "quoted": "yes", "off": false,
+		"n": 3, "big": uint64(18446744073709551615), "ratio": 0.5, "none": nil,
+		"list": []any{"a", nested, map[string]any{"k": "v"}}, "nested": nested,
+	})
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+
+	errs = nil
+	if err := yaml.Unmarshal([]byte("meta: {a: 1, a: 2}\n"), &n); err == nil {
+		d.Decode(&n, &f)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0], `duplicate key "a"`) {
+		t.Errorf("a duplicate key: got %q, want one error naming it", errs)
+	}
+}
