@@ -47,6 +47,10 @@ type Options struct {
 	// the same Redis, so taking them all out of rotation would turn a
 	// degraded limit into an outage. Nil means never degraded.
 	Degraded func() []string
+
+	// Reloads returns the last reload attempts, oldest first
+	// (rules.Reloader.History), for the live page; nil means none.
+	Reloads func() []rules.ReloadRecord
 }
 
 // Handler returns the admin API's handler.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,13 +42,12 @@ func inlineHash(tag string) string {
 }
 
 // Bounds of /live.json: how many recently seen keys it peeks at (each
-// peek is a store call), how many denying keys it lists, how long the
-// peeks may take together, and how many reload events it remembers.
+// peek is a store call), how many denying keys it lists, and how long the
+// peeks may take together.
 const (
 	livePeeks    = 32
 	liveDenied   = 10
 	livePeekTime = time.Second
-	liveHistory  = 20
 )
 
 // LiveView is what /live.json answers: the counters the live page turns
@@ -65,7 +63,7 @@ type LiveView struct {
 	KeysError     string         `json:"keys_error,omitempty"` // why the peeks stopped short
 	Redis         *RedisHealth   `json:"redis,omitempty"`      // nil unless the store is Redis
 	Reloads       map[string]int `json:"reloads"`              // attempts by result: success, unchanged, failure
-	ReloadHistory []ReloadEvent  `json:"reload_history"`       // oldest first
+	ReloadHistory []ReloadEvent  `json:"reload_history"`       // the last attempts, oldest first
 }
 
 // DecisionStat is one bouncer_decisions_total counter.
@@ -113,25 +111,23 @@ type RedisNode struct {
 	Slow    bool   `json:"slow"`
 }
 
-// ReloadEvent is a change of the reload counters or of the config
-// version, as /live.json saw it: at the first fetch after it happened
-// (the reloader itself keeps no history).
+// ReloadEvent is one reload attempt (rules.ReloadRecord).
 type ReloadEvent struct {
-	Time    time.Time `json:"time"`
-	Version string    `json:"version"`
-	Result  string    `json:"result"` // serving (the first fetch), success or failure
-	Count   int       `json:"count,omitempty"`
+	Time     time.Time `json:"time"`
+	Result   string    `json:"result"`  // reloaded, unchanged, restored, rejected or watch_failed
+	Message  string    `json:"message"` // the reloader's sentence for it, as logged
+	Version  string    `json:"version"` // the config served after it
+	Problems []string  `json:"problems,omitempty"`
 }
 
-// live serves the live page and its data. Its history is guarded by mu.
+var reloadResults = map[rules.ReloadOutcome]string{
+	rules.Reloaded: "reloaded", rules.Unchanged: "unchanged", rules.Restored: "restored",
+	rules.Rejected: "rejected", rules.WatchFailed: "watch_failed",
+}
+
+// live serves the live page and its data.
 type live struct {
 	o Options
-
-	mu      sync.Mutex
-	seen    bool
-	version string
-	reloads map[string]int
-	history []ReloadEvent
 }
 
 // mountLive serves the live page at GET /live and its data at GET
@@ -173,7 +169,16 @@ func (l *live) view(ctx context.Context, now time.Time) LiveView {
 			v.MostDenied = append(v.MostDenied, d)
 		}
 	}
-	v.ReloadHistory = l.record(now, c.Version, v.Reloads)
+	v.ReloadHistory = []ReloadEvent{}
+	if l.o.Reloads != nil {
+		for _, r := range l.o.Reloads() {
+			ev := ReloadEvent{Time: r.Time, Result: reloadResults[r.Outcome], Message: r.Outcome.String(), Version: r.Version}
+			for _, p := range r.Problems {
+				ev.Problems = append(ev.Problems, p.String())
+			}
+			v.ReloadHistory = append(v.ReloadHistory, ev)
+		}
+	}
 	return v
 }
 
@@ -302,30 +307,4 @@ func (l *live) denied(ctx context.Context) (out []DeniedKey, off bool, failed st
 		}
 	}
 	return out, false, ""
-}
-
-// record notes in the history what changed since the last fetch, and
-// returns a copy of it.
-func (l *live) record(now time.Time, version string, reloads map[string]int) []ReloadEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	add := func(e ReloadEvent) {
-		if len(l.history) == liveHistory {
-			l.history = slices.Delete(l.history, 0, 1)
-		}
-		l.history = append(l.history, e)
-	}
-	switch {
-	case !l.seen:
-		add(ReloadEvent{Time: now, Version: version, Result: "serving"})
-	default:
-		if n := reloads["failure"] - l.reloads["failure"]; n > 0 {
-			add(ReloadEvent{Time: now, Version: version, Result: "failure", Count: n})
-		}
-		if n := reloads["success"] - l.reloads["success"]; n > 0 || version != l.version {
-			add(ReloadEvent{Time: now, Version: version, Result: "success", Count: max(n, 1)})
-		}
-	}
-	l.seen, l.version, l.reloads = true, version, reloads
-	return slices.Clone(l.history)
 }

@@ -4,18 +4,22 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 // hostileKey is a descriptor value a client might send to a page that
@@ -108,8 +112,8 @@ func TestLiveJSON(t *testing.T) {
 	if v.Redis != nil {
 		t.Errorf("redis: got %+v, want none with the memory store", v.Redis)
 	}
-	if len(v.ReloadHistory) != 1 || v.ReloadHistory[0].Result != "serving" || v.ReloadHistory[0].Version != v.ConfigVersion {
-		t.Errorf("reload_history: got %+v, want one serving event of the version", v.ReloadHistory)
+	if v.ReloadHistory == nil || len(v.ReloadHistory) != 0 {
+		t.Errorf("reload_history: got %+v, want [] (no reloader)", v.ReloadHistory)
 	}
 
 	// The key is data: JSON-escaped, never raw markup in the answer.
@@ -129,32 +133,50 @@ func TestLiveJSON(t *testing.T) {
 	}
 }
 
+// The live page lists the reloader's own history, whenever the page was
+// first opened: each attempt with its time, result, the version served
+// after it, and a rejected one's problems.
 func TestLiveReloadHistory(t *testing.T) {
-	e := keyEngine(t)
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
-	m.Serving(e.Config())
-	h := admin.Handler(admin.Options{Engine: e, Gatherer: reg})
+	dir := t.TempDir()
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(envoyFile)
+	first, err := rules.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rules.NewEngine(first, nil)
+	clock := storetest.NewClock(storetest.Start)
+	r := &rules.Reloader{Path: dir, Engine: e, Now: clock.Now}
+	h := admin.Handler(admin.Options{Engine: e, Reloads: r.History})
+	steps := []string{envoyFile, "domain: [\n", envoyFile, nativeFile}
+	for _, body := range steps {
+		write(body)
+		_ = r.Reload()
+		clock.Advance(time.Second)
+	}
 	var v admin.LiveView
 	get(t, h, "/live.json", http.StatusOK, &v)
-	first := v.ConfigVersion
-
-	c := config(t, nativeFile)
-	e.Swap(c)
-	m.Reloaded(c, true, nil)
-	m.Reloaded(c, false, errors.New("test: rejected"))
-	get(t, h, "/live.json", http.StatusOK, &v)
-
 	var got []string
 	for _, ev := range v.ReloadHistory {
-		got = append(got, ev.Result+" "+ev.Version)
+		got = append(got, fmt.Sprintf("%s %s %s %d", ev.Time.Sub(storetest.Start), ev.Result, ev.Version, len(ev.Problems)))
 	}
-	want := []string{"serving " + first, "failure " + c.Version, "success " + c.Version}
+	second := e.Config().Version
+	want := []string{
+		"0s unchanged " + first.Version + " 0",
+		"1s rejected " + first.Version + " 1",
+		"2s restored " + first.Version + " 0",
+		"3s reloaded " + second + " 0",
+	}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
-		t.Errorf("reload_history: got %q, want %q", got, want)
+		t.Errorf("reload_history:\ngot  %q\nwant %q", got, want)
 	}
-	if v.Reloads["success"] != 1 || v.Reloads["failure"] != 1 {
-		t.Errorf("reloads: got %v, want success 1, failure 1", v.Reloads)
+	if ev := v.ReloadHistory[1]; !strings.Contains(ev.Problems[0], "c.yaml:") || ev.Message != rules.Rejected.String() {
+		t.Errorf("the rejected attempt: got %+v, want its problem at c.yaml:line and the reloader's message", ev)
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bouncerhq/bouncer/internal/filewatch"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bouncerhq/bouncer/internal/filewatch"
 )
 
 // Reloader loads the config at Path into Engine again when asked to, and
@@ -42,8 +44,32 @@ type Reloader struct {
 	// is read once and whole. 0 means 100ms.
 	Debounce time.Duration
 
+	// Now, if not nil, is the clock History reads; nil is time.Now.
+	Now func() time.Time
+
 	mu       sync.Mutex
 	rejected bool // the last attempt was rejected
+
+	hmu     sync.Mutex
+	history []ReloadRecord // the last reloadHistory attempts, oldest first
+}
+
+// reloadHistory is how many attempts History remembers.
+const reloadHistory = 20
+
+// ReloadRecord is one reload attempt, as History remembers it.
+type ReloadRecord struct {
+	Time     time.Time
+	Outcome  ReloadOutcome
+	Version  string    // the config served after the attempt
+	Problems []Problem // why it was rejected, one per mistake
+}
+
+// History returns the last 20 reload attempts, oldest first.
+func (r *Reloader) History() []ReloadRecord {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return slices.Clone(r.history)
 }
 
 // ReloadResult is what one reload attempt did.
@@ -93,19 +119,28 @@ func (o ReloadOutcome) String() string {
 }
 
 func (r *Reloader) report(c *Config, o ReloadOutcome, err error) {
-	if r.OnReload != nil {
-		r.OnReload(c, o == Reloaded, err)
-	}
-	if r.OnResult == nil {
-		return
-	}
 	res := ReloadResult{Outcome: o, Config: c, Err: err}
 	if ce, ok := errors.AsType[*ConfigError](err); ok {
 		res.Problems = ce.Problems
 	} else if err != nil {
 		res.Problems = []Problem{{File: r.Path, Reason: strings.TrimPrefix(err.Error(), "rules: ")}}
 	}
-	r.OnResult(res)
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	r.hmu.Lock()
+	if len(r.history) == reloadHistory {
+		r.history = slices.Delete(r.history, 0, 1)
+	}
+	r.history = append(r.history, ReloadRecord{Time: now(), Outcome: o, Version: c.Version, Problems: res.Problems})
+	r.hmu.Unlock()
+	if r.OnReload != nil {
+		r.OnReload(c, o == Reloaded, err)
+	}
+	if r.OnResult != nil {
+		r.OnResult(res)
+	}
 }
 
 // Reload loads the config and serves it if it is valid and differs from

@@ -4,8 +4,10 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 // TestReloadResults steps a reloader through a config's edits and asserts
@@ -71,5 +73,39 @@ func TestReloadResults(t *testing.T) {
 	}
 	if limitOf(e) != 2 {
 		t.Errorf("limit: got %d, want 2", limitOf(e))
+	}
+}
+
+// History remembers the last 20 attempts, oldest first, each at the time
+// of the reloader's clock, with what report gives OnResult.
+func TestReloadHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	write(t, path, limitOne)
+	e, r, _ := setup(t, path)
+	clock := storetest.NewClock(storetest.Start)
+	r.Now = clock.Now
+	if h := r.History(); len(h) != 0 {
+		t.Fatalf("before any attempt: got %d records, want none", len(h))
+	}
+	for range 21 {
+		clock.Advance(time.Second)
+		_ = r.Reload()
+	}
+	write(t, path, "domain: [\n")
+	clock.Advance(time.Second)
+	_ = r.Reload()
+	h := r.History()
+	if len(h) != 20 {
+		t.Fatalf("got %d records, want the last 20", len(h))
+	}
+	if got := h[0].Time.Sub(storetest.Start); got != 3*time.Second {
+		t.Errorf("oldest record: at %v, want 3s (the first two forgotten)", got)
+	}
+	last := h[19]
+	if last.Outcome != rules.Rejected || last.Version != e.Config().Version || len(last.Problems) != 1 || last.Time.Sub(storetest.Start) != 22*time.Second {
+		t.Errorf("newest record: got %+v, want the rejected attempt at 22s, with one problem, the old version serving", last)
+	}
+	if h[0].Outcome != rules.Unchanged {
+		t.Errorf("oldest record: got %v, want unchanged", h[0].Outcome)
 	}
 }

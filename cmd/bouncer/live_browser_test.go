@@ -51,7 +51,8 @@ func TestLivePageInBrowser(t *testing.T) {
 // Redis node the page must show with its breaker closed.
 func testLivePage(t *testing.T, bin, store, node string) {
 	domain := fmt.Sprintf("live-%d-%d", os.Getpid(), time.Now().UnixNano()) // Redis outlives the test
-	ts := startTest(t, map[string]string{"native.yaml": strings.Replace(nativeConfig, "domain: native", "domain: "+domain, 1)},
+	good := strings.Replace(nativeConfig, "domain: native", "domain: "+domain, 1)
+	ts := startTest(t, map[string]string{"native.yaml": good},
 		func(c *serveConfig) { c.store = store })
 	const hostile = "<script>alert(1)</script>"
 	for _, user := range []string{"alice", hostile, hostile, hostile} {
@@ -60,6 +61,13 @@ func testLivePage(t *testing.T, bin, store, node string) {
 	if got := ts.check(t, request(domain, desc("user="+hostile))).GetOverallCode(); got != pb.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("the hostile user's fourth check: got %v, want OVER_LIMIT", got)
 	}
+
+	// A broken edit, rejected: the page lists it with its problem.
+	writeConfig(t, ts.dir, "native.yaml", "domain: [\n")
+	if err := ts.reloader.Reload(); err == nil {
+		t.Fatal("reloading a broken config: got no error")
+	}
+	writeConfig(t, ts.dir, "native.yaml", good)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -75,7 +83,8 @@ func testLivePage(t *testing.T, bin, store, node string) {
 
 	version := ts.engine.Config().Version
 	want := []string{"per_user", `id="version">` + version + "<", "&lt;script&gt;alert(1)&lt;/script&gt;",
-		`<tbody id="most-denied"><tr>`} // the hostile user, denied at least twice, heads the most denied
+		`<tbody id="most-denied"><tr>`, // the hostile user, denied at least twice, heads the most denied
+		`<td class="rejected">config rejected; the old one keeps serving</td><td class="key">` + version + `</td><td class="problems">` + ts.dir + "/native.yaml:"}
 	if node != "" {
 		want = append(want, "Connected.", `<td class="key">`+node+`</td><td class="closed">closed</td>`)
 	}

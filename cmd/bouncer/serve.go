@@ -412,7 +412,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		s.serve(func() error { return s.httpSrv.Serve(l) })
 	}
 	if l := listeners[2]; l != nil {
-		h := admin.Handler(admin.Options{Engine: e, Gatherer: reg, Ready: func() bool { return !s.draining.Load() }, Degraded: degraded})
+		h := admin.Handler(admin.Options{Engine: e, Gatherer: reg, Ready: func() bool { return !s.draining.Load() }, Degraded: degraded, Reloads: s.reloader.History})
 		s.adminSrv = c.httpServer(h)
 		s.adminAddr = l.Addr().String()
 		s.serve(func() error { return s.adminSrv.Serve(l) })
