@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/bouncerhq/bouncer"
@@ -76,7 +77,7 @@ func TestDifferentialEnvoyRatelimit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Bouncer does not load %s unchanged: %v", name, err)
 			}
-			ref := startRLS(t, refsvc.EnvoyRatelimit{RedisAddrs: addrs, Config: body}.Start)
+			ref := startRLS(t, refsvc.EnvoyRatelimit{RedisAddrs: addrs, Config: body, Env: []string{"RESPONSE_DYNAMIC_METADATA=true"}}.Start)
 			mem := memstore.New(memstore.Options{})
 			t.Cleanup(func() { mem.Close() })
 			red, err := redisstore.New(redisstore.Options{Addrs: addrs, Prefix: "diff" + strings.ReplaceAll(runID, "-", "") + fmt.Sprint(seed%1000), Timeout: time.Second})
@@ -205,10 +206,25 @@ var unitSeconds = map[pb.RateLimitResponse_RateLimit_Unit]int64{
 
 // normalize keeps what both services define: envoyproxy/ratelimit leaves
 // out fields it has no value for in the same way Bouncer does, so the
-// messages compare as they are, minus headers (none from either here).
+// messages compare as they are, minus headers (none from either here) and
+// as below.
 func normalize(r *pb.RateLimitResponse) *pb.RateLimitResponse {
 	c := proto.Clone(r).(*pb.RateLimitResponse)
 	c.ResponseHeadersToAdd = nil
+	// The pinned version's dynamic metadata has quota fields that main
+	// took out (main adds the config's metadata instead, which the pinned
+	// version refuses in a config, so these configs have none).
+	if md := c.GetDynamicMetadata(); md != nil {
+		delete(md.Fields, "quotaModeViolations")
+		delete(md.Fields, "quotaModeEnabled")
+	}
+	// An override goes into the dynamic metadata in protobuf's text
+	// form, whose spacing each binary varies on purpose.
+	for _, d := range c.GetDynamicMetadata().GetFields()["descriptors"].GetListValue().GetValues() {
+		if l := d.GetStructValue().GetFields()["limit"]; l != nil {
+			l.Kind = &structpb.Value_StringValue{StringValue: strings.Join(strings.Fields(l.GetStringValue()), " ")}
+		}
+	}
 	return c
 }
 
@@ -217,7 +233,9 @@ func serveInProcess(t *testing.T, cfg *rules.Config, lim bouncer.Limiter, concur
 	e := rules.NewEngine(cfg, lim)
 	e.Concurrent = concurrent
 	g := grpc.NewServer()
-	rls.New(e, header.Off).Register(g)
+	s := rls.New(e, header.Off)
+	s.DynamicMetadata = true
+	s.Register(g)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
