@@ -23,6 +23,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("domain: d\ndescriptors:\n  - key: a\n    value: b*\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 0}\n"))
 	f.Add([]byte("domain: d\nrules:\n  - name: r\n    match: [{key: a, value: x*, share: true}]\n    limits: [{rate: 1, period: 1d}]\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: p\n    value: /a/*/b*c\n    metadata: {n: &m [1, {k: yes}], again: *m}\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"))
 	f.Add([]byte("[1, 2]"))
 	f.Add([]byte("domain: &a d\ndescriptors: *a\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
