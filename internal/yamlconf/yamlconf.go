@@ -56,12 +56,21 @@ func (d *Decoder) Decode(n *yaml.Node, v any) {
 	d.value(n, reflect.ValueOf(v).Elem(), "")
 }
 
-func (d *Decoder) value(n *yaml.Node, v reflect.Value, path string) {
+// visit counts n, and reports false once the file has expanded to more
+// than MaxNodes values (saying so once).
+func (d *Decoder) visit(n *yaml.Node, path string) bool {
 	if d.visits++; d.visits > MaxNodes {
 		if !d.tooMany {
 			d.tooMany = true
 			d.errorf(n.Line, "%s: the file expands to more than %d values (nested aliases?)", name(path), MaxNodes)
 		}
+		return false
+	}
+	return true
+}
+
+func (d *Decoder) value(n *yaml.Node, v reflect.Value, path string) {
+	if !d.visit(n, path) {
 		return
 	}
 	if n.Kind == yaml.DocumentNode {
@@ -142,11 +151,7 @@ func (d *Decoder) value(n *yaml.Node, v reflect.Value, path string) {
 // YAML 1.2: a timestamp stays the string it is written as, and an
 // unquoted yes, no, on, off, y or n (in any of their cases) is a boolean.
 func (d *Decoder) freeForm(n *yaml.Node, path string) any {
-	if d.visits++; d.visits > MaxNodes {
-		if !d.tooMany {
-			d.tooMany = true
-			d.errorf(n.Line, "%s: the file expands to more than %d values (nested aliases?)", name(path), MaxNodes)
-		}
+	if !d.visit(n, path) {
 		return nil
 	}
 	if n.Kind == yaml.AliasNode {
