@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/bouncerhq/bouncer/clientip"
-	"github.com/bouncerhq/bouncer/internal/storekey"
+	"github.com/bouncerhq/bouncer/internal/edge"
 )
 
 // Call is what the rules see of a call: a unary call, or a stream when it
@@ -115,16 +115,4 @@ func User() KeyFunc {
 // Compose counts each combination of the values of fns, such as a user on
 // one method: Compose(User(), Method()). The rule applies only to calls
 // that every fn applies to.
-func Compose(fns ...KeyFunc) KeyFunc {
-	return func(c *Call) (string, bool) {
-		parts := make([]string, len(fns))
-		for i, f := range fns {
-			v, ok := f(c)
-			if !ok {
-				return "", false
-			}
-			parts[i] = v
-		}
-		return storekey.Join(parts...), true
-	}
-}
+func Compose(fns ...KeyFunc) KeyFunc { return edge.Compose(fns) }

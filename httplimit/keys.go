@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/bouncerhq/bouncer/clientip"
-	"github.com/bouncerhq/bouncer/internal/storekey"
+	"github.com/bouncerhq/bouncer/internal/edge"
 )
 
 // A KeyFunc says whose count a request is charged to under a rule: it
@@ -123,16 +123,4 @@ func Method() KeyFunc {
 // Compose counts each combination of the values of fns, such as a user on
 // one route: Compose(User(), Route()). The rule applies only to requests
 // that every fn applies to.
-func Compose(fns ...KeyFunc) KeyFunc {
-	return func(r *http.Request) (string, bool) {
-		parts := make([]string, len(fns))
-		for i, f := range fns {
-			v, ok := f(r)
-			if !ok {
-				return "", false
-			}
-			parts[i] = v
-		}
-		return storekey.Join(parts...), true
-	}
-}
+func Compose(fns ...KeyFunc) KeyFunc { return edge.Compose(fns) }
