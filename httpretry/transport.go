@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/bouncerhq/bouncer/internal/replay"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry,
@@ -83,14 +85,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	host := req.URL.Host
 	retries := t.maxRetries()
-	if !replayable(req) {
+	if !replay.Replayable(req) {
 		retries = 0
 	}
 	r := req
 	for attempt := 0; ; attempt++ {
 		if t.Pace {
 			if err := t.pace(ctx, host); err != nil {
-				closeBody(r)
+				replay.CloseBody(r)
 				return nil, err
 			}
 		}
@@ -111,7 +113,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		if !t.Budget.take() {
-			closeBody(next)
+			replay.CloseBody(next)
 			return resp, err
 		}
 		if resp != nil {
@@ -119,7 +121,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.Body.Close()
 		}
 		if err := t.sleep(ctx, wait); err != nil {
-			closeBody(next)
+			replay.CloseBody(next)
 			return nil, err
 		}
 		r = next
@@ -152,21 +154,6 @@ func (t *Transport) pace(ctx context.Context, host string) error {
 	}
 }
 
-// replayable reports whether req may be sent again: an idempotent method
-// or an Idempotency-Key header (present, as net/http's Transport counts
-// it, even with a nil value), and a body that GetBody can make again.
-func replayable(req *http.Request) bool {
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return false
-	}
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	_, ok := req.Header["Idempotency-Key"]
-	return ok
-}
-
 // rewind makes the request of the next attempt, with a fresh body.
 func rewind(req *http.Request) (*http.Request, error) {
 	next := req.Clone(req.Context())
@@ -179,12 +166,6 @@ func rewind(req *http.Request) (*http.Request, error) {
 	}
 	next.Body = body
 	return next, nil
-}
-
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
 }
 
 func fits(ctx context.Context, now time.Time, wait time.Duration) bool {

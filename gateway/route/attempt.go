@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/bouncerhq/bouncer/internal/replay"
 )
 
 var (
@@ -25,11 +27,11 @@ const drainLimit = 64 << 10
 func (e *entry) RoundTrip(req *http.Request) (*http.Response, error) {
 	u, k := e.pick(-1, e.table.now())
 	if u == nil {
-		closeBody(req)
+		replay.CloseBody(req)
 		return nil, errNoUpstream
 	}
 	retries := e.route.Retries
-	if !replayable(req) {
+	if !replay.Replayable(req) {
 		retries = 0
 	}
 	r := req
@@ -44,7 +46,7 @@ func (e *entry) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		nu, nk := e.pick(k, e.table.now())
 		if nu == nil {
-			closeBody(next)
+			replay.CloseBody(next)
 			return resp, err
 		}
 		if resp != nil {
@@ -138,21 +140,6 @@ func retryable(client context.Context, resp *http.Response, err error) bool {
 	return false
 }
 
-// replayable reports whether req may be sent again: an idempotent method
-// or an Idempotency-Key header, and a body that is empty or that GetBody
-// can make again.
-func replayable(req *http.Request) bool {
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return false
-	}
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	_, ok := req.Header["Idempotency-Key"]
-	return ok
-}
-
 // rewind returns req with a fresh body for another attempt.
 func rewind(req *http.Request) (*http.Request, error) {
 	if req.Body == nil || req.Body == http.NoBody {
@@ -165,10 +152,4 @@ func rewind(req *http.Request) (*http.Request, error) {
 	next := *req
 	next.Body = body
 	return &next, nil
-}
-
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
 }
