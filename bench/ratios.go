@@ -265,20 +265,15 @@ func find(rs []result, impl, c string) (result, bool) {
 	return result{}, false
 }
 
-// checkTables writes the ns/op of every implementation in every case of
-// rs, a check benchmark called name in the titles, and every bouncer
-// implementation's ratio to every peer.
-func checkTables(w io.Writer, rs []result, name string) {
-	bouncers, peers := impls(rs)
-	cs := cases(rs)
-	all := append(slices.Clone(bouncers), peers...)
-
+// nsAllocsTable writes the table of ns/op and allocs/op of each of impls
+// in each case, titled name.
+func nsAllocsTable(w io.Writer, name string, rs []result, impls, cs []string) {
 	fmt.Fprintf(w, "### %s: ns/op (allocs/op)\n\n| impl |", name)
 	for _, c := range cs {
 		fmt.Fprintf(w, " %s |", c)
 	}
 	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(cs)))
-	for _, im := range all {
+	for _, im := range impls {
 		fmt.Fprintf(w, "| %s |", im)
 		for _, c := range cs {
 			if r, ok := find(rs, im, c); ok {
@@ -289,6 +284,17 @@ func checkTables(w io.Writer, rs []result, name string) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// checkTables writes the ns/op of every implementation in every case of
+// rs, a check benchmark called name in the titles, and every bouncer
+// implementation's ratio to every peer.
+func checkTables(w io.Writer, rs []result, name string) {
+	bouncers, peers := impls(rs)
+	cs := cases(rs)
+	all := append(slices.Clone(bouncers), peers...)
+
+	nsAllocsTable(w, name, rs, all, cs)
 
 	fmt.Fprintf(w, "\n### %s: throughput ratios (peer ns/op ÷ bouncer ns/op; above 1 means bouncer is faster)\n", name)
 	for _, c := range cs {
@@ -972,22 +978,7 @@ func mwInProcessTables(w io.Writer, rs []result) {
 	cs := cases(rs)
 	all := append(append([]string{mwBare}, bouncers...), peers...)
 
-	fmt.Fprintf(w, "### HTTP middleware: ns/op (allocs/op)\n\n| impl |")
-	for _, c := range cs {
-		fmt.Fprintf(w, " %s |", c)
-	}
-	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(cs)))
-	for _, im := range all {
-		fmt.Fprintf(w, "| %s |", im)
-		for _, c := range cs {
-			if r, ok := find(rs, im, c); ok {
-				fmt.Fprintf(w, " %s (%s) |", num(r.metrics["ns/op"]), num(r.metrics["allocs/op"]))
-			} else {
-				fmt.Fprintf(w, " – |")
-			}
-		}
-		fmt.Fprintln(w)
-	}
+	nsAllocsTable(w, "HTTP middleware", rs, all, cs)
 
 	fmt.Fprintf(w, "\n### HTTP middleware: overhead over bare (ns/op − bare's ns/op; allocs/op − bare's, in parentheses)\n\n| impl |")
 	for _, c := range cs {
