@@ -59,15 +59,11 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 		if !m.counted() {
 			continue
 		}
-		var o *CurrentLimit
-		if m.override {
-			o = &CurrentLimit{RequestsPerUnit: m.report.RequestsPerUnit, Unit: m.report.Unit, Window: m.report.Window}
-		}
 		if k, ok := x.keys[m.key]; ok {
-			k.LastSeen, k.Rule, k.Limits, k.Override = now, m.rule, m.limits, o
+			k.LastSeen, k.Rule, k.Limits, k.Override = now, m.rule, m.limits, overrideOf(m, k.Override)
 			continue
 		}
-		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: shorten(m.entries), Limits: m.limits, LastSeen: now, Override: o}
+		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: shorten(m.entries), Limits: m.limits, LastSeen: now, Override: overrideOf(m, nil)}
 		if len(x.order) < x.max {
 			x.order = append(x.order, m.key)
 		} else {
@@ -77,6 +73,22 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 		}
 		x.keys[m.key] = k
 	}
+}
+
+// overrideOf is KeyInfo.Override for m: was, the one the index holds,
+// when m sent the same override again (copies of a KeyInfo share it, so
+// it is never changed in place), else a new one, or nil.
+func overrideOf(m *matched, was *CurrentLimit) *CurrentLimit {
+	if !m.override {
+		return nil
+	}
+	o := CurrentLimit{RequestsPerUnit: m.report.RequestsPerUnit, Unit: m.report.Unit, Window: m.report.Window}
+	if was != nil && *was == o {
+		return was
+	}
+	p := new(CurrentLimit)
+	*p = o
+	return p
 }
 
 // noteDenied counts, for each descriptor of resp over its limit, a
