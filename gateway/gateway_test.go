@@ -134,16 +134,24 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	store := memstore.New(memstore.Options{Now: clock.Now})
+	srv := httptest.NewServer(newGateway(t, cfg, rc, clock.Now))
+	t.Cleanup(srv.Close)
+	return &env{srv, up}
+}
+
+// newGateway is a gateway serving cfg, limiting with the rules of rc on a
+// memory store that counts on now (nil: the wall clock). The end of the
+// test closes both.
+func newGateway(t *testing.T, cfg *gateway.Config, rc *rules.Config, now func() time.Time) *gateway.Gateway {
+	t.Helper()
+	store := memstore.New(memstore.Options{Now: now})
 	t.Cleanup(func() { store.Close() })
 	g, err := gateway.New(cfg, gateway.Options{Engine: rules.NewEngine(rc, store), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close)
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
-	return &env{srv, up}
+	return g
 }
 
 func token(t *testing.T, claims jwt.MapClaims) string {

@@ -25,7 +25,6 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/bouncerhq/bouncer/gateway"
-	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -57,14 +56,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memstore.New(memstore.Options{})
-	defer store.Close()
-	g, err := gateway.New(cfg, gateway.Options{Engine: rules.NewEngine(rc, store), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	srv := httptest.NewUnstartedServer(g)
+	srv := httptest.NewUnstartedServer(newGateway(t, cfg, rc, nil))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer/gateway"
-	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -55,14 +53,7 @@ func holdGateway(t *testing.T, upstream string, clock *fakeClock) *httptest.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memstore.New(memstore.Options{Now: clock.Now})
-	t.Cleanup(func() { store.Close() })
-	g, err := gateway.New(cfg, gateway.Options{Engine: rules.NewEngine(rc, store), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	srv := httptest.NewServer(g)
+	srv := httptest.NewServer(newGateway(t, cfg, rc, clock.Now))
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer/gateway"
-	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -44,14 +42,7 @@ func TestWebSocketHoldsItsLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memstore.New(memstore.Options{})
-	defer store.Close()
-	g, err := gateway.New(cfg, gateway.Options{Engine: rules.NewEngine(rc, store), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	srv := httptest.NewServer(g)
+	srv := httptest.NewServer(newGateway(t, cfg, rc, nil))
 	defer srv.Close()
 
 	// open upgrades a connection through the gateway and returns it with
