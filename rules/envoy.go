@@ -142,7 +142,7 @@ func attach(parent *node, e Entry, hasValue bool, child *node) attached {
 			return taken
 		}
 		for _, w := range parent.wildcards {
-			if w.key == e.Key && w.pattern.covers(newPattern("*")) {
+			if w.key == e.Key && w.pattern.isPrefix() && w.pattern.prefix() == "" { // a bare "*"
 				return shadowed
 			}
 		}
