@@ -29,7 +29,7 @@ unit:
 
 # Each fuzz target runs FUZZTIME executions on top of its seed corpus.
 fuzz:
-	@for pkg in ./algo/ ./rules/ ./jsonapi/ ./header/ ./clientip/ ./gateway/transcode/; do \
+	@for pkg in ./algo/ ./rules/ ./jsonapi/ ./header/ ./clientip/ ./internal/urlpath/ ./gateway/route/ ./gateway/transcode/; do \
 		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "fuzz $$pkg $$target"; \
 			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \

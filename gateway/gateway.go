@@ -1,12 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -83,10 +83,14 @@ type Gateway struct {
 }
 
 type runtimeRoute struct {
-	cfg      *Route
-	auth     auth.Authenticator
-	keyQuery string       // the query parameter an API key may come in, taken out before proxying
-	grpc     http.Handler // a transcoding route's handler; nil for a proxy
+	cfg  *Route
+	auth auth.Authenticator
+	// keyHeader and keyQuery are where an API key may come; both are
+	// taken out before proxying ("" for routes without API keys).
+	keyHeader, keyQuery string
+	// limited are the headers the route's limits count by.
+	limited []string
+	grpc    http.Handler // a transcoding route's handler; nil for a proxy
 }
 
 // New builds the gateway of cfg. It loads the routes' keys and descriptor
@@ -144,9 +148,16 @@ func New(cfg *Config, o Options) (g *Gateway, err error) {
 		at := fmt.Sprintf("%s:%d: route %s", cfg.File, r.Line, r.Name)
 		rr := &runtimeRoute{cfg: r, auth: auths[r.Auth]}
 		if a, ok := cfg.Auth[r.Auth]; ok && a.APIKeys != nil {
-			rr.keyQuery = a.APIKeys.Query
+			rr.keyHeader, rr.keyQuery = cmp.Or(a.APIKeys.Header, auth.DefaultAPIKeyHeader), a.APIKeys.Query
 		}
 		if r.Limits != nil {
+			for _, d := range r.Limits.Descriptors {
+				for _, e := range d {
+					if h, ok := strings.CutPrefix(e.Fact, "header:"); ok {
+						rr.limited = append(rr.limited, http.CanonicalHeaderKey(h))
+					}
+				}
+			}
 			if g.engine == nil {
 				return nil, fmt.Errorf("%s: limits need a rules engine", at)
 			}
@@ -220,16 +231,19 @@ func (g *Gateway) Config() *Config { return g.cfg }
 // Health reports the upstreams' health, for the admin listener.
 func (g *Gateway) Health() []route.UpstreamHealth { return g.table.Health() }
 
+// ServeHTTP serves r: it reads r's View (route.NewView), finds its
+// route, authenticates it, decides its limits and proxies it; each step
+// reads the View, never the raw request, and every answer is logged.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	// The client's address: for the limits' client_ip and the access log.
-	entry := accessEntry{client: g.clients.Addr(r)}
+	v, pathErr := route.NewView(r, g.clients)
+	entry := accessEntry{view: &v}
 	var span trace.Span
 	if g.tracer != nil {
 		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span = g.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", v.Path)))
 		r = r.WithContext(ctx)
 		// The upstream's spans are children of the gateway's.
 		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
@@ -238,7 +252,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d := time.Since(start)
 		if span != nil {
 			span.SetName(r.Method + " " + entry.route)
-			span.SetAttributes(attribute.String("bouncer.route", entry.route), attribute.Int("http.response.status_code", max(sw.status, 200)))
+			span.SetAttributes(attribute.String("bouncer.route", entry.route), attribute.Int("http.response.status_code", entry.status(r, sw)))
 			if entry.denied != "" {
 				span.SetAttributes(attribute.String("bouncer.denied", entry.denied))
 			}
@@ -250,7 +264,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(sw, r, http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", fmt.Sprintf("the request's headers are over %d bytes", g.maxHdr))
 		return
 	}
-	rt0 := g.table.Lookup(r)
+	if pathErr != nil {
+		entry.denied = "bad_path"
+		writeError(sw, r, http.StatusBadRequest, "bad_path", pathErr.Error())
+		return
+	}
+	// The upstream trusts the identity headers; a client's own copies
+	// go, in every spelling.
+	route.DropHeaders(r.Header, auth.DefaultForwardPrefix)
+	rt0 := g.table.Lookup(&v)
 	if rt0 == nil {
 		writeError(sw, r, http.StatusNotFound, "no_route", "no route matches this request")
 		return
@@ -263,6 +285,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(sw, r.Body, rt.cfg.MaxBodyBytes)
+	if msg := oneSpelling(r.Header, rt.limited); msg != "" {
+		entry.denied = "bad_header"
+		writeError(sw, r, http.StatusBadRequest, "bad_header", msg)
+		return
+	}
 
 	var id auth.Identity
 	if rt.auth != nil {
@@ -276,20 +303,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		entry.user = id.Subject
+	}
+	if rt.keyHeader != "" {
+		// The key is the caller's secret: the upstream gets it from
+		// neither place.
+		route.DropHeaders(r.Header, rt.keyHeader)
 		if rt.keyQuery != "" {
-			// The key is the caller's secret: the upstream does not get it.
-			q := r.URL.Query()
-			if q.Has(rt.keyQuery) {
+			if q := r.URL.Query(); q.Has(rt.keyQuery) {
 				q.Del(rt.keyQuery)
 				r.URL.RawQuery = q.Encode()
 			}
 		}
 	}
-	// The upstream trusts these headers; a client's own copies go.
 	auth.ForwardHeaders(r.Header, id, "")
 
 	if rt.cfg.Limits != nil {
-		h := g.limit(sw, r, rt, id, &entry)
+		h := g.limit(sw, r, rt, id, &v, &entry)
 		if h == nil {
 			return
 		}
@@ -306,20 +335,39 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.refundFailure()
 			}
 		}()
-		t.serve(rt, sw, r)
+		t.serve(rt, sw, r, &v)
 		completed = true
 		return
 	}
-	t.serve(rt, sw, r)
+	t.serve(rt, sw, r, &v)
+}
+
+// oneSpelling makes sure each header in names has one value in one
+// spelling: it drops the spellings with '_' (the limits read the header
+// as named, an upstream may read either), and reports a header sent more
+// than once, whose values a limit and an upstream could read apart.
+func oneSpelling(h http.Header, names []string) string {
+	for _, name := range names {
+		vs := h[name]
+		delete(h, name)
+		route.DropHeaders(h, name)
+		if len(vs) > 0 {
+			h[name] = vs
+		}
+		if len(vs) > 1 {
+			return fmt.Sprintf("the header %s, which a limit counts by, is sent %d times", name, len(vs))
+		}
+	}
+	return ""
 }
 
 // serve proxies r, or transcodes it for a gRPC route.
-func (t target) serve(rt *runtimeRoute, w http.ResponseWriter, r *http.Request) {
+func (t target) serve(rt *runtimeRoute, w http.ResponseWriter, r *http.Request, v *route.View) {
 	if rt.grpc != nil {
 		rt.grpc.ServeHTTP(w, r)
 		return
 	}
-	t.Target.ServeHTTP(w, r)
+	t.Serve(w, r, v)
 }
 
 type target struct{ *route.Target }
@@ -357,9 +405,16 @@ func (h *held) refund(only func(*rules.Rule, bouncer.Limit) bool) {
 // limit decides r's limits, holds r for a shaping delay, and answers a
 // request it refuses; it returns what an admitted request holds, or nil
 // when r is not to go on.
-func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, entry *accessEntry) *held {
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, view *route.View, entry *accessEntry) *held {
 	h := &held{g: g, ctx: r.Context()}
-	req := g.descriptors(r, rt, id, entry.client)
+	req, tooLong := g.descriptors(r, rt, id, view)
+	if tooLong != nil {
+		// The client's value, not an outage: a 4xx, logged at debug.
+		entry.denied = tooLong.code
+		g.log.Debug("a limited value is too long", "route", rt.cfg.Name, "fact", tooLong.fact, "bytes", tooLong.n)
+		writeError(w, r, tooLong.status, tooLong.code, fmt.Sprintf("the request's %s is over %d bytes", tooLong.what, rules.MaxValueLen))
+		return nil
+	}
 	if len(req.Descriptors) == 0 {
 		return h
 	}
@@ -425,10 +480,17 @@ func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, rt *runtimeRoute,
 	header.WriteDenied(w, r, v, header.All, message)
 }
 
+// tooLong is a limited value over rules.MaxValueLen: the client's
+// mistake, answered with status.
+type tooLong struct {
+	fact, what, code string
+	status, n        int
+}
+
 // descriptors are r's descriptors under rt's limits: those whose every
 // fact r has a value for, each with the caller's plan when the domain
-// has plans.
-func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identity, client netip.Addr) rules.Request {
+// has plans. A value over rules.MaxValueLen is reported instead.
+func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identity, v *route.View) (rules.Request, *tooLong) {
 	l := rt.cfg.Limits
 	req := rules.Request{Domain: l.Domain}
 	planKey := ""
@@ -439,18 +501,24 @@ func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identit
 	for _, d := range l.Descriptors {
 		entries := make([]rules.Entry, 0, len(d)+1)
 		for _, e := range d {
-			v := e.Value
+			val := e.Value
 			if e.Fact != "" {
-				if e.Fact == "client_ip" && clientIP == "" && client.IsValid() {
-					clientIP = client.String()
+				if e.Fact == "client_ip" && clientIP == "" && v.Client.IsValid() {
+					clientIP = v.Client.String()
 				}
-				v = fact(e.Fact, r, rt, id, clientIP)
+				val = fact(e.Fact, r, rt, id, v, clientIP)
+				if len(val) > rules.MaxValueLen {
+					if e.Fact == "path" {
+						return req, &tooLong{e.Fact, "path", "uri_too_long", http.StatusRequestURITooLong, len(val)}
+					}
+					return req, &tooLong{e.Fact, e.Fact, "header_too_large", http.StatusRequestHeaderFieldsTooLarge, len(val)}
+				}
 			}
-			if v == "" {
+			if val == "" {
 				entries = nil
 				break
 			}
-			entries = append(entries, rules.Entry{Key: e.Key, Value: v})
+			entries = append(entries, rules.Entry{Key: e.Key, Value: val})
 		}
 		if entries == nil {
 			continue
@@ -460,11 +528,11 @@ func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identit
 		}
 		req.Descriptors = append(req.Descriptors, rules.Descriptor{Entries: entries})
 	}
-	return req
+	return req, nil
 }
 
 // fact is the value of a descriptor fact for r, or "" if r has none.
-func fact(name string, r *http.Request, rt *runtimeRoute, id auth.Identity, clientIP string) string {
+func fact(name string, r *http.Request, rt *runtimeRoute, id auth.Identity, v *route.View, clientIP string) string {
 	switch name {
 	case "user_id":
 		return id.Subject
@@ -482,7 +550,7 @@ func fact(name string, r *http.Request, rt *runtimeRoute, id auth.Identity, clie
 	case "method":
 		return r.Method
 	case "path":
-		return r.URL.Path
+		return v.Path
 	}
 	if h, ok := strings.CutPrefix(name, "header:"); ok {
 		return r.Header.Get(h)
@@ -541,21 +609,38 @@ func isGRPC(r *http.Request) bool {
 // request itself.
 type accessEntry struct {
 	route, user, denied string
-	client              netip.Addr
+	view                *route.View
+}
+
+// statusClientClosed is what the access log and the metrics say of a
+// request whose client went away before anything was answered (nginx's
+// 499): nothing was sent.
+const statusClientClosed = 499
+
+// status is the status r was answered with.
+func (e *accessEntry) status(r *http.Request, w *statusWriter) int {
+	switch {
+	case w.status != 0:
+		return w.status
+	case r.Context().Err() != nil:
+		return statusClientClosed
+	}
+	return http.StatusOK
 }
 
 func (g *Gateway) logAccess(r *http.Request, w *statusWriter, e *accessEntry, d time.Duration) {
-	status := w.status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := e.status(r, w)
 	if g.metrics != nil {
 		g.metrics.request(e.route, status, d)
 	}
+	p := e.view.Path
+	if p == "" {
+		p = r.URL.EscapedPath() // refused, or not a path
+	}
 	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", e.route),
+		slog.String("method", r.Method), slog.String("path", p), slog.String("route", e.route),
 		slog.Int("status", status), slog.Duration("duration", d), slog.Int64("bytes", w.bytes),
-		slog.String("client_ip", e.client.String()), slog.String("user", e.user), slog.String("denied", e.denied),
+		slog.String("client_ip", e.view.Client.String()), slog.String("user", e.user), slog.String("denied", e.denied),
 		slog.String("request_id", w.Header().Get("X-Request-Id")))
 }
 

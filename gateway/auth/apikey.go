@@ -11,6 +11,10 @@ import (
 	"strings"
 )
 
+// DefaultAPIKeyHeader is the header an API key comes in when
+// APIKeyConfig.Header is "".
+const DefaultAPIKeyHeader = "X-API-Key"
+
 // APIKeyConfig configures an APIKeys authenticator.
 type APIKeyConfig struct {
 	// Name names the authenticator in errors and logs.
@@ -68,7 +72,7 @@ func HashKey(key string) string {
 // NewAPIKeys returns an APIKeys for c, or an error naming the first entry
 // that is invalid.
 func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
-	a := &APIKeys{name: "api_key", header: "X-API-Key", query: c.Query}
+	a := &APIKeys{name: "api_key", header: DefaultAPIKeyHeader, query: c.Query}
 	if c.Name != "" {
 		a.name = fmt.Sprintf("api_key %q", c.Name)
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/bouncerhq/bouncer/internal/replay"
@@ -15,6 +17,56 @@ var (
 	errNoUpstream = errors.New("route: no healthy upstream")
 	errTimeout    = errors.New("route: upstream timed out")
 )
+
+// clientError is an attempt that failed because of the client: its body
+// could not be read (err), or it was still being read from the client
+// when the attempt's time ran out (err is errTimeout).
+type clientError struct{ err error }
+
+func (e *clientError) Error() string { return "route: the client's request failed: " + e.err.Error() }
+func (e *clientError) Unwrap() error { return e.err }
+
+// timeout reports whether the client was too slow: the server's read
+// deadline, or the attempt's timeout while its body was being read.
+func (e *clientError) timeout() bool {
+	var ne net.Error
+	return e.err == errTimeout || errors.As(e.err, &ne) && ne.Timeout()
+}
+
+// clientBody is a request body as read from the client. It records the
+// first error reading it returned, and whether a read is in progress, so
+// that a failure of the client is told from one of the upstream.
+type clientBody struct {
+	io.ReadCloser
+	reading atomic.Bool
+	err     atomic.Pointer[error]
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	b.reading.Store(true)
+	n, err := b.ReadCloser.Read(p)
+	b.reading.Store(false)
+	if err != nil && err != io.EOF {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// blame returns the client's part in an attempt that failed with err
+// (cause, the attempt's own cancellation cause): a *clientError, or nil
+// if the client is not at fault. b may be nil.
+func (b *clientBody) blame(cause error) *clientError {
+	if b == nil {
+		return nil
+	}
+	if p := b.err.Load(); p != nil {
+		return &clientError{*p}
+	}
+	if cause == errTimeout && b.reading.Load() {
+		return &clientError{errTimeout}
+	}
+	return nil
+}
 
 // drainLimit bounds how much of a failed attempt's body is read so that
 // its connection can be reused; a longer body costs its connection.
@@ -67,9 +119,7 @@ func (e *entry) send(req *http.Request, u *upstream) (*http.Response, error) {
 	target := *req.URL
 	target.Scheme, target.Host = u.url.Scheme, u.url.Host
 	target.Path = u.url.Path + req.URL.Path
-	if req.URL.RawPath != "" {
-		target.RawPath = u.url.EscapedPath() + req.URL.RawPath
-	}
+	target.RawPath = u.url.EscapedPath() + req.URL.RawPath
 	out.URL = &target
 
 	resp, err := u.transport.RoundTrip(out)
@@ -77,10 +127,15 @@ func (e *entry) send(req *http.Request, u *upstream) (*http.Response, error) {
 		timer.Stop()
 		cause := context.Cause(ctx)
 		cancel(nil)
-		switch {
-		case req.Context().Err() != nil, errors.As(err, new(*http.MaxBytesError)):
-			// The client went away, or sent more body than allowed: the
-			// upstream did nothing wrong.
+		x := exchangeOf(req.Context())
+		switch ce := x.body.blame(cause); {
+		case ce != nil:
+			// The client's body failed, or stalled: the upstream did
+			// nothing wrong.
+			e.record(u, unknown, e.table.now())
+			err = ce
+		case req.Context().Err() != nil:
+			// The client went away.
 			e.record(u, unknown, e.table.now())
 		case cause == errTimeout:
 			e.record(u, failed, e.table.now())
@@ -127,11 +182,11 @@ func (b *attemptBody) Close() error {
 }
 
 // retryable reports whether an attempt failed in a way another attempt
-// may cure: a connection error (not a timeout, nor the client going
-// away), or a 502, 503 or 504 answer.
+// may cure: a connection error (not a timeout, nor a failure of the
+// client), or a 502, 503 or 504 answer.
 func retryable(client context.Context, resp *http.Response, err error) bool {
 	if err != nil {
-		return client.Err() == nil && !errors.Is(err, errTimeout) && !errors.As(err, new(*http.MaxBytesError))
+		return client.Err() == nil && !errors.Is(err, errTimeout) && !errors.As(err, new(*clientError))
 	}
 	switch resp.StatusCode {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

@@ -2,17 +2,23 @@
 // request belongs to and proxies the request to one of the route's
 // upstreams, over net/http/httputil.ReverseProxy.
 //
-// A Table holds the routes. Lookup matches a request's host (exact,
-// then "*.example.com" wildcards, then any host) and its cleaned path
-// (the longest PathPrefix, on whole segments) and returns a Target,
-// whose ServeHTTP proxies the request:
+// NewView reads a request's View once: its host, its canonical path and
+// its client. A Table holds the routes. Lookup matches a View's host
+// (exact, then "*.example.com" wildcards, then any host) and path (the
+// longest PathPrefix, on whole segments) and returns a Target, whose
+// Serve proxies the request:
 //
 //	table, err := route.New(routes, route.Options{})
 //	...
 //	defer table.Close()
 //	http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-//		if t := table.Lookup(r); t != nil {
-//			t.ServeHTTP(w, r) // after authentication and limits
+//		v, err := route.NewView(r, resolver)
+//		if err != nil {
+//			http.Error(w, err.Error(), http.StatusBadRequest)
+//			return
+//		}
+//		if t := table.Lookup(&v); t != nil {
+//			t.Serve(w, r, &v) // after authentication and limits
 //			return
 //		}
 //		http.NotFound(w, r)
@@ -30,7 +36,8 @@
 // or, to gRPC clients, as gRPC statuses UNAVAILABLE and
 // DEADLINE_EXCEEDED. The gateway is the trust boundary: the forwarding
 // headers a client sends are replaced, never appended to (see
-// Target.ServeHTTP). Every request gets a request ID, the client's if it
+// Target.Serve), and a failure of the client (a body that cannot be read,
+// or comes too slowly) is never counted against an upstream. Every request gets a request ID, the client's if it
 // sent a valid one.
 //
 // The package logs ejections and health changes, never requests.

@@ -32,8 +32,13 @@ func ExampleNew() {
 	}
 	defer table.Close()
 	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if t := table.Lookup(r); t != nil {
-			t.ServeHTTP(w, r) // after authentication and limits
+		v, err := route.NewView(r, nil) // the socket's peer is the client
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if t := table.Lookup(&v); t != nil {
+			t.Serve(w, r, &v) // after authentication and limits
 			return
 		}
 		http.Error(w, "no route", http.StatusNotFound)

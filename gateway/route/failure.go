@@ -16,6 +16,8 @@ const (
 	noHealthyUpstream
 	gatewayTimeout
 	bodyTooLarge
+	badRequest
+	requestTimeout
 )
 
 // failures maps each failure to its answer, over HTTP and over gRPC.
@@ -29,24 +31,35 @@ var failures = [...]struct {
 	noHealthyUpstream: {http.StatusServiceUnavailable, "no_healthy_upstream", 14, "no upstream is healthy"},       // UNAVAILABLE
 	gatewayTimeout:    {http.StatusGatewayTimeout, "gateway_timeout", 4, "the upstream did not answer in time"},   // DEADLINE_EXCEEDED
 	bodyTooLarge:      {http.StatusRequestEntityTooLarge, "body_too_large", 8, "the request's body is too large"}, // RESOURCE_EXHAUSTED
+	badRequest:        {http.StatusBadRequest, "bad_request", 13, "the request's body could not be read"},         // INTERNAL, as gRPC maps 400
+	requestTimeout:    {http.StatusRequestTimeout, "request_timeout", 4, "the request's body came too slowly"},    // DEADLINE_EXCEEDED
 }
 
 // fail is the reverse proxy's ErrorHandler. The error itself is not
 // shown to the client: it would tell where the upstreams are.
+//
+// A failure of the client is answered even when the server has canceled
+// the request because its connection's read deadline passed: the client
+// is told 408 rather than nothing (which net/http would send as an empty
+// 200). A client that went away gets nothing.
 func (e *entry) fail(w http.ResponseWriter, req *http.Request, err error) {
-	if req.Context().Err() != nil {
-		return // the client went away: nobody to tell
-	}
 	f := badGateway
+	var ce *clientError
 	switch {
-	case errors.Is(err, errNoUpstream):
-		f = noHealthyUpstream
-	case errors.Is(err, errTimeout):
-		f = gatewayTimeout
+	case errors.As(err, &ce) && ce.timeout():
+		f = requestTimeout
+	case req.Context().Err() != nil:
+		return // the client went away: nobody to tell
 	case errors.As(err, new(*http.MaxBytesError)):
 		// The body passed the bound the server reads it with
 		// (http.MaxBytesReader) while it was being sent.
 		f = bodyTooLarge
+	case ce != nil:
+		f = badRequest
+	case errors.Is(err, errNoUpstream):
+		f = noHealthyUpstream
+	case errors.Is(err, errTimeout):
+		f = gatewayTimeout
 	}
 	x := exchangeOf(req.Context())
 	h := w.Header()

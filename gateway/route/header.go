@@ -3,8 +3,7 @@ package route
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"net"
-	"net/http"
+	"net/netip"
 	"strings"
 )
 
@@ -33,29 +32,25 @@ func validRequestID(s string) bool {
 	return true
 }
 
-// forwarded is the RFC 7239 Forwarded header for in:
-// for=client;host=...;proto=....
-func forwarded(in *http.Request) string {
+// forwarded is the RFC 7239 Forwarded header for a request from client
+// to host over proto: for=client;host=...;proto=....
+func forwarded(client netip.Addr, host, proto string) string {
 	var b strings.Builder
 	b.WriteString("for=")
-	switch ip, _, err := net.SplitHostPort(in.RemoteAddr); {
-	case err != nil:
+	switch {
+	case !client.IsValid():
 		b.WriteString("unknown")
-	case strings.Contains(ip, ":"): // IPv6: quoted, in brackets
-		b.WriteString(`"[` + ip + `]"`)
+	case client.Is6(): // quoted, in brackets
+		b.WriteString(`"[` + client.String() + `]"`)
 	default:
-		b.WriteString(ip)
+		b.WriteString(client.String())
 	}
-	if in.Host != "" {
+	if host != "" {
 		b.WriteString(";host=")
-		writeForwardedValue(&b, in.Host)
+		writeForwardedValue(&b, host)
 	}
 	b.WriteString(";proto=")
-	if in.TLS != nil {
-		b.WriteString("https")
-	} else {
-		b.WriteString("http")
-	}
+	b.WriteString(proto)
 	return b.String()
 }
 

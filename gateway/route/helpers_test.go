@@ -19,6 +19,16 @@ import (
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// lookup is the target of r's View in table.
+func lookup(t *testing.T, table *route.Table, r *http.Request) *route.Target {
+	t.Helper()
+	v, err := route.NewView(r, nil)
+	if err != nil {
+		t.Fatalf("NewView(%s): %v", r.URL, err)
+	}
+	return table.Lookup(&v)
+}
+
 // newTable is route.New that fails the test on error and closes the table
 // when the test ends.
 func newTable(t *testing.T, routes []route.Route, o route.Options) *route.Table {
@@ -42,8 +52,13 @@ func newTable(t *testing.T, routes []route.Route, o route.Options) *route.Table 
 func gateway(t *testing.T, table *route.Table, buffer bool) (string, *http.Client) {
 	t.Helper()
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if target := table.Lookup(r); target != nil {
-			target.ServeHTTP(w, r)
+		v, err := route.NewView(r, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if target := table.Lookup(&v); target != nil {
+			target.Serve(w, r, &v)
 			return
 		}
 		http.Error(w, "no route", http.StatusNotFound)

@@ -3,8 +3,9 @@ package route
 import (
 	"cmp"
 	"net/http"
-	"path"
 	"strings"
+
+	"github.com/bouncerhq/bouncer/internal/urlpath"
 )
 
 // Host classes, from the least specific.
@@ -46,7 +47,7 @@ func compareMatchers(a, b matcher) int {
 }
 
 // matches reports whether a request for host (without its port) and the
-// clean path p belongs to the route.
+// canonical path p belongs to the route.
 func (m *matcher) matches(host, p string) bool {
 	switch m.class {
 	case exactHost:
@@ -58,16 +59,7 @@ func (m *matcher) matches(host, p string) bool {
 			return false
 		}
 	}
-	return hasPathPrefix(p, m.prefix)
-}
-
-// hasPathPrefix reports whether prefix is p or a run of p's whole
-// segments.
-func hasPathPrefix(p, prefix string) bool {
-	if !strings.HasPrefix(p, prefix) {
-		return false
-	}
-	return len(p) == len(prefix) || strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/'
+	return urlpath.HasPrefix(p, m.prefix)
 }
 
 // requestHost is r's host without port, brackets or a final dot.
@@ -81,26 +73,7 @@ func requestHost(r *http.Request) string {
 	} else if i := strings.IndexByte(h, ':'); i >= 0 && strings.LastIndexByte(h, ':') == i {
 		h = h[:i]
 	}
-	return strings.TrimSuffix(h, ".")
-}
-
-// cleanPath resolves p's "." and ".." segments and repeated slashes,
-// keeping a trailing slash, as net/http's ServeMux does.
-func cleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
-			return p
-		}
-		np += "/"
-	}
-	return np
+	return strings.ToLower(strings.TrimSuffix(h, "."))
 }
 
 // stripPrefix removes prefix from p, which has it, keeping a leading "/".

@@ -4,12 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httputil"
-	"net/textproto"
 	"strings"
+
+	"github.com/bouncerhq/bouncer/internal/urlpath"
 )
 
 // Target is where a request goes: a route and its upstreams. Table.Lookup
-// returns it; its ServeHTTP proxies the request. It is safe for
+// returns it; its Serve proxies the request. It is safe for
 // concurrent use.
 type Target struct {
 	// Route is the route as given to New. It must not be changed.
@@ -22,6 +23,8 @@ type Target struct {
 type exchange struct {
 	id   string // the request ID
 	grpc bool
+	view *View
+	body *clientBody // nil for a request without a body
 }
 
 type exchangeKey struct{}
@@ -29,33 +32,43 @@ type exchangeKey struct{}
 func exchangeOf(ctx context.Context) *exchange {
 	x, _ := ctx.Value(exchangeKey{}).(*exchange)
 	if x == nil {
-		return &exchange{}
+		return &exchange{view: &View{}}
 	}
 	return x
 }
 
-// ServeHTTP proxies r to the route's upstreams, as the Route's fields
-// say, and writes the answer to w: the upstream's, or a JSON error (502
-// bad_gateway, 503 no_healthy_upstream, 504 gateway_timeout) or, for a
-// gRPC request, the gRPC status UNAVAILABLE or DEADLINE_EXCEEDED. If the
-// client goes away, nothing is written.
+// Serve proxies r, whose View is v (NewView made it, and Lookup chose t
+// with it), to the route's upstreams, as the Route's fields say, and
+// writes the answer to w: the upstream's, or a JSON error (502
+// bad_gateway, 503 no_healthy_upstream, 504 gateway_timeout; for a
+// failure of the client, 400 bad_request, 408 request_timeout or 413
+// body_too_large) or, for a gRPC request, the matching gRPC status. If
+// the client goes away, nothing is written.
 //
-// The request sent upstream has the upstream's Host, the route's path
-// (stripped and below the upstream's base path, if so configured), no
-// hop-by-hop headers (Connection and the headers it names, Keep-Alive,
-// Proxy-*, TE except "trailers", Trailer, Transfer-Encoding, and Upgrade
-// except for an upgrade), and the request ID.
+// The request sent upstream has the upstream's Host, v's Path (stripped
+// and below the upstream's base path, if so configured), no hop-by-hop
+// headers (Connection and the headers it names, Keep-Alive, Proxy-*, TE
+// except "trailers", Trailer, Transfer-Encoding, and Upgrade except for
+// an upgrade), and the request ID.
+//
+// Failures are charged to whoever caused them: a request body that
+// cannot be read (malformed chunked encoding, a client that stalls or
+// goes away, more than the bound http.MaxBytesReader set) is the
+// client's, never counted against the upstream's health; only the
+// upstream's errors, timeouts and 5xx answers are.
 //
 // Security: the gateway is the trust boundary. Forwarding headers the
-// client sent (Forwarded, X-Real-Ip and every X-Forwarded-* header) are
-// dropped, not appended to, and X-Forwarded-For, X-Forwarded-Host,
-// X-Forwarded-Proto and an RFC 7239 Forwarded header
-// (for=client;host=...;proto=...) are set from the connection: the
-// client's address is the socket's peer, and the gateway must not sit
-// behind another proxy whose view upstreams need.
-func (t *Target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// client sent are dropped by NewView, not appended to, and
+// X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto and an RFC 7239
+// Forwarded header (for=client;host=...;proto=...) are set from v: the
+// client is v.Client, the address the limits counted.
+func (t *Target) Serve(w http.ResponseWriter, r *http.Request, v *View) {
 	e := t.entry
-	x := &exchange{id: requestID(r.Header.Get(e.table.idHeader)), grpc: isGRPC(r.Header)}
+	x := &exchange{id: requestID(r.Header.Get(e.table.idHeader)), grpc: isGRPC(r.Header), view: v}
+	if r.Body != nil && r.Body != http.NoBody {
+		x.body = &clientBody{ReadCloser: r.Body}
+		r.Body = x.body
+	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
 	if x.grpc {
 		e.stream.ServeHTTP(w, r)
@@ -69,40 +82,30 @@ func (t *Target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (e *entry) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeOf(pr.In.Context())
 	h := pr.Out.Header
-	for k := range h {
-		if strings.HasPrefix(textproto.CanonicalMIMEHeaderKey(k), "X-Forwarded-") {
-			delete(h, k)
-		}
-	}
-	h.Del("X-Real-Ip")
-	pr.SetXForwarded()
-	h.Set("Forwarded", forwarded(pr.In))
+	DropHeaders(h, e.table.idHeader) // its spellings with '_' too
 	h.Set(e.table.idHeader, x.id)
+	if c := x.view.Client; c.IsValid() {
+		h.Set("X-Forwarded-For", c.String())
+	}
+	h.Set("X-Forwarded-Host", pr.In.Host)
+	proto := "http"
+	if pr.In.TLS != nil {
+		proto = "https"
+	}
+	h.Set("X-Forwarded-Proto", proto)
+	h.Set("Forwarded", forwarded(x.view.Client, pr.In.Host, proto))
 	pr.Out.Host = "" // the upstream's
-	pr.Out.URL.Path, pr.Out.URL.RawPath = e.outPath(pr.In)
+	pr.Out.URL.RawPath = e.outPath(x.view.Path)
+	pr.Out.URL.Path = urlpath.Decode(pr.Out.URL.RawPath)
 }
 
-// outPath is the path to send for in, before the upstream's base: the
-// cleaned path, stripped of the prefix if the route says so. The escaped
-// form the client sent is kept when cleaning changed nothing and the
-// prefix can be stripped from it.
-func (e *entry) outPath(in *http.Request) (p, raw string) {
-	p = cleanPath(in.URL.Path)
-	if p == in.URL.Path {
-		raw = in.URL.RawPath
+// outPath is the escaped path to send for the canonical path p, before
+// the upstream's base: p, stripped of the prefix if the route says so.
+func (e *entry) outPath(p string) string {
+	if !e.route.StripPrefix || !urlpath.HasPrefix(p, e.route.PathPrefix) {
+		return p // the latter only if the caller skipped Lookup
 	}
-	if !e.route.StripPrefix || !hasPathPrefix(p, e.route.PathPrefix) {
-		return p, raw // the latter only if the caller skipped Lookup
-	}
-	p = stripPrefix(p, e.route.PathPrefix)
-	if raw != "" {
-		if escaped := in.URL.EscapedPath(); hasPathPrefix(escaped, e.route.PathPrefix) {
-			raw = stripPrefix(escaped, e.route.PathPrefix)
-		} else {
-			raw = ""
-		}
-	}
-	return p, raw
+	return stripPrefix(p, e.route.PathPrefix)
 }
 
 // modifyResponse is the reverse proxy's ModifyResponse.

@@ -17,11 +17,12 @@ type Route struct {
 	Host string
 
 	// PathPrefix is the start of the paths the route serves. It is
-	// required, starts with "/" and is clean (no "." or ".." segments, no
-	// "//"). It matches whole segments: "/api" matches /api, /api/ and
-	// /api/v1 but not /apiary; "/api/" matches /api/ and /api/v1 but not
-	// /api. Requests are matched on their cleaned path, which is also
-	// the path sent upstream, so that a prefix cannot be escaped with
+	// required, starts with "/" and is canonical (no "." or ".."
+	// segments, no "//", percent-encoded as View.Path is). It matches
+	// whole segments: "/api" matches /api, /api/ and /api/v1 but not
+	// /apiary; "/api/" matches /api/ and /api/v1 but not /api. Requests
+	// are matched on their View's canonical path, which is also the path
+	// sent upstream, so that a prefix cannot be escaped with
 	// "/api/../admin".
 	PathPrefix string
 

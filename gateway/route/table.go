@@ -209,25 +209,22 @@ func newTransport(h2c bool) *http.Transport {
 	return tr
 }
 
-// Lookup returns the target of the route r belongs to, or nil if none
-// matches. Routes whose Host matches r's host are tried, an exact host
-// before a wildcard (the longest first) before "", and within each the
-// longest PathPrefix matching r's cleaned path wins. Lookup does not
+// Lookup returns the target of the route a request of View v belongs to,
+// or nil if none matches. Routes whose Host matches v.Host are tried, an
+// exact host before a wildcard (the longest first) before "", and within
+// each the longest PathPrefix matching v.Path wins. Lookup does not
 // allocate.
-func (t *Table) Lookup(r *http.Request) *Target {
-	if r.URL == nil || !startsWithSlash(r.URL.Path) {
+func (t *Table) Lookup(v *View) *Target {
+	if v.Path == "" {
 		return nil // CONNECT, OPTIONS *
 	}
-	host, p := requestHost(r), cleanPath(r.URL.Path)
 	for _, e := range t.entries {
-		if e.matcher.matches(host, p) {
+		if e.matcher.matches(v.Host, v.Path) {
 			return &e.target
 		}
 	}
 	return nil
 }
-
-func startsWithSlash(p string) bool { return len(p) > 0 && p[0] == '/' }
 
 // Health returns the health of every upstream of every route, in the
 // order of the routes given to New and of their Upstreams.

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/bouncerhq/bouncer/internal/urlpath"
 )
 
 // validate checks routes, returning every problem found, each naming the
@@ -110,7 +112,8 @@ func checkHost(h string) error {
 	return nil
 }
 
-// checkPath accepts a clean absolute path; a trailing "/" is allowed.
+// checkPath accepts a canonical absolute path (package urlpath); a
+// trailing "/" is allowed.
 func checkPath(p string) error {
 	if !strings.HasPrefix(p, "/") {
 		return errors.New(`must start with "/"`)
@@ -118,8 +121,12 @@ func checkPath(p string) error {
 	if strings.ContainsAny(p, "?#") {
 		return errors.New("must not have a query or fragment")
 	}
-	if cleanPath(p) != p {
-		return fmt.Errorf("is not clean (%q)", cleanPath(p))
+	c, err := urlpath.Canonical(p)
+	if err != nil {
+		return err
+	}
+	if c != p {
+		return fmt.Errorf("is not canonical: write %q", c)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -168,6 +169,10 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *htt
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return nil, tooLarge()
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		// The client's slowness, not a malformed request.
+		return nil, &httpError{http.StatusRequestTimeout, codes.DeadlineExceeded, "transcode: the request's body came too slowly"}
 	}
 	if err != nil {
 		return nil, badRequest("reading the body: %v", err)
