@@ -8,13 +8,17 @@ import (
 	"github.com/bouncerhq/bouncer/clientip"
 )
 
-// ExcludePaths excludes requests whose URL path is one of paths, or, for
-// a path ending in "/", starts with it: ExcludePaths("/healthz",
-// "/static/").
+// ExcludePaths excludes requests whose canonical path (see Route) is one
+// of paths, or, for a path ending in "/", starts with it:
+// ExcludePaths("/healthz", "/static/"). Matching the canonical path keeps
+// /static/../api/expensive from passing as a static file. paths are
+// compared as written: give them in canonical form (no "//", "." or
+// ".." segments).
 func ExcludePaths(paths ...string) func(*http.Request) bool {
 	return func(r *http.Request) bool {
+		c := canonicalPath(r)
 		for _, p := range paths {
-			if r.URL.Path == p || strings.HasSuffix(p, "/") && strings.HasPrefix(r.URL.Path, p) {
+			if c == p || strings.HasSuffix(p, "/") && strings.HasPrefix(c, p) {
 				return true
 			}
 		}

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -80,5 +81,56 @@ func TestHostileInputs(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a malformed header line: %d, want 400", resp.StatusCode)
+	}
+}
+
+// A path-keyed rule counts every spelling of a path under one key, so
+// that /p//expensive and /p/x/../expensive cannot dodge a limit reached by
+// /p/expensive, in front of a handler that serves them as one; an
+// excluded prefix cannot be reached by a detour out of it.
+func TestPathSpellingsShareAKey(t *testing.T) {
+	s, _ := newStore(t)
+	rec := &recording{Limiter: s}
+	rules := []httplimit.Rule{{Name: "per_path", Key: httplimit.Route(), Limits: []bouncer.Limit{perMinute("m", 3)}}}
+	srv := serve(t, rec, rules, httplimit.Options{Exclude: httplimit.ExcludePaths("/static/")}, nil)
+	for i := range 3 {
+		if a := get(t, srv, "/p/expensive"); a.status != 200 {
+			t.Fatalf("request %d to /p/expensive: %d, want 200", i, a.status)
+		}
+	}
+	for _, p := range []string{"/p//expensive", "/p/./expensive", "/p/x/../expensive", "/p/%65xpensive", "//p/expensive", "/static/../p/expensive"} {
+		if a := get(t, srv, p); a.status != http.StatusTooManyRequests {
+			t.Errorf("%s after /p/expensive's limit: %d, want 429 (one path, one count)", p, a.status)
+		}
+	}
+	if a := get(t, srv, "/static/app.js"); a.status != 200 || a.header.Get("RateLimit") != "" {
+		t.Errorf("/static/app.js: %d with RateLimit %q, want 200, not limited", a.status, a.header.Get("RateLimit"))
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, k := range rec.keys {
+		if k != "per_path:/p/expensive" {
+			t.Errorf("store key %q, want per_path:/p/expensive alone", k)
+		}
+	}
+}
+
+// invalid is a limiter that finds every request invalid, as one that
+// bounds its keys would find a client's over-long one.
+type invalid struct{ bouncer.Limiter }
+
+func (invalid) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
+	return bouncer.Decision{}, fmt.Errorf("%w: key too long", bouncer.ErrInvalidRequest)
+}
+
+// A request the limiter finds invalid is the client's mistake: 400 in
+// JSON, never the 503 of an outage.
+func TestInvalidRequestIsA4xx(t *testing.T) {
+	s, _ := newStore(t)
+	rules := []httplimit.Rule{{Name: "all", Limits: []bouncer.Limit{perMinute("m", 3)}}}
+	srv := serve(t, invalid{s}, rules, httplimit.Options{}, nil)
+	a := get(t, srv, "/")
+	if a.status != http.StatusBadRequest || !strings.Contains(a.body, `"invalid_request"`) {
+		t.Fatalf("got %d %s, want 400 invalid_request", a.status, a.body)
 	}
 }

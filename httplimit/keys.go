@@ -6,6 +6,7 @@ import (
 
 	"github.com/bouncerhq/bouncer/clientip"
 	"github.com/bouncerhq/bouncer/internal/edge"
+	"github.com/bouncerhq/bouncer/internal/urlpath"
 )
 
 // A KeyFunc says whose count a request is charged to under a rule: it
@@ -104,15 +105,27 @@ func User() KeyFunc {
 
 // Route counts each route: the pattern of http.ServeMux that matched the
 // request (Request.Pattern, set when the middleware wraps a handler the
-// mux chose), or else the URL path, so that "/users/{id}" is one count
-// and not one per id where the mux routes first.
+// mux chose), so that "/users/{id}" is one count and not one per id where
+// the mux routes first; or else the request's path in its canonical
+// form: percent-encodings of unreserved characters decoded and the
+// others' hex digits upper-cased, "." and ".." segments resolved and "//"
+// collapsed. So /p//expensive, /p/./expensive and /p/x/../expensive are
+// one count with /p/expensive, as a handler behind that cleans paths (a
+// router, a reverse proxy) serves them as one.
 func Route() KeyFunc {
 	return func(r *http.Request) (string, bool) {
 		if r.Pattern != "" {
 			return r.Pattern, true
 		}
-		return r.URL.Path, true
+		return canonicalPath(r), true
 	}
+}
+
+// canonicalPath is r's path in its canonical form (package urlpath); a
+// path urlpath refuses is counted by the form it returns all the same.
+func canonicalPath(r *http.Request) string {
+	p, _ := urlpath.Canonical(r.URL.EscapedPath())
+	return p
 }
 
 // Method counts each HTTP method.

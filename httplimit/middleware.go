@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,7 +47,9 @@ type Options struct {
 
 	// OnError answers a request that could not be decided because the
 	// limiter failed (a store error its failure policy did not cover).
-	// Nil answers 503 with a JSON error and logs the error. Requests whose
+	// Nil answers 503 with a JSON error and logs the error, but 400
+	// invalid_request, logged at debug, for an error wrapping
+	// bouncer.ErrInvalidRequest: the request's own fault. Requests whose
 	// client went away are not answered.
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 
@@ -172,6 +175,13 @@ func (m *middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if m.o.OnError != nil {
 		m.o.OnError(w, r, err)
+		return
+	}
+	if errors.Is(err, bouncer.ErrInvalidRequest) {
+		// The request's own fault (such as a cost the limits can never
+		// hold), not an outage: a 4xx, logged at debug.
+		m.log.Debug("httplimit: invalid request", "method", r.Method, "err", err)
+		writeError(w, http.StatusBadRequest, "invalid_request", "the request cannot be decided: "+err.Error())
 		return
 	}
 	m.log.Error("httplimit: limiter failed", "method", r.Method, "path", r.URL.Path, "err", err)
