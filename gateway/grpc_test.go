@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/bouncerhq/bouncer/gateway"
+	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -158,5 +159,85 @@ routes:
 	resp.Body.Close()
 	if resp.StatusCode != 404 || !strings.Contains(string(body), `"not_found"`) {
 		t.Fatalf("Check of an unknown service: %d %s, want 404 not_found (NOT_FOUND)", resp.StatusCode, body)
+	}
+}
+
+// A transcoded call carries the caller's identity to the gRPC upstream
+// as metadata, set by the gateway: a client cannot remove it by naming
+// it in Connection, nor forge it with an underscore spelling, and the
+// API key does not go along.
+func TestTranscodedIdentity(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mds := make(chan metadata.MD, 4)
+	up := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		mds <- md
+		return h(ctx, req)
+	}))
+	healthpb.RegisterHealthServer(up, health.NewServer())
+	go up.Serve(lis)
+	defer up.Stop()
+	set := &descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{protodesc.ToFileDescriptorProto(healthpb.File_grpc_health_v1_health_proto)}}
+	b, err := proto.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "health.pb"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "g.yaml")
+	if err := os.WriteFile(file, []byte(`listeners: [{addr: "127.0.0.1:0"}]
+auth:
+  partners:
+    api_keys:
+      keys: [{id: acme, hash: "`+auth.HashKey("acme-secret-key")+`"}]
+routes:
+  - name: health-json
+    path_prefix: /grpc.health.v1.Health/
+    auth: partners
+    grpc: {descriptor_set: health.pb, upstream: h2c://`+lis.Addr().String()+`}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := gateway.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/grpc.health.v1.Health/Check", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", "acme-secret-key")
+	req.Header.Set("Connection", "X-Bouncer-Subject, X-Bouncer-Auth-Method")
+	req.Header["X_Bouncer_Plan"] = []string{"gold"}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST Check: %d %s, want 200", resp.StatusCode, body)
+	}
+	md := <-mds
+	if got := md.Get("x-bouncer-subject"); len(got) != 1 || got[0] != "acme" {
+		t.Errorf("upstream metadata x-bouncer-subject %q, want [acme]", got)
+	}
+	if got := md.Get("x-bouncer-auth-method"); len(got) != 1 || got[0] != "api_key" {
+		t.Errorf("upstream metadata x-bouncer-auth-method %q, want [api_key]", got)
+	}
+	for k := range md {
+		if k == "x_bouncer_plan" || k == "x-bouncer-plan" || k == "x-api-key" {
+			t.Errorf("upstream metadata has %s %q", k, md[k])
+		}
 	}
 }
