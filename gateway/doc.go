@@ -8,5 +8,11 @@
 // or transcodes JSON/HTTP to a gRPC upstream (package gateway/transcode).
 // A request that fails authentication is answered 401 and charged to
 // nobody; one over a limit gets 429 with the rate-limit headers of
-// package header. See docs/gateway.md.
+// package header.
+//
+// Every step reads one view of the request (route.NewView: its canonical
+// path, host and client), made once when the request arrives; the
+// headers the gateway owns are removed from the client's request in
+// every spelling and set last; and a failure is charged to whoever caused
+// it. See docs/gateway.md, "Security".
 package gateway
