@@ -226,14 +226,15 @@ func (s *Store) release(l *lane) {
 }
 
 // take removes up to Options.Batch waiters from l's queue, whose lock is
-// held, skipping those whose callers have gone.
+// held, skipping those whose callers have gone, or are going: a waiter
+// whose context is done returns without its reply (wait marks it gone).
 func (s *Store) take(l *lane) []*waiter {
 	var batch []*waiter
 	n := 0
 	for n < len(l.queue) && len(batch) < s.batch {
 		w := l.queue[n]
 		n++
-		if w.state.CompareAndSwap(queued, taken) {
+		if w.ctx.Err() == nil && w.state.CompareAndSwap(queued, taken) {
 			batch = append(batch, w)
 		}
 	}

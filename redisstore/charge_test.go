@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +82,50 @@ func TestClusterChargeDeniedAcrossBuckets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// On a Cluster, a check of keys in two groups whose caller cancels after
+// the first call was charged, before the second is sent: the first is
+// refunded all the same, and the caller gets its error, not a decision.
+func TestClusterCanceledBetweenCallsIsRefunded(t *testing.T) {
+	c := newClient(t, addrs(t, "BOUNCER_REDIS_CLUSTER_ADDRS"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var reads atomic.Int64
+	var o redisstore.Options
+	// The clock is read as each call is encoded: the second call goes to
+	// the client with ctx canceled.
+	redisstore.PinClock(&o, func() time.Time {
+		if reads.Add(1) == 2 {
+			cancel()
+		}
+		return storetest.Start
+	})
+	// A deadline no loaded machine misses: the first call must be decided.
+	o.Timeout = time.Minute
+	s := newStore(t, c, o)
+
+	l := bouncer.Limit{Name: "bucket", Algorithm: bouncer.TokenBucket, Rate: 1, Period: time.Hour, Burst: 3}
+	user, ip := "canceled-user", ""
+	for j := 0; ip == "" || redisstore.GroupOf(user) == redisstore.GroupOf(ip); j++ {
+		ip = fmt.Sprintf("canceled-ip-%d", j)
+	}
+	r := bouncer.Request{Cost: 1, Keys: []bouncer.KeyLimits{{Key: user, Limits: []bouncer.Limit{l}}, {Key: ip, Limits: []bouncer.Limit{l}}}}
+	if d, err := s.Check(ctx, r); !errors.Is(err, context.Canceled) {
+		t.Fatalf("check canceled between its calls: %+v, %v; want an error wrapping context.Canceled", d, err)
+	}
+	if n := reads.Load(); n != 3 {
+		t.Fatalf("%d calls encoded, want 3: the check's two and the refund of the first", n)
+	}
+	for _, key := range []string{user, ip} {
+		d, err := s.Check(context.Background(), bouncer.Request{Peek: true, Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}})
+		if err != nil || d.Degraded || d.Remaining != 3 {
+			t.Errorf("%s after the canceled check: %+v, %v; want all 3 remaining, decided by Redis", key, d, err)
+		}
+	}
+	if st := s.Stats(); st.Degraded != 0 || st.Failures != 0 || st.Slow != 0 {
+		t.Errorf("stats %+v; want nothing degraded, failed or slow", st)
 	}
 }
 

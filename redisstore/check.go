@@ -44,7 +44,9 @@ type result struct {
 
 // Check decides r; see bouncer.Limiter. Each script call gets the store's
 // Timeout; when Redis cannot answer, every limit decides by its
-// StoreErrorPolicy and the decision is marked Degraded.
+// StoreErrorPolicy and the decision is marked Degraded. A caller that
+// cancels ctx gets an error wrapping context.Canceled instead of a
+// decision (see fallback).
 func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
 	if !s.ready.Load() {
 		if err := s.validate(r); err != nil {
@@ -113,8 +115,10 @@ func (s *Store) checkInTurn(ctx context.Context, r bouncer.Request, cs []check) 
 }
 
 // refundAll gives the cost of cs back to the limits keep selects, best
-// effort.
+// effort, whether or not the caller still waits: a caller that canceled
+// between its calls is owed the refund all the same.
 func (s *Store) refundAll(ctx context.Context, cs []check, keep func(*ref) bool) {
+	ctx = context.WithoutCancel(ctx)
 	for i := range cs {
 		c := cs[i]
 		if c.cost <= 0 {
@@ -336,6 +340,12 @@ func (s *Store) run(ctx context.Context, o op, c *check) ([]result, error) {
 // Cluster, trying it again while a Cluster slot migrates, within ctx's
 // deadline; for a check it returns each one's results.
 func (s *Store) call(ctx context.Context, o op, cs []*check) ([][]result, error) {
+	if err := ctx.Err(); err != nil {
+		// The client would not send it either, but it might dial a
+		// connection with ctx first, and fail the calls that wait for
+		// that connection with ctx's error.
+		return nil, wrap(err)
+	}
 	keys, args := s.encode(o, cs)
 	fn := s.lib.check
 	switch o {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -35,7 +36,7 @@ func (s *Store) exec(ctx context.Context, fn string, keys, args []string) rueidi
 			s.lib.load(ctx, s.client)
 			r = fcall(ctx, s.client, fn, keys, args)
 		}
-		s.noteTrouble(r)
+		s.noteTrouble(ctx, r)
 		return r
 	}
 	if time.Since(epoch) >= time.Duration(s.guardUntil.Load()) {
@@ -56,10 +57,11 @@ func (s *Store) exec(ctx context.Context, fn string, keys, args []string) rueidi
 	}
 }
 
-// noteTrouble guards the calls of the next guardFor if r failed for
-// another reason than a Redis error reply.
-func (s *Store) noteTrouble(r rueidis.RedisResult) {
-	if r.NonRedisError() == nil {
+// noteTrouble guards the calls of the next guardFor if r, the result of
+// a call with ctx, failed for another reason than a Redis error reply or
+// a caller that canceled.
+func (s *Store) noteTrouble(ctx context.Context, r rueidis.RedisResult) {
+	if r.NonRedisError() == nil || errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
 	d := max(guardFor, 2*s.health.openFor)

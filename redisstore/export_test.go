@@ -33,6 +33,9 @@ func SetHealthHooks(o *Options, clock func() time.Time, ping func(ctx context.Co
 	o.clock, o.ping = clock, ping
 }
 
+// Guarded reports whether s's calls run guarded now (see guardFor).
+func Guarded(s *Store) bool { return time.Since(epoch) < time.Duration(s.guardUntil.Load()) }
+
 // Settle waits until no liveness probe of s is in flight (and, for a
 // store still connecting, until it connects or closes).
 func Settle(s *Store) { s.health.wg.Wait() }

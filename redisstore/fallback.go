@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/bouncerhq/bouncer"
 )
@@ -10,8 +11,13 @@ import (
 // its policy. A limit with StoreErrorDeny denies (a peek, always allowed,
 // sees it exhausted); the limits with StoreErrorLocal are checked, all or
 // nothing, in the local in-memory store; StoreErrorAllow limits allow.
-// The decision is marked Degraded.
+// The decision is marked Degraded. A caller that canceled ctx gets an
+// error wrapping context.Canceled instead: nobody waits for its decision,
+// which would charge the local store for a request that is not served.
 func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bouncer.Decision, error) {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return bouncer.Decision{}, wrap(ctx.Err())
+	}
 	s.degraded.Add(1)
 	var local []bouncer.KeyLimits
 	var deny *bouncer.Limit

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/storetest"
 )
@@ -282,28 +284,101 @@ func TestStoreErrorStats(t *testing.T) {
 	})
 }
 
-// A caller that gives up says nothing about Redis: its canceled call is
-// neither a failure nor a success to the breaker, and starts no probe.
+// A caller that gives up says nothing about Redis, and leaves nothing
+// behind: its check returns an error wrapping context.Canceled, no
+// decision; its call is neither a failure nor a success to the breaker
+// and starts no probe; it charges no local limit, holds no call of its
+// lane, and does not make the calls after it run guarded (deadline.go),
+// whether its context was canceled before the check or during its call.
 func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	r := oneKey("k", 1, bucket3("b", bouncer.StoreErrorDefault))
+	l := bucket3("b", bouncer.StoreErrorDefault)
+	r := oneKey("k", 1, l)
+
+	// newCanceledStore makes a store on cc whose probes fail (so that a
+	// probe would open the breaker) and whose local store is local; hook,
+	// if set, pins the scripts' clock.
+	newCanceledStore := func(t *testing.T, cc rueidis.Client, local bouncer.Limiter, hook func() time.Time) *redisstore.Store {
+		t.Helper()
+		o := redisstore.Options{Local: local}
+		redisstore.SetHealthHooks(&o, nil, func(context.Context, string) error { return errors.New("probed") })
+		if hook != nil {
+			redisstore.PinClock(&o, hook)
+		}
+		return newStore(t, cc, o)
+	}
+	// wantGone asserts that a canceled check returned the caller's error.
+	wantGone := func(t *testing.T, d bouncer.Decision, err error) {
+		t.Helper()
+		if !errors.Is(err, context.Canceled) || d != (bouncer.Decision{}) {
+			t.Fatalf("check of a canceled caller: %+v, %v; want no decision and an error wrapping context.Canceled", d, err)
+		}
+	}
+	// wantNothingLeft asserts that the canceled checks of s left nothing
+	// behind, and that Redis decides the next check: on a machine so
+	// loaded that its call misses the store's deadline, it is degraded,
+	// but then for that reason, and allowed by the untouched local limit.
+	wantNothingLeft := func(t *testing.T, s *redisstore.Store, local bouncer.Limiter) {
+		t.Helper()
+		redisstore.Settle(s)
+		st := s.Stats()
+		if st.Failures != 0 || st.Slow != 0 || st.Degraded != 0 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError != nil {
+			t.Fatalf("after checks of a canceled caller: %+v; want no failure, nothing slow or degraded, no probe and the breaker closed", st)
+		}
+		if n := redisstore.LaneInFlight(s); n[0] != 0 {
+			t.Fatalf("after checks of a canceled caller: %d calls of the lane in flight, want 0", n[0])
+		}
+		if redisstore.Guarded(s) {
+			t.Fatal("after checks of a canceled caller: calls run guarded, as after a connection error or a timeout")
+		}
+		if d, err := local.Check(context.Background(), oneKey("k", 0, l)); err != nil || d.Remaining != 3 {
+			t.Fatalf("local limit after checks of a canceled caller: %+v, %v; want all 3 remaining", d, err)
+		}
+		d, err := s.Check(context.Background(), r)
+		if err != nil || !d.Allowed {
+			t.Fatalf("check after the canceled ones: %+v, %v; want allowed", d, err)
+		}
+		if st := s.Stats(); d.Degraded && st.Slow+st.Failures == 0 {
+			t.Fatalf("check after the canceled ones: %+v, degraded with no slow or failed call (%+v): the canceled checks left something in its way", d, st)
+		}
+	}
 
 	t.Run("not_a_failure", func(t *testing.T) {
-		o := redisstore.Options{}
-		redisstore.SetHealthHooks(&o, nil, func(context.Context, string) error { return errors.New("probed") })
-		s := newStore(t, c, o)
+		local := memstore.New(memstore.Options{})
+		defer local.Close()
+		cc := &doneCounter{Client: c}
+		s := newCanceledStore(t, cc, local, nil)
 		for range 3 {
-			s.Check(canceled, r)
+			d, err := s.Check(canceled, r)
+			wantGone(t, d, err)
 		}
-		redisstore.Settle(s)
-		if st := s.Stats(); st.Failures != 0 || st.Slow != 0 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError != nil {
-			t.Fatalf("after 3 checks of a canceled caller: %+v; want no failure, nothing slow, no probe and the breaker closed", st)
+		rs := []bouncer.Request{r, oneKey("k2", 1, l)}
+		ds, errs := make([]bouncer.Decision, len(rs)), make([]error, len(rs))
+		s.CheckEach(canceled, rs, ds, errs)
+		for i := range rs {
+			wantGone(t, ds[i], errs[i])
 		}
-		if d := mustCheck(t, s, r, false); !d.Allowed {
-			t.Fatalf("check after the canceled ones: %+v; want allowed by Redis", d)
+		// The client never saw them: given a call with a done context, it
+		// may dial a connection with it, and fail other callers' calls
+		// waiting for that connection with "operation was canceled".
+		if n := cc.done.Load(); n != 0 {
+			t.Fatalf("%d calls went to the client with the caller's context done; want none", n)
 		}
+		wantNothingLeft(t, s, local)
+	})
+
+	t.Run("canceled_during_the_call", func(t *testing.T) {
+		local := memstore.New(memstore.Options{})
+		defer local.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		// The clock is read as the call is encoded, after the store
+		// looked at ctx: the client gets the call with ctx canceled.
+		s := newCanceledStore(t, c, local, func() time.Time { cancel(); return time.Now() })
+		d, err := s.Check(ctx, r)
+		wantGone(t, d, err)
+		wantNothingLeft(t, s, local)
 	})
 
 	t.Run("canceled_trial", func(t *testing.T) {
@@ -329,6 +404,20 @@ func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 			t.Fatalf("a call went to Redis right after a late trial: %+v; want the 3 calls before", st)
 		}
 	})
+}
+
+// doneCounter is a client that counts the calls it gets with their
+// context done.
+type doneCounter struct {
+	rueidis.Client
+	done atomic.Int64
+}
+
+func (c *doneCounter) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if ctx.Err() != nil {
+		c.done.Add(1)
+	}
+	return c.Client.Do(ctx, cmd)
 }
 
 // A store that connects itself starts while Redis is unreachable: New
