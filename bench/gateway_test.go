@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,9 @@ var gwCallers = []int{1, 64}
 //	requests/s         b.N over the wall time of the run
 //	p50-µs             median latency of one request, as its caller sees it
 //	p99-µs             99th percentile
+//	cpu-µs/op          CPU time the whole process (callers, proxy,
+//	                   upstream) used, over b.N: the proxy's cost beside
+//	                   another's, whatever else the machine runs
 //	upstream-conns/op  connections the upstream accepted during the run,
 //	                   over b.N: how often the proxy's transport had to
 //	                   dial instead of reusing an idle connection
@@ -146,9 +150,11 @@ func gwRun(b *testing.B, url, token string, clients []*http.Client) (degraded in
 	runtime.GC()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	close(start)
 	wg.Wait()
 	b.StopTimer()
+	cpu := processCPU(b) - cpu0
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d requests failed or not answered 200 with the upstream's body (first: %v), want all allowed", f, *firstErr.Load())
 	}
@@ -156,7 +162,20 @@ func gwRun(b *testing.B, url, token string, clients []*http.Client) (degraded in
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
 	b.ReportMetric(micros(percentile(lat, 0.50)), "p50-µs")
 	b.ReportMetric(micros(percentile(lat, 0.99)), "p99-µs")
+	b.ReportMetric(micros(cpu)/float64(b.N), "cpu-µs/op")
 	return deg.Load()
+}
+
+// processCPU is the CPU time, user and system, the process has used: the
+// clients', the proxy's and the upstream's together. Unlike the wall
+// time, it does not grow when something else on the machine takes the
+// CPU.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // gwGet makes a GET of url with c, carrying token as a bearer token

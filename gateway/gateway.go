@@ -322,6 +322,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h == nil {
 			return
 		}
+		if !h.resp.Holds(heldUntilEnd) {
+			t.serve(rt, sw, r, &v)
+			return
+		}
 		// What the request holds — leases, and units of rules that
 		// refund_on_5xx — goes back when it ends: when the upstream has
 		// answered (a WebSocket or gRPC stream, when it closes), or as
@@ -380,6 +384,12 @@ type held struct {
 	resp rules.Response
 	once sync.Once
 	mu   sync.Mutex // Refund is not safe on one Response at once
+}
+
+// heldUntilEnd selects what a request holds until it ends: concurrency leases,
+// and the units of rules that refund_on_5xx.
+func heldUntilEnd(r *rules.Rule, l bouncer.Limit) bool {
+	return l.Algorithm == bouncer.Concurrency || r != nil && r.RefundOn5xx
 }
 
 // release gives back the request's concurrency leases, once.

@@ -25,6 +25,20 @@ func (r *Response) charged(m *matched, dec bouncer.Decision) {
 	}
 }
 
+// Holds reports whether Decide charged, for resp, a limit that only
+// selects (see Refund): whether a Refund with only would give anything
+// back. A caller that holds nothing can skip tracking the request's end.
+func (r *Response) Holds(only func(r *Rule, l bouncer.Limit) bool) bool {
+	for _, c := range r.charges {
+		for _, l := range c.limits {
+			if only(c.rule, l) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Refund gives back units that Decide charged for resp, for a caller that
 // learns how the request ended: it releases concurrency leases when the
 // request ends, and gives units back when the request failed (those of

@@ -318,3 +318,41 @@ func TestRefundAfterSwap(t *testing.T) {
 		t.Errorf("the old config's limits: got %q, want %q", got, want)
 	}
 }
+
+// Holds tells whether a response charged a limit a Refund would give
+// back, so that a caller holding nothing need not track the request's end.
+func TestHolds(t *testing.T) {
+	cfg, err := rules.LoadOptions{AllowConcurrency: true}.Parse("r.yaml", []byte(`domain: d
+rules:
+  - name: conc
+    match: [{key: c}]
+    algorithm: concurrency
+    limits: [{name: n, rate: 2, period: 1m}]
+  - name: plain
+    match: [{key: p}]
+    limits: [{name: m, rate: 5, period: 1m}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rules.NewEngine(cfg, memstore.New(memstore.Options{}))
+	conc := func(_ *rules.Rule, l bouncer.Limit) bool { return l.Algorithm == bouncer.Concurrency }
+	for _, tc := range []struct {
+		key  string
+		want bool
+	}{{"c", true}, {"p", false}} {
+		resp, err := e.Decide(context.Background(), rules.Request{Domain: "d", Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: tc.key, Value: "v"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Holds(conc); got != tc.want {
+			t.Errorf("%s: Holds(concurrency) = %v, want %v", tc.key, got, tc.want)
+		}
+		if err := e.Refund(context.Background(), &resp, conc); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Holds(conc) {
+			t.Errorf("%s: Holds after the refund, want nothing left", tc.key)
+		}
+	}
+}

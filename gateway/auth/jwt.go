@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -115,6 +116,9 @@ type JWT struct {
 	planClaim    string
 	static       []*key
 	remotes      []*remote
+	skew         time.Duration
+	now          func() time.Time
+	verified     verifiedTokens
 
 	lookups atomic.Int64 // key lookups, which tests count
 	cancel  context.CancelFunc
@@ -176,6 +180,7 @@ func NewJWT(c JWTConfig, o Options) (*JWT, error) {
 	if now == nil {
 		now = time.Now
 	}
+	j.skew, j.now = skew, now
 	client := o.HTTPClient
 	if client == nil {
 		client = http.DefaultClient
@@ -308,10 +313,23 @@ func (j *JWT) Close() {
 // A token whose kid no key holds makes the JWK Sets at a URL be fetched
 // again (see KeySource.JWKSURL); the request waits for that fetch, or
 // until its context is done.
+//
+// A token that verified is remembered (up to 4096 of them, by the SHA-256
+// of its bytes): presented again, it is not parsed and verified again
+// while its times allow it and every JWK Set is the one it was verified
+// with; a token that failed is never remembered.
 func (j *JWT) Authenticate(r *http.Request) (Identity, error) {
 	raw, err := j.token(r)
 	if err != nil {
 		return Identity{}, err
+	}
+	sum := sha256.Sum256([]byte(raw))
+	if id, ok := j.verified.get(sum, j.now(), j.remotes); ok {
+		return id, nil
+	}
+	var keysets []*[]*key // before verifying: a refresh meanwhile forgets the token
+	for _, r := range j.remotes {
+		keysets = append(keysets, r.keys.Load())
 	}
 	claims := jwt.MapClaims{}
 	tok, err := j.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
@@ -336,7 +354,9 @@ func (j *JWT) Authenticate(r *http.Request) (Identity, error) {
 		}
 	}
 	kid, _ := tok.Header["kid"].(string)
-	return Identity{Subject: sub, Plan: plan, Method: MethodJWT, KeyID: kid, Claims: claims}, nil
+	id := Identity{Subject: sub, Plan: plan, Method: MethodJWT, KeyID: kid, Claims: claims}
+	j.verified.put(sum, id, claims, j.skew, keysets)
+	return id, nil
 }
 
 // token returns the token r carries, before anything of it is decoded.

@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -363,5 +364,80 @@ func TestJWTConcurrent(t *testing.T) {
 	}
 	if got := srv.hits.Load(); got != 1 {
 		t.Errorf("got %d fetches, want 1", got)
+	}
+}
+
+// TestJWTVerifiedTokens checks what a token presented again skips and
+// what it does not: it is not verified again (no key lookup), but its
+// times are checked every time, a token that failed is verified every
+// time, each caller gets claims of its own, and the tokens remembered
+// are bounded.
+func TestJWTVerifiedTokens(t *testing.T) {
+	clk := newClock()
+	rs := signerFor(RS256)
+	j := newJWT(t, JWTConfig{Keys: []KeySource{{File: keyFile(t, rs), Algorithms: []string{RS256}}}}, Options{Now: clk.Now})
+	c := claimsAt(clk.Now())
+	c["exp"] = clk.Now().Add(time.Minute).Unix()
+	tok := sign(t, rs, "", c)
+	for i := range 3 {
+		before := j.lookups.Load()
+		id, err := j.Authenticate(bearer(tok))
+		if err != nil {
+			t.Fatalf("use %d: %v", i, err)
+		}
+		want := int64(0)
+		if i == 0 {
+			want = 1
+		}
+		if got := j.lookups.Load() - before; got != want {
+			t.Errorf("use %d: %d key lookups, want %d", i, got, want)
+		}
+		if id.Subject != "alice" || id.Claims["sub"] != "alice" {
+			t.Errorf("use %d: %+v, want alice with her claims", i, id)
+		}
+		id.Claims["sub"] = "mallory" // a caller's copy
+	}
+	// Past exp and the skew, the remembered token is refused as expired.
+	clk.Advance(time.Minute + defaultSkew)
+	if _, err := j.Authenticate(bearer(tok)); !errors.Is(err, jwt.ErrTokenExpired) {
+		t.Errorf("after exp and the skew: %v, want ErrTokenExpired", err)
+	}
+
+	// A token not valid yet is refused, and not remembered: it is
+	// accepted once its time comes.
+	c = claimsAt(clk.Now())
+	c["nbf"] = clk.Now().Add(time.Hour).Unix()
+	early := sign(t, rs, "", c)
+	if _, err := j.Authenticate(bearer(early)); !errors.Is(err, jwt.ErrTokenNotValidYet) {
+		t.Fatalf("before nbf: %v, want ErrTokenNotValidYet", err)
+	}
+	clk.Advance(time.Hour)
+	if _, err := j.Authenticate(bearer(early)); err != nil {
+		t.Fatalf("after nbf: %v", err)
+	}
+
+	// A token that failed is verified every time it comes.
+	forged := tok[:len(tok)-4] + "AAAA"
+	before := j.lookups.Load()
+	for range 3 {
+		if _, err := j.Authenticate(bearer(forged)); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a forged token: %v, want ErrUnauthenticated", err)
+		}
+	}
+	if got := j.lookups.Load() - before; got != 3 {
+		t.Errorf("a forged token three times: %d key lookups, want 3", got)
+	}
+
+	// The tokens remembered are bounded.
+	for i := range maxVerified + 500 {
+		sum := sha256.Sum256(fmt.Append(nil, "token ", i))
+		j.verified.put(sum, Identity{Subject: "alice"}, claimsAt(clk.Now()), defaultSkew, nil)
+	}
+	n := 0
+	for i := range j.verified.shards {
+		n += len(j.verified.shards[i].m)
+	}
+	if n > maxVerified {
+		t.Errorf("%d tokens remembered, want at most %d", n, maxVerified)
 	}
 }

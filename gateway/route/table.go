@@ -172,6 +172,7 @@ func (e *entry) proxy(flush time.Duration) *httputil.ReverseProxy {
 		FlushInterval:  flush,
 		ModifyResponse: e.modifyResponse,
 		ErrorHandler:   e.fail,
+		BufferPool:     buffers,
 		// Its lines would be per request; the failures it reports reach
 		// the client, and the gateway's access log, as statuses.
 		ErrorLog: log.New(io.Discard, "", 0),
@@ -182,6 +183,21 @@ func (t *Table) own(tr *http.Transport) *http.Transport {
 	t.owned = append(t.owned, tr)
 	return tr
 }
+
+// buffers lend the reverse proxies the buffers they copy response bodies
+// through, which they would otherwise allocate, 32 KiB a request.
+var buffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // newTransport makes a transport for upstreams: a clone of
 // http.DefaultTransport (or of its settings, if it was replaced), tuned
