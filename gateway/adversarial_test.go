@@ -67,6 +67,12 @@ auth:
       keys: [{file: hs256.key, algorithms: [HS256]}]
       issuer: https://issuer.test
       audience: [api]
+  tokens:
+    jwt:
+      keys: [{file: hs256.key, algorithms: [HS256]}]
+      issuer: https://issuer.test
+      audience: [api]
+      header: X-Token
   partners:
     api_keys:
       query: api_key
@@ -84,6 +90,11 @@ routes:
     path_prefix: /users/
     upstreams: [UPSTREAM]
     auth: users
+    limits: {domain: api, descriptors: [[user_id]]}
+  - name: tokens
+    path_prefix: /tok/
+    upstreams: [UPSTREAM]
+    auth: tokens
     limits: {domain: api, descriptors: [[user_id]]}
   - name: partners
     path_prefix: /keys/
@@ -321,7 +332,8 @@ func sees(uri string, name string, want ...string) func(*testing.T, upstreamSaw)
 }
 
 func TestAdversarial(t *testing.T) {
-	alice := "Authorization: Bearer " + token(t, nil)
+	aliceToken := token(t, nil)
+	alice := "Authorization: Bearer " + aliceToken
 	exhaustPath := []string{get("/p/expensive"), get("/p/expensive"), get("/p/expensive")}
 	ipKey := "api:client_ip:127.0.0.1/32"
 	longHeader := strings.Repeat("t", rules.MaxValueLen+1)
@@ -381,6 +393,10 @@ func TestAdversarial(t *testing.T) {
 			upstream: sees("/keys/a", "X-Api-Key"), charged: []string{"api:api_key:acme"}},
 		{name: "api key/query not forwarded", send: get("/keys/a?api_key=acme-secret-key&x=1"), status: 200,
 			upstream: sees("/keys/a?x=1", "X-Api-Key"), charged: []string{"api:api_key:acme"}},
+		{name: "api key/query with a ';' separator", send: get("/keys/a?x=1;api_key=other-key", "X-API-Key: acme-secret-key"), status: 200,
+			upstream: sees("/keys/a", "X-Api-Key"), charged: []string{"api:api_key:acme"}},
+		{name: "jwt/underscore copy of the token header", send: get("/tok/a", "X-Token: "+aliceToken, "X_Token: forged"), status: 200,
+			upstream: sees("/tok/a", "X-Token", aliceToken), charged: []string{"api:user_id:alice"}},
 		{name: "api key/header beside an underscore copy", send: get("/keys/a", "X-API-Key: acme-secret-key", "X_API_Key: acme-secret-key"), status: 200,
 			upstream: sees("/keys/a", "X-Api-Key"), charged: []string{"api:api_key:acme"}},
 

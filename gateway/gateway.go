@@ -88,8 +88,10 @@ type runtimeRoute struct {
 	// keyHeader and keyQuery are where an API key may come; both are
 	// taken out before proxying ("" for routes without API keys).
 	keyHeader, keyQuery string
-	// limited are the headers the route's limits count by.
-	limited []string
+	// read are the headers the gateway reads a value of on this route:
+	// those the limits count by, and a JWT's; each must come once, in
+	// one spelling (see oneSpelling).
+	read []string
 	grpc    http.Handler // a transcoding route's handler; nil for a proxy
 }
 
@@ -149,12 +151,14 @@ func New(cfg *Config, o Options) (g *Gateway, err error) {
 		rr := &runtimeRoute{cfg: r, auth: auths[r.Auth]}
 		if a, ok := cfg.Auth[r.Auth]; ok && a.APIKeys != nil {
 			rr.keyHeader, rr.keyQuery = cmp.Or(a.APIKeys.Header, auth.DefaultAPIKeyHeader), a.APIKeys.Query
+		} else if ok && a.JWT != nil {
+			rr.read = append(rr.read, http.CanonicalHeaderKey(cmp.Or(a.JWT.Header, "Authorization")))
 		}
 		if r.Limits != nil {
 			for _, d := range r.Limits.Descriptors {
 				for _, e := range d {
 					if h, ok := strings.CutPrefix(e.Fact, "header:"); ok {
-						rr.limited = append(rr.limited, http.CanonicalHeaderKey(h))
+						rr.read = append(rr.read, http.CanonicalHeaderKey(h))
 					}
 				}
 			}
@@ -285,7 +289,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(sw, r.Body, rt.cfg.MaxBodyBytes)
-	if msg := oneSpelling(r.Header, rt.limited); msg != "" {
+	if msg := oneSpelling(r.Header, rt.read); msg != "" {
 		entry.denied = "bad_header"
 		writeError(sw, r, http.StatusBadRequest, "bad_header", msg)
 		return
@@ -308,11 +312,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The key is the caller's secret: the upstream gets it from
 		// neither place.
 		route.DropHeaders(r.Header, rt.keyHeader)
-		if rt.keyQuery != "" {
-			if q := r.URL.Query(); q.Has(rt.keyQuery) {
-				q.Del(rt.keyQuery)
-				r.URL.RawQuery = q.Encode()
-			}
+		if rt.keyQuery != "" && r.URL.RawQuery != "" {
+			// Rebuilt from what the gateway parsed, so that no spelling
+			// it could not read (a ';' separator) carries a key along.
+			q := r.URL.Query()
+			q.Del(rt.keyQuery)
+			r.URL.RawQuery = q.Encode()
 		}
 	}
 	auth.ForwardHeaders(r.Header, id, "")
@@ -346,10 +351,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t.serve(rt, sw, r, &v)
 }
 
-// oneSpelling makes sure each header in names has one value in one
-// spelling: it drops the spellings with '_' (the limits read the header
-// as named, an upstream may read either), and reports a header sent more
-// than once, whose values a limit and an upstream could read apart.
+// oneSpelling makes sure each header in names, which the gateway reads,
+// has one value in one spelling: it drops the spellings with '_' (the
+// gateway reads the header as named, an upstream may read either), and
+// reports a header sent more than once, whose values the gateway and an
+// upstream could read apart.
 func oneSpelling(h http.Header, names []string) string {
 	for _, name := range names {
 		vs := h[name]
@@ -359,7 +365,7 @@ func oneSpelling(h http.Header, names []string) string {
 			h[name] = vs
 		}
 		if len(vs) > 1 {
-			return fmt.Sprintf("the header %s, which a limit counts by, is sent %d times", name, len(vs))
+			return fmt.Sprintf("the header %s, which the gateway reads, is sent %d times", name, len(vs))
 		}
 	}
 	return ""
