@@ -92,7 +92,7 @@ type runtimeRoute struct {
 	// those the limits count by, and a JWT's; each must come once, in
 	// one spelling (see oneSpelling).
 	read []string
-	grpc    http.Handler // a transcoding route's handler; nil for a proxy
+	grpc http.Handler // a transcoding route's handler; nil for a proxy
 }
 
 // New builds the gateway of cfg. It loads the routes' keys and descriptor
