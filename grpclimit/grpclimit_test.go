@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -418,6 +419,14 @@ func TestRefundOnError(t *testing.T) {
 	}
 }
 
+// invalid is a limiter that finds every request invalid, as one that
+// bounds its keys would find a client's over-long one.
+type invalid struct{ bouncer.Limiter }
+
+func (invalid) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
+	return bouncer.Decision{}, fmt.Errorf("%w: key too long", bouncer.ErrInvalidRequest)
+}
+
 func TestLimiterErrorsAndDegradedDecisions(t *testing.T) {
 	s, _ := newStore(t)
 	rules := []grpclimit.Rule{{Name: "g", Limits: []bouncer.Limit{perMinute("m", 1)}}}
@@ -428,6 +437,12 @@ func TestLimiterErrorsAndDegradedDecisions(t *testing.T) {
 		}
 		if r := end(srv.open(t.Context(), t)); r.code != codes.Unavailable {
 			t.Fatalf("store error on a stream: %v, want Unavailable", r)
+		}
+	})
+	t.Run("invalid request", func(t *testing.T) {
+		srv := serve(t, invalid{Limiter: s}, rules, grpclimit.Options{Logger: discard()})
+		if r := srv.check(t); r.code != codes.InvalidArgument {
+			t.Fatalf("an invalid request: %v, want InvalidArgument (the caller's fault, not an outage)", r)
 		}
 	})
 	t.Run("OnError", func(t *testing.T) {

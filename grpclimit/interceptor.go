@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -49,8 +50,10 @@ type Options struct {
 	// because the limiter failed (a store error its failure policy did
 	// not cover): it returns the error, preferably a status, that the call
 	// fails with, or nil to let the call through unlimited. Nil logs the
-	// error and fails the call with Unavailable. A call whose client went
-	// away fails with its context's error, without OnError.
+	// error and fails the call with Unavailable, but with InvalidArgument,
+	// logged at debug, for an error wrapping bouncer.ErrInvalidRequest: the
+	// call's own fault. A call whose client went away fails with its
+	// context's error, without OnError.
 	OnError func(ctx context.Context, err error) error
 
 	// MaxDelay bounds how long a shaping rule holds a call; one that
@@ -245,6 +248,11 @@ func (in *Interceptor) fail(ctx context.Context, method string, err error) error
 	}
 	if in.o.OnError != nil {
 		return in.o.OnError(ctx, err)
+	}
+	if errors.Is(err, bouncer.ErrInvalidRequest) {
+		// The call's own fault, not an outage: logged at debug.
+		in.log.Debug("grpclimit: invalid request", "method", method, "err", err)
+		return status.Error(codes.InvalidArgument, "the call cannot be decided: "+err.Error())
 	}
 	in.log.Error("grpclimit: limiter failed", "method", method, "err", err)
 	return status.Error(codes.Unavailable, "the rate limiter could not decide this call")
