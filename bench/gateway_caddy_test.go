@@ -22,7 +22,7 @@ import (
 // storage) in temporary ones, and its own log at ERROR (it logs nothing
 // per request at its defaults). Caddy runs one config per process: the
 // one started here is stopped when tb ends.
-func startCaddy(tb testing.TB, upstream string) (string, func() error) {
+func startCaddy(tb testing.TB, upstream string) gwProxy {
 	tb.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
@@ -63,5 +63,5 @@ func startCaddy(tb testing.TB, upstream string) (string, func() error) {
 	if srv == nil || len(srv.Listeners()) != 1 {
 		tb.Fatalf("Caddy's server: %v, want one listener", srv)
 	}
-	return "http://" + srv.Listeners()[0].Addr().String(), nil
+	return gwProxy{url: "http://" + srv.Listeners()[0].Addr().String()}
 }

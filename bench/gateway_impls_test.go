@@ -27,27 +27,49 @@ import (
 	"github.com/bouncerhq/bouncer/rules"
 )
 
-// gwImpl is one proxy under test in front of an upstream. start serves
-// it on a loopback listener in front of upstream (a URL) and returns its
-// URL; what it starts is stopped by tb's cleanups. stats, when not nil,
-// reports an error if the store decided anything without its backend
-// (the Redis store's own count).
+// gwImpl is one proxy under test in front of an upstream.
 type gwImpl struct {
-	name  string
-	start func(tb testing.TB, upstream string) (url string, stats func() error)
+	name string
+	// start serves the implementation on a loopback listener in front of
+	// upstream (a URL); what it starts is stopped by tb's cleanups.
+	start func(tb testing.TB, upstream string) gwProxy
 	// gateway is whether the implementation authenticates (401 without
 	// the token) and limits (rate-limit headers on every answer).
 	gateway bool
+	// keepaliveRequests is how many requests the proxy serves on one
+	// client connection before closing it, at its defaults; 0 is no
+	// limit.
+	keepaliveRequests int
+	// limited, when not nil, starts the implementation as start does but
+	// with a limit of one request a minute per token, and returns its
+	// URL: for TestGatewayBenchSetup to check that a peer whose answers
+	// do not show its limit applies one.
+	limited func(tb testing.TB, upstream string) string
+}
+
+// gwProxy is a started implementation: its URL and what the benchmark
+// asks it.
+type gwProxy struct {
+	url string
+	// stats, when not nil, reports an error if the store decided
+	// anything without its backend (the Redis store's own count).
+	stats func() error
+	// cpu, when not nil, returns the CPU time the implementation's
+	// processes other than the benchmark's have used so far (nginx's
+	// master and workers), which the benchmark adds to its own.
+	cpu func() (time.Duration, error)
 }
 
 // gwBare is the baseline: a reverse proxy and nothing else.
 const gwBare = "bare-reverseproxy"
 
+// gwImpls are BenchmarkGateway's implementations; on Linux,
+// gateway_nginx_test.go adds nginx (gwNginx) after them.
 var gwImpls = []gwImpl{
-	{gwBare, startBareProxy, false},
-	{"bouncer-gateway-memory", startGatewayMemory, true},
-	{"bouncer-gateway-redis", startGatewayRedis, true},
-	{"caddy-reverseproxy", startCaddy, false},
+	{name: gwBare, start: startBareProxy},
+	{name: "bouncer-gateway-memory", start: startGatewayMemory, gateway: true},
+	{name: "bouncer-gateway-redis", start: startGatewayRedis, gateway: true},
+	{name: "caddy-reverseproxy", start: startCaddy},
 }
 
 // gwPath is the path every request of the gateway benchmarks asks for,
@@ -108,26 +130,26 @@ func gwToken(tb testing.TB) string {
 
 // startBareProxy is httputil.NewSingleHostReverseProxy at its defaults
 // (http.DefaultTransport: at most 2 idle connections to the upstream).
-func startBareProxy(tb testing.TB, upstream string) (string, func() error) {
+func startBareProxy(tb testing.TB, upstream string) gwProxy {
 	tb.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return gwServe(tb, httputil.NewSingleHostReverseProxy(u)), nil
+	return gwProxy{url: gwServe(tb, httputil.NewSingleHostReverseProxy(u))}
 }
 
-func startGatewayMemory(tb testing.TB, upstream string) (string, func() error) {
+func startGatewayMemory(tb testing.TB, upstream string) gwProxy {
 	tb.Helper()
 	s := memstore.New(memstore.Options{})
 	tb.Cleanup(func() { s.Close() })
-	return gwServe(tb, newGateway(tb, upstream, s, nil)), nil
+	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, s, nil))}
 }
 
 // startGatewayRedis is the gateway on the Redis store at its defaults on
 // the standalone server of BOUNCER_REDIS_ADDR (skipped without it). Its
 // keys go under a prefix of this run's own, deleted afterwards.
-func startGatewayRedis(tb testing.TB, upstream string) (string, func() error) {
+func startGatewayRedis(tb testing.TB, upstream string) gwProxy {
 	tb.Helper()
 	addrs := redisAddrs(tb, redisTopologies[0])
 	prefix := "bouncer-" + runID + "-gateway"
@@ -152,7 +174,7 @@ func startGatewayRedis(tb testing.TB, upstream string) (string, func() error) {
 		}
 		return nil
 	}
-	return gwServe(tb, newGateway(tb, upstream, s, s.Supports)), stats
+	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, s, s.Supports)), stats: stats}
 }
 
 // newGateway returns the gateway of gwConfigYAML in front of upstream

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -27,26 +30,34 @@ var gwCallers = []int{1, 64}
 // callers (goroutines, each with a keep-alive client of its own, a clone
 // of http.DefaultTransport) making one request after another, a GET of
 // gwPath with the same valid Authorization: Bearer token (every
-// implementation gets it; only the gateways read it), its body read to
-// the end and closed; the proxy on a loopback listener of its own; and
-// behind it an upstream on another, an httptest.Server serving mwOK (two
-// bytes). Each implementation has an upstream of its own. One op is one
-// request; the b.N requests are dealt out evenly to the callers.
+// implementation gets it; the gateways verify it, nginx limits by it),
+// its body read to the end and closed; the proxy on a loopback listener
+// of its own; and behind it an upstream on another, an httptest.Server
+// serving mwOK (two bytes). Each implementation has an upstream of its
+// own. One op is one request; the b.N requests are dealt out evenly to
+// the callers.
 //
 // Each caller's connection to the proxy is opened before the clock
-// starts, by a first request of every caller at once; the benchmark fails if any request fails or is not a 200 with
-// mwBody (the gateways' limit never denies), if a caller opens a new
-// connection during a run (keep-alive was lost), unless a request
-// afterwards shows, for a gateway, the limit counted, and if any answer
-// was decided without the store's backend (the Bouncer-Degraded header).
-// Besides ns/op (wall time over b.N, all callers together) it reports
+// starts, by a first request of every caller at once; the benchmark
+// fails if any request fails or is not a 200 with mwBody (no
+// implementation's limit denies), if a caller opens a new connection
+// during a run (keep-alive was lost) beyond one per keepaliveRequests
+// requests of an implementation that closes its connections after so
+// many (nginx, 1000 at its defaults; it then reports them as
+// proxy-conns/op), unless a request afterwards shows, for a gateway, the
+// limit counted, if any answer was decided without the store's backend
+// (the Bouncer-Degraded header), and if nginx logged an error. Besides
+// ns/op (wall time over b.N, all callers together) it reports
 //
 //	requests/s         b.N over the wall time of the run
 //	p50-µs             median latency of one request, as its caller sees it
 //	p99-µs             99th percentile
-//	cpu-µs/op          CPU time the whole process (callers, proxy,
-//	                   upstream) used, over b.N: the proxy's cost beside
-//	                   another's, whatever else the machine runs
+//	cpu-µs/op          CPU time, user and system, that the benchmark's
+//	                   process (callers, proxy, upstream) and, for nginx,
+//	                   nginx's master and workers (from /proc) used,
+//	                   over b.N: the proxy's whole cost beside another's,
+//	                   whatever else the machine runs (not Redis's, a
+//	                   server shared with others)
 //	upstream-conns/op  connections the upstream accepted during the run,
 //	                   over b.N: how often the proxy's transport had to
 //	                   dial instead of reusing an idle connection
@@ -55,13 +66,19 @@ var gwCallers = []int{1, 64}
 //
 // bare-reverseproxy's are the baseline: what a gateway adds is its
 // latency less bare's, what it costs its throughput over bare's.
+//
+// Last, impl=redis-roundtrip/callers=1 is the yardstick of what a
+// request on Redis adds: one caller's round trips to the standalone Redis
+// of BOUNCER_REDIS_ADDR (see benchRedisRoundTrip), with their p50-µs and
+// p99-µs. Like the Redis row it skips without BOUNCER_REDIS_ADDR (fails
+// under BOUNCER_REQUIRE_REDIS).
 func BenchmarkGateway(b *testing.B) {
 	token := gwToken(b)
 	for _, im := range gwImpls {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			up := startGwUpstream(b, mwOK)
-			base, backend := im.start(b, up.url)
-			target := base + gwPath
+			p := im.start(b, up.url)
+			target := p.url + gwPath
 			clients, dials := gwClients(b, slices.Max(gwCallers))
 			// Every caller's first request at once, so that the proxy's
 			// transport fills its pool of upstream connections as a
@@ -83,16 +100,26 @@ func BenchmarkGateway(b *testing.B) {
 			for _, n := range gwCallers {
 				b.Run("callers="+strconv.Itoa(n), func(b *testing.B) {
 					d0, u0 := dials.Load(), up.conns.Load()
-					degraded := gwRun(b, target, token, clients[:n])
-					if d := dials.Load() - d0; d != 0 {
-						b.Fatalf("%d new connections to the proxy during the run, want 0 (keep-alive)", d)
+					degraded := gwRun(b, target, token, clients[:n], p.cpu)
+					// Each caller's requests cross at most one closing
+					// connection per keepaliveRequests, rounded up.
+					var allowed int64
+					if k := im.keepaliveRequests; k > 0 {
+						allowed = int64(b.N/k + n)
+					}
+					d := dials.Load() - d0
+					if d > allowed {
+						b.Fatalf("%d new connections to the proxy during the run, want at most %d (keep-alive)", d, allowed)
 					}
 					if degraded > 0 {
 						b.Fatalf("%d answers with %s, want none: decided without the store's backend, not a valid run", degraded, rules.DegradedHeader)
 					}
 					b.ReportMetric(float64(up.conns.Load()-u0)/float64(b.N), "upstream-conns/op")
-					if backend != nil {
-						if err := backend(); err != nil {
+					if im.keepaliveRequests > 0 {
+						b.ReportMetric(float64(d)/float64(b.N), "proxy-conns/op")
+					}
+					if p.stats != nil {
+						if err := p.stats(); err != nil {
 							b.Fatal(err)
 						}
 						b.ReportMetric(0, "degraded") // any would have failed the run above
@@ -110,12 +137,17 @@ func BenchmarkGateway(b *testing.B) {
 			}
 		})
 	}
+	b.Run("impl="+gwRoundTrip, func(b *testing.B) {
+		c := dialRoundTrip(b)
+		b.Run("callers=1", func(b *testing.B) { benchRedisRoundTrip(b, c) })
+	})
 }
 
 // gwRun makes b.N requests of url with token from the clients, one
-// goroutine each, reports throughput and latency percentiles, and
+// goroutine each, reports throughput, latency percentiles and CPU time
+// (the process's, plus cpu's when it is not nil: see gwProxy), and
 // returns how many answers carried rules.DegradedHeader.
-func gwRun(b *testing.B, url, token string, clients []*http.Client) (degraded int64) {
+func gwRun(b *testing.B, url, token string, clients []*http.Client, cpu func() (time.Duration, error)) (degraded int64) {
 	lat := make([]time.Duration, b.N)
 	var failed, deg atomic.Int64
 	var firstErr atomic.Pointer[error]
@@ -145,6 +177,9 @@ func gwRun(b *testing.B, url, token string, clients []*http.Client) (degraded in
 			deg.Add(d)
 		})
 	}
+	// The other processes' CPU time is read outside the process's
+	// window, which it would add to.
+	other0 := otherCPU(b, cpu)
 	// Collect the setup's and the previous run's garbage before the clock
 	// starts.
 	runtime.GC()
@@ -154,7 +189,8 @@ func gwRun(b *testing.B, url, token string, clients []*http.Client) (degraded in
 	close(start)
 	wg.Wait()
 	b.StopTimer()
-	cpu := processCPU(b) - cpu0
+	used := processCPU(b) - cpu0
+	used += otherCPU(b, cpu) - other0
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d requests failed or not answered 200 with the upstream's body (first: %v), want all allowed", f, *firstErr.Load())
 	}
@@ -162,8 +198,86 @@ func gwRun(b *testing.B, url, token string, clients []*http.Client) (degraded in
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
 	b.ReportMetric(micros(percentile(lat, 0.50)), "p50-µs")
 	b.ReportMetric(micros(percentile(lat, 0.99)), "p99-µs")
-	b.ReportMetric(micros(cpu)/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(micros(used)/float64(b.N), "cpu-µs/op")
 	return deg.Load()
+}
+
+// otherCPU returns cpu's CPU time, or 0 if cpu is nil.
+func otherCPU(tb testing.TB, cpu func() (time.Duration, error)) time.Duration {
+	if cpu == nil {
+		return 0
+	}
+	d, err := cpu()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// gwRoundTrip is BenchmarkGateway's row of Redis round trips.
+const gwRoundTrip = "redis-roundtrip"
+
+// gwRoundTripScript is what a round trip runs: a script that does
+// nothing, sent as EVALSHA (EVAL once, when Redis answers NOSCRIPT).
+var gwRoundTripScript = rueidis.NewLuaScript("return 1")
+
+// dialRoundTrip returns a client of the standalone Redis of
+// BOUNCER_REDIS_ADDR with the options the Redis store connects with
+// (redisstore.ClientOption: no client-side cache, no auto-pipelining),
+// closed when tb ends, once it has made a round trip (loading the
+// script). Without BOUNCER_REDIS_ADDR it skips tb (fails it under
+// BOUNCER_REQUIRE_REDIS).
+func dialRoundTrip(tb testing.TB) rueidis.Client {
+	tb.Helper()
+	c, err := rueidis.NewClient(redisstore.ClientOption(redisAddrs(tb, redisTopologies[0])))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	if err := redisRoundTrip(context.Background(), c); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// redisRoundTrip makes one round trip with c: gwRoundTripScript, whose
+// answer must be 1.
+func redisRoundTrip(ctx context.Context, c rueidis.Client) error {
+	n, err := gwRoundTripScript.Exec(ctx, c, nil, nil).AsInt64()
+	if err != nil || n != 1 {
+		return fmt.Errorf("redis round trip: %d, %v, want 1", n, err)
+	}
+	return nil
+}
+
+// benchRedisRoundTrip times b.N round trips with c from one caller, one
+// after another, and reports their p50-µs and p99-µs: what one call of
+// the Redis store to a server on loopback costs at the least. The store's
+// call is an FCALL of a function it loaded once; an EVALSHA of a cached
+// script takes the same way through rueidis and Redis (a command on a
+// pooled connection, a script found by name, Lua entered and left, an
+// integer answered) without the limit's own work, which PING would not
+// (no Lua). What the gateway on Redis adds over the gateway on the
+// memory store is that call, the store's work around it and the limit's
+// Lua: ratios.go sets it beside this.
+func benchRedisRoundTrip(b *testing.B, c rueidis.Client) {
+	ctx := context.Background()
+	lat := make([]time.Duration, b.N)
+	runtime.GC()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range lat {
+		t0 := time.Now()
+		err := redisRoundTrip(ctx, c)
+		lat[i] = time.Since(t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(micros(percentile(lat, 0.50)), "p50-µs")
+	b.ReportMetric(micros(percentile(lat, 0.99)), "p99-µs")
 }
 
 // processCPU is the CPU time, user and system, the process has used: the
@@ -269,7 +383,11 @@ func startGwUpstream(tb testing.TB, h http.Handler) gwUpstream {
 // answers 200 with the upstream's body to a request with the token; the
 // gateways answer 401 without it, never reaching the upstream, and with
 // it carry the rate-limit headers, show the request counted, decide
-// with the store's backend, and tell the upstream who the caller is.
+// with the store's backend, and tell the upstream who the caller is; a
+// peer whose answers do not show its limit (nginx) denies, once started
+// at one request a minute, a token's second request with 429, and not
+// another token's first. Its last subtest makes a Redis round trip as
+// BenchmarkGateway's redis-roundtrip does.
 func TestGatewayBenchSetup(t *testing.T) {
 	token := gwToken(t)
 	for _, im := range gwImpls {
@@ -282,9 +400,9 @@ func TestGatewayBenchSetup(t *testing.T) {
 				subject.Store(&s)
 				mwOK.ServeHTTP(w, r)
 			}))
-			base, backend := im.start(t, up.url)
+			p := im.start(t, up.url)
 			clients, _ := gwClients(t, 1)
-			c, url := clients[0], base+gwPath
+			c, url := clients[0], p.url+gwPath
 			for i := range 3 {
 				h, err := gwGet(c, url, token)
 				if err != nil {
@@ -323,11 +441,43 @@ func TestGatewayBenchSetup(t *testing.T) {
 					t.Errorf("the upstream got %d requests, want 3: the one without the token reached it", got)
 				}
 			}
-			if backend != nil {
-				if err := backend(); err != nil {
+			if p.stats != nil {
+				if err := p.stats(); err != nil {
 					t.Error(err)
 				}
 			}
+			if im.limited != nil {
+				gwCheckLimited(t, im.limited(t, up.url), token)
+			}
 		})
+	}
+	t.Run("impl="+gwRoundTrip, func(t *testing.T) {
+		if err := redisRoundTrip(context.Background(), dialRoundTrip(t)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// gwCheckLimited checks the implementation at url, which allows one
+// request a minute per token: a first request with token is allowed, a
+// second denied with 429, and another token's first allowed.
+func gwCheckLimited(t *testing.T, url, token string) {
+	t.Helper()
+	clients, _ := gwClients(t, 1)
+	for i, step := range []struct {
+		token string
+		code  int
+	}{
+		{token, http.StatusOK},
+		{token, http.StatusTooManyRequests},
+		{token + "-another", http.StatusOK},
+	} {
+		code, _, _, err := gwDo(clients[0], url+gwPath, step.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != step.code {
+			t.Errorf("at one request a minute per token, request %d: status %d, want %d", i, code, step.code)
+		}
 	}
 }

@@ -1077,22 +1077,36 @@ func mwLoopbackTable(w io.Writer, rs []result) {
 }
 
 // The gateway benchmark's baseline (a bare httputil.ReverseProxy) and its
-// metric of throughput; its latencies are unitP50 and unitP99.
+// metrics of throughput, connections and CPU; its latencies are unitP50
+// and unitP99.
 const (
 	gwBare        = "bare-reverseproxy"
 	unitRequests  = "requests/s"
 	unitUpstreams = "upstream-conns/op"
+	unitCPU       = "cpu-µs/op"
 )
 
-// The gateway targets: at gwTargetCallers callers, the gateway on the
-// memory store keeps at least gwMinThroughput of bare's requests/s; on
-// Redis it adds less than gwMaxP99Added µs to bare's p99, at every
-// number of callers.
+// The gateway benchmark's rows the targets name. gwRoundTrip is not a
+// proxy: its row is one caller's Redis round trips (p50 and p99 only).
 const (
-	gwMemory        = "bouncer-gateway-memory"
-	gwRedis         = "bouncer-gateway-redis"
+	gwMemory    = "bouncer-gateway-memory"
+	gwRedis     = "bouncer-gateway-redis"
+	gwCaddy     = "caddy-reverseproxy"
+	gwRoundTrip = "redis-roundtrip"
+)
+
+// The gateway targets. At gwTargetCallers callers, the gateway on the
+// memory store makes at least Caddy's requests/s with a p99 no higher
+// than Caddy's, and at least gwMinThroughput of bare's requests/s. At
+// one caller, what the gateway on Redis adds to bare's p50 is at most
+// gwMaxRoundTrips Redis round trips (their p50) more than what the
+// gateway on the memory store adds: the store's call to Redis and little
+// else. On Redis it adds less than gwMaxP99Added µs to bare's p99, at
+// every number of callers.
+const (
 	gwTargetCallers = "64"
 	gwMinThroughput = 0.8
+	gwMaxRoundTrips = 1.5
 	gwMaxP99Added   = 1000.0
 )
 
@@ -1104,15 +1118,15 @@ func gwAdded(rs []result, r result, c, unit string) (float64, bool) {
 }
 
 // gatewayTables writes BenchmarkGateway's results, each proxy's
-// throughput over bare's and the latency it adds to bare's, then the
-// targets.
+// throughput over bare's and the latency it adds to bare's, the Redis
+// round trip, the gateways beside the other proxies, then the targets.
 func gatewayTables(w io.Writer, rs []result) {
 	bouncers, peers := impls(rs)
-	peers = slices.DeleteFunc(peers, func(p string) bool { return p == gwBare })
+	peers = slices.DeleteFunc(peers, func(p string) bool { return p == gwBare || p == gwRoundTrip })
 	all := append(append([]string{gwBare}, bouncers...), peers...)
-	fmt.Fprintf(w, "### Gateway: requests/s and latency (µs), beside the bare ReverseProxy\n\n"+
-		"| case | impl | requests/s | ÷ bare's | p50 | p99 | p50 added | p99 added | upstream conns/op | allocs/op |\n"+
-		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "### Gateway: requests/s, latency (µs) and CPU, beside the bare ReverseProxy\n\n"+
+		"| case | impl | requests/s | ÷ bare's | p50 | p99 | p50 added | p99 added | cpu µs/op | upstream conns/op | allocs/op |\n"+
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cases(rs) {
 		bare, hasBare := find(rs, gwBare, c)
 		for _, im := range all {
@@ -1134,26 +1148,84 @@ func gatewayTables(w io.Writer, rs []result) {
 					fmt.Fprintf(w, " – |")
 				}
 			}
-			fmt.Fprintf(w, " %s | %s |\n", num(r.metrics[unitUpstreams]), num(r.metrics["allocs/op"]))
+			fmt.Fprintf(w, " %s | %s | %s |\n", num(r.metrics[unitCPU]), num(r.metrics[unitUpstreams]), num(r.metrics["allocs/op"]))
+		}
+	}
+
+	if rt := filterImpl(rs, gwRoundTrip); len(rt) > 0 {
+		fmt.Fprintf(w, "\n")
+		metricTable(w, rt, []string{gwRoundTrip}, "### Gateway: one Redis round trip (µs), one caller, as the Redis store makes it",
+			[]string{"p50", "p99"}, []string{unitP50, unitP99})
+	}
+
+	if len(bouncers) > 0 && len(peers) > 0 {
+		fmt.Fprintf(w, "\n### Gateway beside the other proxies (how many times better the gateway's figure is: its requests/s ÷ the peer's, the peer's p99 and CPU ÷ its; above 1 favours the gateway)\n\n"+
+			"| case | bouncer | peer | requests/s | p99 | cpu µs/op |\n|---|---|---|---:|---:|---:|\n")
+		for _, c := range cases(rs) {
+			for _, b := range bouncers {
+				br, ok := find(rs, b, c)
+				if !ok {
+					continue
+				}
+				for _, p := range peers {
+					pr, ok := find(rs, p, c)
+					if !ok {
+						continue
+					}
+					fmt.Fprintf(w, "| %s | %s | %s |", c, b, p)
+					for _, m := range []struct {
+						unit   string
+						higher bool
+					}{{unitRequests, true}, {unitP99, false}, {unitCPU, false}} {
+						fmt.Fprintf(w, " %s (%s vs %s) |", better(br.metrics[m.unit], pr.metrics[m.unit], m.higher), num(br.metrics[m.unit]), num(pr.metrics[m.unit]))
+					}
+					fmt.Fprintln(w)
+				}
+			}
 		}
 	}
 
 	fmt.Fprintf(w, "\n### Gateway targets\n\n| target | case | bouncer | figure | met |\n|---|---|---|---|---|\n")
 	for _, c := range cases(rs) {
-		bare, ok := find(rs, gwBare, c)
-		if !ok {
-			continue
+		bare, hasBare := find(rs, gwBare, c)
+		mem, hasMem := find(rs, gwMemory, c)
+		red, hasRed := find(rs, gwRedis, c)
+		if caddy, ok := find(rs, gwCaddy, c); ok && hasMem && c == "callers="+gwTargetCallers {
+			m, p := mem.metrics[unitRequests], caddy.metrics[unitRequests]
+			fmt.Fprintf(w, "| requests/s ≥ %s's | %s | %s | %s (%s vs %s) | %s |\n",
+				gwCaddy, c, gwMemory, ratio(m, p), num(m), num(p), yes(m >= p))
+			m, p = mem.metrics[unitP99], caddy.metrics[unitP99]
+			fmt.Fprintf(w, "| p99 ≤ %s's | %s | %s | %s vs %s µs | %s |\n",
+				gwCaddy, c, gwMemory, num(m), num(p), yes(m <= p))
 		}
-		if r, ok := find(rs, gwMemory, c); ok && c == "callers="+gwTargetCallers {
-			v := r.metrics[unitRequests] / bare.metrics[unitRequests]
+		if hasBare && hasMem && c == "callers="+gwTargetCallers {
+			v := mem.metrics[unitRequests] / bare.metrics[unitRequests]
 			fmt.Fprintf(w, "| requests/s ≥ %.0f %% of bare's | %s | %s | %.0f %% (%s vs %s) | %s |\n",
-				gwMinThroughput*100, c, gwMemory, v*100, num(r.metrics[unitRequests]), num(bare.metrics[unitRequests]), yes(v >= gwMinThroughput))
+				gwMinThroughput*100, c, gwMemory, v*100, num(mem.metrics[unitRequests]), num(bare.metrics[unitRequests]), yes(v >= gwMinThroughput))
 		}
-		if r, ok := find(rs, gwRedis, c); ok {
-			d, _ := gwAdded(rs, r, c, unitP99)
+		if rt, ok := find(rs, gwRoundTrip, c); ok && hasBare && hasMem && hasRed && c == "callers=1" {
+			rd, _ := gwAdded(rs, red, c, unitP50)
+			md, _ := gwAdded(rs, mem, c, unitP50)
+			limit := gwMaxRoundTrips*rt.metrics[unitP50] + md
+			fmt.Fprintf(w, "| p50 added ≤ %g × Redis round trip's p50 + %s's p50 added | %s | %s | %s µs vs %g × %s + %s = %s µs | %s |\n",
+				gwMaxRoundTrips, gwMemory, c, gwRedis, num(rd), gwMaxRoundTrips, num(rt.metrics[unitP50]), num(md), num(limit), yes(rd <= limit))
+		}
+		if hasBare && hasRed {
+			d, _ := gwAdded(rs, red, c, unitP99)
 			fmt.Fprintf(w, "| p99 added < %.0f µs | %s | %s | %s µs (%s vs %s) | %s |\n",
-				gwMaxP99Added, c, gwRedis, num(d), num(r.metrics[unitP99]), num(bare.metrics[unitP99]), yes(d < gwMaxP99Added))
+				gwMaxP99Added, c, gwRedis, num(d), num(red.metrics[unitP99]), num(bare.metrics[unitP99]), yes(d < gwMaxP99Added))
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// filterImpl returns the results of impl in rs.
+func filterImpl(rs []result, impl string) []result {
+	var out []result
+	for _, r := range rs {
+		if r.impl == impl {
+			out = append(out, r)
+		}
+	}
+	return out
 }
