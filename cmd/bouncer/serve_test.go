@@ -268,8 +268,10 @@ func runSteps(t *testing.T, ts *testService, steps []step) {
 	}
 }
 
-// testAllowDeny asks for user alice three times against a limit of 2 per
-// hour and checks every field of the answers.
+// testAllowDeny asks for one user three times against a limit of 2 per
+// hour and checks every field of the answers. The limit's windows are the
+// clock's hours: a sequence during which an hour began is asked again, for
+// another user.
 func testAllowDeny(t *testing.T, ts *testService, domain string, wantName string) {
 	t.Helper()
 	want := []struct {
@@ -280,8 +282,20 @@ func testAllowDeny(t *testing.T, ts *testService, domain string, wantName string
 		{pb.RateLimitResponse_OK, 0},
 		{pb.RateLimitResponse_OVER_LIMIT, 0},
 	}
+	var resps []*pb.RateLimitResponse
+	for user := 0; ; user++ {
+		hour := time.Now().Truncate(time.Hour)
+		resps = resps[:0]
+		for range want {
+			resps = append(resps, ts.check(t, request(domain, desc(fmt.Sprintf("user=alice%d", user)))))
+		}
+		if time.Now().Truncate(time.Hour).Equal(hour) {
+			break
+		}
+		t.Logf("an hour began during the sequence for alice%d: again for alice%d", user, user+1)
+	}
 	for i, w := range want {
-		resp := ts.check(t, request(domain, desc("user=alice")))
+		resp := resps[i]
 		st := resp.GetStatuses()[0]
 		if resp.GetOverallCode() != w.code || st.GetCode() != w.code {
 			t.Errorf("call %d: got overall code %v, status code %v; want %v", i, resp.GetOverallCode(), st.GetCode(), w.code)
