@@ -98,16 +98,25 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 	}
 }
 
-// eventually polls cond: file events arrive when the kernel sends them,
-// so the test waits for the outcome rather than for a time.
-func eventually(t *testing.T, what string, cond func() bool) {
+// until calls poke, then polls cond until it holds, calling poke again
+// every quarter second (25 debounce periods): the watch may start after
+// the test's first write, and file events arrive when the kernel sends
+// them, so the test waits for the outcome, not for a time.
+func until(t *testing.T, what string, poke func(), cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
+	for {
+		poke()
+		again := time.Now().Add(250 * time.Millisecond)
+		for time.Now().Before(again) {
+			if cond() {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -128,14 +137,11 @@ func TestWatchFileWrites(t *testing.T) {
 	write(t, path, limitOne)
 	e, r, counts := setup(t, path)
 	watch(t, r)
-	time.Sleep(20 * time.Millisecond) // let the watch start before the first write
-	write(t, path, broken)
-	eventually(t, "the broken config to be rejected", func() bool { _, f := counts.counts(); return f >= 1 })
+	until(t, "the broken config to be rejected", func() { write(t, path, broken) }, func() bool { _, f := counts.counts(); return f >= 1 })
 	if got := limitOf(e); got != 1 {
 		t.Fatalf("serving limit %d after a broken write, want the old 1", got)
 	}
-	write(t, path, limitTwo)
-	eventually(t, "the new config", func() bool { return limitOf(e) == 2 })
+	until(t, "the new config", func() { write(t, path, limitTwo) }, func() bool { return limitOf(e) == 2 })
 }
 
 // A Kubernetes ConfigMap volume holds timestamped directories, a ..data
@@ -156,13 +162,13 @@ func TestWatchConfigMapSwap(t *testing.T) {
 
 	e, r, _ := setup(t, filepath.Join(dir, "c.yaml"))
 	watch(t, r)
-	time.Sleep(20 * time.Millisecond)
 
 	must(os.Mkdir(filepath.Join(dir, "..v2"), 0o755))
 	write(t, filepath.Join(dir, "..v2", "c.yaml"), limitTwo)
-	must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
-	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
-	eventually(t, "the swapped config", func() bool { return limitOf(e) == 2 })
+	until(t, "the swapped config", func() {
+		must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
+		must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	}, func() bool { return limitOf(e) == 2 })
 }
 
 // Writes to other files next to the config (a log, say) do not reload it:
@@ -174,9 +180,8 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 	write(t, path, limitOne)
 	_, r, counts := setup(t, path)
 	watch(t, r)
-	time.Sleep(20 * time.Millisecond)
-	write(t, path, broken) // once this is rejected, the watch is known to run
-	eventually(t, "the broken config to be rejected", func() bool { _, f := counts.counts(); return f >= 1 })
+	// Once this is rejected, the watch is known to run.
+	until(t, "the broken config to be rejected", func() { write(t, path, broken) }, func() bool { _, f := counts.counts(); return f >= 1 })
 	attempts := func() int { counts.mu.Lock(); defer counts.mu.Unlock(); return counts.attempts }
 	before := attempts()
 	for i := range 5 {
