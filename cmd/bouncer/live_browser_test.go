@@ -54,6 +54,9 @@ func testLivePage(t *testing.T, bin, store, node string) {
 	good := strings.Replace(nativeConfig, "domain: native", "domain: "+domain, 1)
 	ts := startTest(t, map[string]string{"native.yaml": good},
 		func(c *serveConfig) { c.store = store })
+	if node != "" {
+		redisConnected(t, ts)
+	}
 	const hostile = "<script>alert(1)</script>"
 	for _, user := range []string{"alice", hostile, hostile, hostile} {
 		ts.check(t, request(domain, desc("user="+user)))

@@ -350,6 +350,9 @@ func TestServeStores(t *testing.T) {
 				"app.yaml":    strings.Replace(appConfig, "domain: app", "domain: "+run+"-envoy", 1),
 				"native.yaml": strings.Replace(nativeConfig, "domain: native", "domain: "+run+"-native", 1),
 			}, func(c *serveConfig) { c.store = store })
+			if st.env != "" {
+				redisConnected(t, ts)
+			}
 			t.Run("envoy format", func(t *testing.T) { testAllowDeny(t, ts, run+"-envoy", "") })
 			t.Run("bouncer format", func(t *testing.T) { testAllowDeny(t, ts, run+"-native", "hourly") })
 			// The Redis store's own metrics are there with it, and only
@@ -831,6 +834,20 @@ func (ts *testService) metric(t *testing.T, name string, labels ...string) float
 	return v
 }
 
+// redisConnected waits until the service's Redis store has connected:
+// serve waits a second for it and then serves by policy meanwhile, and a
+// loaded machine may take longer.
+func redisConnected(t *testing.T, ts *testService) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.metric(t, "bouncer_redis_connected") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the Redis store has not connected after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // sample finds a sample in Prometheus's text format.
 func sample(body, name string, labels ...string) (float64, bool) {
 	want := slices.Clone(labels)
@@ -1292,6 +1309,7 @@ func TestServeRedisCountsAYear(t *testing.T) {
 			ts := startTest(t, map[string]string{
 				"y.yaml": "domain: " + domain + "\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 2}\n",
 			}, func(c *serveConfig) { c.store = "redis://" + addrs })
+			redisConnected(t, ts)
 			for i, want := range []string{"OK: OK/1", "OK: OK/0", "OVER_LIMIT: OVER_LIMIT/0"} {
 				resp := ts.check(t, request(domain, desc("a=x")))
 				if got := summary(resp); got != want {
