@@ -81,6 +81,11 @@ func LuaFiles() map[string]int {
 	return out
 }
 
+// WaitLanes waits until no goroutine of s's lanes runs (nor a read of a
+// Cluster's map of slots): a lane's goroutine hands its call back to the
+// lane after the checks of its last batch have their replies.
+func WaitLanes(s *Store) { s.wg.Wait() }
+
 // LaneInFlight is how many calls each of s's lanes has in flight.
 func LaneInFlight(s *Store) []int {
 	n := make([]int, len(s.lanes))
