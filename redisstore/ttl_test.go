@@ -48,11 +48,14 @@ var oneWord = []bouncer.Algorithm{bouncer.TokenBucket, bouncer.GCRA, bouncer.Lea
 // first second is where a run of skipped TTL extensions once left the TTL
 // at the first write's, and the state was forgotten at the next whole
 // second — and after every check every field's state expires no later
-// than the hash (Redis 7's PEXPIRETIME).
+// than the hash (Redis 7's PEXPIRETIME). The loop runs 0.4 s, and on a
+// loaded machine on until 40 checks, within the hash's first second; one
+// that falls short even so checks a fresh hash (of a fresh store) again,
+// up to ttlAttempts times.
 func TestTTLCoversState(t *testing.T) {
+	const ttlAttempts = 5
 	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
 		ctx := context.Background()
-		s := newStore(t, c, redisstore.Options{Buckets: 1})
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, a := range oneWord {
 			for _, l := range []bouncer.Limit{
@@ -62,24 +65,31 @@ func TestTTLCoversState(t *testing.T) {
 				if !bucket(a) {
 					l.Burst = 0
 				}
-				hash, _ := redisstore.StateOf(s, l, "k0")
-				checked := 0
-				for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); checked++ {
-					key := "k" + strconv.Itoa(rng.IntN(4))
-					r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1 + rng.Int64N(3)}
-					if d, err := s.Check(ctx, r); err != nil || d.Degraded {
-						t.Fatalf("%v %s: check: %+v, %v", a, l.Name, d, err)
+				for attempt := 1; ; attempt++ {
+					s := newStore(t, c, redisstore.Options{Buckets: 1})
+					hash, _ := redisstore.StateOf(s, l, "k0")
+					checked := 0
+					for start := time.Now(); time.Since(start) < 400*time.Millisecond || checked < 40 && time.Since(start) < time.Second; checked++ {
+						key := "k" + strconv.Itoa(rng.IntN(4))
+						r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1 + rng.Int64N(3)}
+						if d, err := s.Check(ctx, r); err != nil || d.Degraded {
+							t.Fatalf("%v %s: check: %+v, %v", a, l.Name, d, err)
+						}
+						bad, err := c.Do(ctx, c.B().Eval().Script(coverScript).Numkeys(1).Key(hash).Arg("", redisstore.LimitDef(l)).Build()).AsStrSlice()
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, b := range bad {
+							t.Fatalf("%v %s, check %d: %s: the state would be forgotten early", a, l.Name, checked+1, b)
+						}
 					}
-					bad, err := c.Do(ctx, c.B().Eval().Script(coverScript).Numkeys(1).Key(hash).Arg("", redisstore.LimitDef(l)).Build()).AsStrSlice()
-					if err != nil {
-						t.Fatal(err)
+					if checked >= 40 {
+						break
 					}
-					for _, b := range bad {
-						t.Fatalf("%v %s, check %d: %s: the state would be forgotten early", a, l.Name, checked+1, b)
+					if attempt == ttlAttempts {
+						t.Fatalf("%v %s: fewer than 40 checks in the first second of a fresh hash in each of %d attempts (%d in the last): the test did not exercise it", a, l.Name, attempt, checked)
 					}
-				}
-				if checked < 40 {
-					t.Fatalf("%v: only %d checks in 0.4 s: the test did not exercise the hash's first second", a, checked)
+					t.Logf("%v %s: only %d checks in the first second of a hash (a loaded machine); again on a fresh hash", a, l.Name, checked)
 				}
 			}
 		}
