@@ -218,7 +218,9 @@ func newHostileEnv(t *testing.T, trusted string, readTimeout time.Duration) *hos
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memstore.New(memstore.Options{})
+	// A clock that stands still: a window never turns within a row.
+	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 30, 0, time.UTC)}
+	store := memstore.New(memstore.Options{Now: clock.Now})
 	t.Cleanup(func() { store.Close() })
 	e.charges = &chargeLog{Limiter: store}
 	e.gw, err = gateway.New(cfg, gateway.Options{Engine: rules.NewEngine(rc, e.charges), Logger: slog.New(e.alarms)})
