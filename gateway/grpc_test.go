@@ -57,7 +57,9 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(newGateway(t, cfg, rc, nil))
+	// The hour's window must not turn during the test.
+	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 30, 0, 0, time.UTC)}
+	srv := httptest.NewUnstartedServer(newGateway(t, cfg, rc, clock.Now))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
