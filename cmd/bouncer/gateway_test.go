@@ -22,7 +22,7 @@ const gatewayRules = `domain: gw
 rules:
   - name: global
     match: [{key: generic_key, value: global}]
-    limits: [{name: hourly, rate: 5, period: 1h, algorithm: fixed_window}]
+    limits: [{name: hourly, rate: 5, burst: 5, period: 1h, algorithm: token_bucket}] # no window to turn during the test
 `
 
 const gatewayFile = `rules: rules.yaml
