@@ -58,4 +58,14 @@
 //
 //	make bench-rls
 //	cd bench && go run ./cmd/rlsload -server envoy-ratelimit -streams 64 -duration 10s
+//
+// Gubernator's rows, and everything that speaks its API, need a build
+// with -tags gubernator (scripts/bench-rls.sh passes it): its Go client
+// brings some 300 packages, Kubernetes' and etcd's clients among them,
+// that a default build neither downloads nor compiles
+// (TestGubernatorTagged checks). Without the tag they skip, and
+// rlsload.New and refsvc.Gubernator.Start refuse gubernator, saying so:
+//
+//	cd bench && go test -tags gubernator -run '^$' -bench 'RLS/server=gubernator' -benchtime 1s
+//	cd bench && go run -tags gubernator ./cmd/rlsload -server gubernator -streams 64
 package bench

@@ -8,7 +8,6 @@ import (
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	guber "github.com/gubernator-io/gubernator/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -19,8 +18,9 @@ import (
 // benchmarks assume: envoyproxy/ratelimit on Redis and gubernator, each
 // holding one key to 3 a minute, answer five calls OK, OK, OK, OVER_LIMIT,
 // OVER_LIMIT with 2, 1, 0, 0, 0 remaining. It needs BOUNCER_REDIS_ADDR,
-// like the Redis tests (see redisAddrs). Each run uses a domain and key
-// of its own, so that no earlier run's counter is seen.
+// like the Redis tests (see redisAddrs), and for gubernator a build with
+// -tags gubernator. Each run uses a domain and key of its own, so that no
+// earlier run's counter is seen.
 func TestRLSReferences(t *testing.T) {
 	addrs := redisAddrs(t, redisTopologies[0])
 	t.Run("envoy-ratelimit", func(t *testing.T) {
@@ -34,7 +34,7 @@ func TestRLSReferences(t *testing.T) {
 		if testing.Short() {
 			t.Skip("installing gubernator takes minutes on a fresh machine; only the benchmarks need it")
 		}
-		s := startRLS(t, refsvc.Gubernator{}.Start)
+		s := startRLS(t, refsvc.Gubernator{}.Start) // skips without -tags gubernator
 		checkSmoke(t, func(value string) ([]smokeAnswer, error) {
 			return gubernatorSmokeCalls(context.Background(), s.Addr, "smoke_user_id", value)
 		})
@@ -119,32 +119,7 @@ func rlsSmokeCalls(ctx context.Context, addr, domain, value string) ([]smokeAnsw
 }
 
 // gubernatorSmokeCalls makes five GetRateLimits calls for key name_value,
-// a token bucket of 3 a minute.
-func gubernatorSmokeCalls(ctx context.Context, addr, name, value string) ([]smokeAnswer, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	defer cc.Close()
-	client := guber.NewV1Client(cc)
-	req := &guber.GetRateLimitsReq{Requests: []*guber.RateLimitReq{{
-		Name: name, UniqueKey: value, Hits: 1, Limit: 3, Duration: time.Minute.Milliseconds(),
-		Algorithm: guber.Algorithm_TOKEN_BUCKET,
-	}}}
-	var got []smokeAnswer
-	for range 5 {
-		resp, err := client.GetRateLimits(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		if len(resp.Responses) != 1 {
-			return nil, fmt.Errorf("%d responses in %v, want 1", len(resp.Responses), resp)
-		}
-		r := resp.Responses[0]
-		if r.Error != "" {
-			return nil, fmt.Errorf("gubernator: %s", r.Error)
-		}
-		got = append(got, smokeAnswer{over: r.Status == guber.Status_OVER_LIMIT, limit: r.Limit, remaining: r.Remaining})
-	}
-	return got, nil
-}
+// a token bucket of 3 a minute. It is nil unless the test is built with
+// -tags gubernator (rls_smoke_gubernator_test.go sets it); without,
+// refsvc.Gubernator.Start fails first, and the subtest skips.
+var gubernatorSmokeCalls func(ctx context.Context, addr, name, value string) ([]smokeAnswer, error)

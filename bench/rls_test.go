@@ -83,11 +83,12 @@ var rlsServers = []rlsServer{
 }
 
 // startRLS runs start, stops the server it started when tb ends, and
-// skips tb if start says the service does not exist yet.
+// skips tb if start says the service does not exist yet, or, for
+// gubernator, that the test was built without -tags gubernator.
 func startRLS(tb testing.TB, start func(context.Context) (*refsvc.Server, error)) *refsvc.Server {
 	tb.Helper()
 	s, err := start(context.Background())
-	if errors.Is(err, refsvc.ErrNoServe) {
+	if errors.Is(err, refsvc.ErrNoServe) || errors.Is(err, refsvc.ErrNoGubernator) {
 		tb.Skip(err)
 	}
 	if err != nil {
@@ -115,7 +116,7 @@ func startRLS(tb testing.TB, start func(context.Context) (*refsvc.Server, error)
 // envoyproxy/ratelimit runs on the standalone Redis of BOUNCER_REDIS_ADDR
 // (and skips without it), with its default settings besides those
 // refsvc.EnvoyRatelimit.Start names; gubernator runs as one node with its
-// defaults.
+// defaults, in a build with -tags gubernator (and skips without it).
 func BenchmarkRLS(b *testing.B) {
 	config := refsvc.LimitConfig(rlsDomain, "user_id", rlsLimit, rlsUnit)
 	for _, sv := range rlsServers {

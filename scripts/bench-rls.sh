@@ -28,7 +28,9 @@ done
 # machine whose speed drifts over minutes would favour whichever server
 # ran when it was fast. Round by round, every server runs once before any
 # runs again; ratios.go reports each figure's median over the rounds.
-go test -c -o rls.test .
+# -tags gubernator builds in gubernator's Go client, without which its rows
+# skip (bench/doc.go).
+go test -tags gubernator -c -o rls.test .
 for round in $(seq "${BOUNCER_BENCH_ROUNDS:-5}"); do
 	BOUNCER_BENCH_SERVER_CPUS=0 taskset -c 1 ./rls.test -test.run '^$' -test.bench '^BenchmarkRLS$' -test.benchtime 3s -test.count 1 "$@"
 done | tee rls-out.txt

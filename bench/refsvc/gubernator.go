@@ -2,19 +2,27 @@ package refsvc
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"path/filepath"
 	"strconv"
-
-	guber "github.com/gubernator-io/gubernator/v2"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 const (
 	gubernatorModule = "github.com/gubernator-io/gubernator/v2"
 	gubernatorPkg    = gubernatorModule + "/cmd/gubernator"
 )
+
+// ErrNoGubernator is returned by Gubernator.Start in a build without
+// -tags gubernator.
+var ErrNoGubernator = errors.New("refsvc: gubernator: built without -tags gubernator")
+
+// gubernatorHealthy asks the node at addr, with gubernator's own gRPC
+// client, whether it is healthy with itself as a peer. It is nil unless
+// the package is built with -tags gubernator (gubernator_health.go sets
+// it): that client's module brings some 300 packages (Kubernetes' and
+// etcd's clients among them) that nothing else here needs, so a default
+// build leaves it out.
+var gubernatorHealthy func(ctx context.Context, addr string) error
 
 // Gubernator configures a single gubernator node, which keeps its limits
 // in memory and speaks its own gRPC API (pb.gubernator.V1), not Envoy's.
@@ -51,8 +59,12 @@ func (Gubernator) Binary(ctx context.Context) (string, error) {
 // ports, and returns once the node reports itself healthy with itself as
 // its one peer. The node discovers its peers with a member list whose one
 // known node is itself (with no peers at all, gubernator can place no
-// key), traces to no exporter, and logs at warning level.
+// key), traces to no exporter, and logs at warning level. It needs a
+// build with -tags gubernator, and returns ErrNoGubernator without one.
 func (g Gubernator) Start(ctx context.Context) (*Server, error) {
+	if gubernatorHealthy == nil {
+		return nil, ErrNoGubernator
+	}
 	path, err := g.Binary(ctx)
 	if err != nil {
 		return nil, err
@@ -80,20 +92,4 @@ func (g Gubernator) Start(ctx context.Context) (*Server, error) {
 	return spawn(ctx, "gubernator", addr, path, nil, env, nil, func(ctx context.Context) error {
 		return gubernatorHealthy(ctx, addr)
 	})
-}
-
-func gubernatorHealthy(ctx context.Context, addr string) error {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer cc.Close()
-	h, err := guber.NewV1Client(cc).HealthCheck(ctx, &guber.HealthCheckReq{})
-	if err != nil {
-		return err
-	}
-	if h.GetStatus() != "healthy" || h.GetPeerCount() < 1 {
-		return fmt.Errorf("%w: %s %q with %d peers", errNotReady, h.GetStatus(), h.GetMessage(), h.GetPeerCount())
-	}
-	return nil
 }

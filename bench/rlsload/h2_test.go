@@ -37,10 +37,7 @@ func TestLeanSameAnswers(t *testing.T) {
 				if err := cfg.setDefaults(); err != nil {
 					t.Fatal(err)
 				}
-				w := newRLS(&cfg)
-				if p == Gubernator {
-					w = newGubernator(&cfg)
-				}
+				w := workloads[p](&cfg)
 				cc, err := grpc.NewClient(addrG, grpc.WithTransportCredentials(insecure.NewCredentials()))
 				if err != nil {
 					t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package rlsload is a closed-loop gRPC load generator for rate limit
-// services: Envoy RLS v3 (envoyproxy/ratelimit, `bouncer serve`) and
-// gubernator's own API.
+// services: Envoy RLS v3 (envoyproxy/ratelimit, `bouncer serve`) and,
+// in a build with -tags gubernator, gubernator's own API.
 //
 // A Load holds gRPC connections to one server and one request per key,
 // built (and marshalled) in advance so that the generator spends its CPU
@@ -43,9 +43,16 @@ const (
 	// RLS is Envoy's rate limit service v3:
 	// envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit.
 	RLS Protocol = iota
-	// Gubernator is gubernator's pb.gubernator.V1/GetRateLimits.
+	// Gubernator is gubernator's pb.gubernator.V1/GetRateLimits. Only a
+	// build with -tags gubernator speaks it (New fails in any other):
+	// its generated types come with gubernator's module, which brings
+	// some 300 packages that nothing else here needs.
 	Gubernator
 )
+
+// workloads builds the calls of each protocol this build speaks: RLS
+// always, Gubernator with -tags gubernator (gubernator.go adds it).
+var workloads = map[Protocol]func(*Config) *workload{RLS: newRLS}
 
 func (p Protocol) String() string {
 	switch p {
@@ -159,10 +166,12 @@ func (c *Config) setDefaults() error {
 		return errors.New("rlsload: negative Config field")
 	case c.Descriptors > c.Keys:
 		return fmt.Errorf("rlsload: %d descriptors per call need at least as many keys, have %d", c.Descriptors, c.Keys)
-	case c.Protocol == Gubernator && c.Limit == 0:
-		return errors.New("rlsload: gubernator needs Config.Limit")
 	case c.Protocol != RLS && c.Protocol != Gubernator:
 		return fmt.Errorf("rlsload: unknown %v", c.Protocol)
+	case workloads[c.Protocol] == nil:
+		return errors.New("rlsload: gubernator: built without -tags gubernator")
+	case c.Protocol == Gubernator && c.Limit == 0:
+		return errors.New("rlsload: gubernator needs Config.Limit")
 	case c.Client != Lean && c.Client != GRPC:
 		return fmt.Errorf("rlsload: unknown %v", c.Client)
 	}
@@ -202,13 +211,7 @@ func New(cfg Config) (*Load, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	var w *workload
-	switch cfg.Protocol {
-	case RLS:
-		w = newRLS(&cfg)
-	case Gubernator:
-		w = newGubernator(&cfg)
-	}
+	w := workloads[cfg.Protocol](&cfg)
 	l := &Load{cfg: cfg}
 	for range cfg.Conns {
 		var c caller

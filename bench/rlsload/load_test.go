@@ -3,6 +3,7 @@ package rlsload
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -10,10 +11,10 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	guber "github.com/gubernator-io/gubernator/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // counter is a fake rate limit service in memory: every key may be hit
@@ -67,38 +68,45 @@ func (f fakeRLS) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest)
 	return resp, nil
 }
 
-type fakeGubernator struct {
-	guber.UnimplementedV1Server
-	*counter
+// testProtocol is what the tests need of a protocol besides its workload.
+type testProtocol struct {
+	// register registers on s a fake server of the protocol, counting
+	// in c.
+	register func(s *grpc.Server, c *counter)
+	// random returns an answer for about n keys, mostly as the judges
+	// want, with fields they do not read set too.
+	random func(rng *rand.Rand, n int) proto.Message
 }
 
-func (f fakeGubernator) GetRateLimits(_ context.Context, req *guber.GetRateLimitsReq) (*guber.GetRateLimitsResp, error) {
-	if f.fail {
-		return nil, status.Error(codes.Unavailable, "down")
+// testProtocols are the protocols the tests can run: gubernator's only
+// in a build with -tags gubernator (gubernator_test.go adds it).
+var testProtocols = map[Protocol]testProtocol{
+	RLS: {
+		register: func(s *grpc.Server, c *counter) { rlspb.RegisterRateLimitServiceServer(s, fakeRLS{counter: c}) },
+		random:   randomRLS,
+	},
+}
+
+// needProtocol returns what the tests need of p, and skips t in a build
+// that does not speak p.
+func needProtocol(t *testing.T, p Protocol) testProtocol {
+	t.Helper()
+	tp, ok := testProtocols[p]
+	if !ok {
+		t.Skipf("%v: built without -tags gubernator", p)
 	}
-	resp := &guber.GetRateLimitsResp{}
-	for _, r := range req.Requests {
-		st := guber.Status_UNDER_LIMIT
-		if f.hit(r.Name + "/" + r.UniqueKey) {
-			st = guber.Status_OVER_LIMIT
-		}
-		resp.Responses = append(resp.Responses, &guber.RateLimitResp{Status: st, Limit: f.limit})
-	}
-	return resp, nil
+	return tp
 }
 
 // serve starts a fake server of protocol p on a loopback port and returns
-// its address and its counter.
+// its address and its counter. It skips t in a build that does not speak
+// p.
 func serve(t *testing.T, p Protocol, limit int64, fail bool) (string, *counter) {
 	t.Helper()
+	register := needProtocol(t, p).register
 	c := &counter{limit: limit, fail: fail, hits: map[string]int64{}}
 	s := grpc.NewServer()
-	switch p {
-	case RLS:
-		rlspb.RegisterRateLimitServiceServer(s, fakeRLS{counter: c})
-	case Gubernator:
-		guber.RegisterV1Server(s, fakeGubernator{counter: c})
-	}
+	register(s, c)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +165,18 @@ func TestRun(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestGubernatorNotBuilt: a build without -tags gubernator refuses
+// gubernator's protocol, saying why.
+func TestGubernatorNotBuilt(t *testing.T) {
+	if workloads[Gubernator] != nil {
+		t.Skip("built with -tags gubernator")
+	}
+	_, err := New(Config{Addr: "127.0.0.1:1", Protocol: Gubernator, Limit: 1})
+	if want := "rlsload: gubernator: built without -tags gubernator"; err == nil || err.Error() != want {
+		t.Errorf("New: got %v, want %s", err, want)
 	}
 }
 

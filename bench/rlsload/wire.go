@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	guber "github.com/gubernator-io/gubernator/v2"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -23,11 +22,6 @@ const (
 	rlsRespStatuses         = 2 // RateLimitResponse.statuses
 	rlsStatusCurrentLimit   = 2 // DescriptorStatus.current_limit
 	rlsLimitRequestsPerUnit = 1 // RateLimit.requests_per_unit
-
-	guberRespResponses = 1 // GetRateLimitsResp.responses
-	guberRespStatus    = 1 // RateLimitResp.status
-	guberRespLimit     = 2 // RateLimitResp.limit
-	guberRespError     = 5 // RateLimitResp.error
 )
 
 // wireField consumes the field at the start of b and returns its number,
@@ -121,60 +115,4 @@ func rlsStatusLimit(b []byte) (uint32, error) {
 		}
 	}
 	return rpu, nil
-}
-
-// judgeGubernatorWire judges a marshalled GetRateLimitsResp as
-// newGubernator's judge does the message: want responses, each without
-// error and with limit as its limit.
-func judgeGubernatorWire(b []byte, want int, limit int64) (outcome, error) {
-	o := allowed
-	var first error // the first response's failure
-	count := 0
-	for len(b) > 0 {
-		num, typ, _, sub, n, err := wireField(b)
-		if err != nil {
-			return failed, err
-		}
-		b = b[n:]
-		if num != guberRespResponses || typ != protowire.BytesType {
-			continue
-		}
-		count++
-		var st guber.Status
-		var lim int64
-		var errStr []byte
-		for len(sub) > 0 {
-			num, typ, v, s, n, err := wireField(sub)
-			if err != nil {
-				return failed, err
-			}
-			sub = sub[n:]
-			switch {
-			case num == guberRespStatus && typ == protowire.VarintType:
-				st = guber.Status(int32(v))
-			case num == guberRespLimit && typ == protowire.VarintType:
-				lim = int64(v)
-			case num == guberRespError && typ == protowire.BytesType:
-				errStr = s
-			}
-		}
-		if first != nil {
-			continue
-		}
-		switch {
-		case len(errStr) > 0:
-			first = fmt.Errorf("rlsload: gubernator: %s", errStr)
-		case lim != limit:
-			first = fmt.Errorf("rlsload: limit %d in the answer, want %d", lim, limit)
-		case st == guber.Status_OVER_LIMIT:
-			o = denied
-		}
-	}
-	if count != want {
-		return failed, fmt.Errorf("rlsload: %d rate limit responses, want %d", count, want)
-	}
-	if first != nil {
-		return failed, first
-	}
-	return o, nil
 }

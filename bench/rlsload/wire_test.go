@@ -6,27 +6,30 @@ import (
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	guber "github.com/gubernator-io/gubernator/v2"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
+// fieldNumber says that message m's field name has number num.
+type fieldNumber struct {
+	m    proto.Message
+	name protoreflect.Name
+	num  int
+}
+
 func TestWireFieldNumbers(t *testing.T) {
-	for _, f := range []struct {
-		m    proto.Message
-		name protoreflect.Name
-		num  int
-	}{
+	checkFieldNumbers(t, []fieldNumber{
 		{&rlspb.RateLimitResponse{}, "overall_code", rlsRespOverallCode},
 		{&rlspb.RateLimitResponse{}, "statuses", rlsRespStatuses},
 		{&rlspb.RateLimitResponse_DescriptorStatus{}, "current_limit", rlsStatusCurrentLimit},
 		{&rlspb.RateLimitResponse_RateLimit{}, "requests_per_unit", rlsLimitRequestsPerUnit},
-		{&guber.GetRateLimitsResp{}, "responses", guberRespResponses},
-		{&guber.RateLimitResp{}, "status", guberRespStatus},
-		{&guber.RateLimitResp{}, "limit", guberRespLimit},
-		{&guber.RateLimitResp{}, "error", guberRespError},
-	} {
+	})
+}
+
+func checkFieldNumbers(t *testing.T, fields []fieldNumber) {
+	t.Helper()
+	for _, f := range fields {
 		d := f.m.ProtoReflect().Descriptor()
 		if got := d.Fields().ByName(f.name).Number(); got != protoreflect.FieldNumber(f.num) {
 			t.Errorf("%s.%s is field %d, want %d", d.FullName(), f.name, got, f.num)
@@ -38,57 +41,50 @@ func TestWireFieldNumbers(t *testing.T) {
 // judges of the generated messages, on random answers, answers given in
 // two parts (which proto merges), and broken ones.
 func TestJudgeWire(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
 	for _, p := range []Protocol{RLS, Gubernator} {
-		for _, d := range []int{1, 3} {
-			for _, limit := range []int64{0, 5} {
-				if p == Gubernator && limit == 0 {
+		t.Run(p.String(), func(t *testing.T) { testJudgeWire(t, p) })
+	}
+}
+
+func testJudgeWire(t *testing.T, p Protocol) {
+	random := needProtocol(t, p).random
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, d := range []int{1, 3} {
+		for _, limit := range []int64{0, 5} {
+			if p == Gubernator && limit == 0 {
+				continue
+			}
+			cfg := Config{Addr: "x", Protocol: p, Keys: 10, Descriptors: d, Limit: limit}
+			if err := cfg.setDefaults(); err != nil {
+				t.Fatal(err)
+			}
+			w := workloads[p](&cfg)
+			verdicts := map[outcome]int{}
+			for i := range 3000 {
+				b := marshal(t, random(rng, d))
+				if i%3 == 0 { // a second part, merged into the first
+					b = append(b, marshal(t, random(rng, rng.IntN(2)))...)
+				}
+				if i%50 == 0 && len(b) > 0 { // cut short
+					b = b[:rng.IntN(len(b))]
+				}
+				resp := w.newResp()
+				uerr := proto.Unmarshal(b, resp)
+				o, err := w.judgeWire(0, b)
+				if uerr != nil {
+					if err == nil || o != failed {
+						t.Errorf("%s: %x does not unmarshal (%v), judgeWire says %v, %v", p, b, uerr, o, err)
+					}
 					continue
 				}
-				cfg := Config{Addr: "x", Protocol: p, Keys: 10, Descriptors: d, Limit: limit}
-				if err := cfg.setDefaults(); err != nil {
-					t.Fatal(err)
+				wo, werr := w.judge(0, resp)
+				if o != wo || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+					t.Errorf("%s: judgeWire(%v) = %v, %v; judge = %v, %v", p, resp, o, err, wo, werr)
 				}
-				w := newRLS(&cfg)
-				if p == Gubernator {
-					w = newGubernator(&cfg)
-				}
-				verdicts := map[outcome]int{}
-				for i := range 3000 {
-					var b []byte
-					if p == RLS {
-						b = marshal(t, randomRLS(rng, d))
-					} else {
-						b = marshal(t, randomGubernator(rng, d))
-					}
-					if i%3 == 0 { // a second part, merged into the first
-						if p == RLS {
-							b = append(b, marshal(t, randomRLS(rng, rng.IntN(2)))...)
-						} else {
-							b = append(b, marshal(t, randomGubernator(rng, rng.IntN(2)))...)
-						}
-					}
-					if i%50 == 0 && len(b) > 0 { // cut short
-						b = b[:rng.IntN(len(b))]
-					}
-					resp := w.newResp()
-					uerr := proto.Unmarshal(b, resp)
-					o, err := w.judgeWire(0, b)
-					if uerr != nil {
-						if err == nil || o != failed {
-							t.Errorf("%s: %x does not unmarshal (%v), judgeWire says %v, %v", p, b, uerr, o, err)
-						}
-						continue
-					}
-					wo, werr := w.judge(0, resp)
-					if o != wo || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
-						t.Errorf("%s: judgeWire(%v) = %v, %v; judge = %v, %v", p, resp, o, err, wo, werr)
-					}
-					verdicts[o]++
-				}
-				if len(verdicts) < 2 {
-					t.Errorf("%s, %d descriptors, limit %d: verdicts %v, want a mix", p, d, limit, verdicts)
-				}
+				verdicts[o]++
+			}
+			if len(verdicts) < 2 {
+				t.Errorf("%s, %d descriptors, limit %d: verdicts %v, want a mix", p, d, limit, verdicts)
 			}
 		}
 	}
@@ -104,7 +100,7 @@ func marshal(t *testing.T, m proto.Message) []byte {
 
 // randomRLS returns a RateLimitResponse of about n statuses, mostly as
 // the judges want, with the fields they do not read set too.
-func randomRLS(rng *rand.Rand, n int) *rlspb.RateLimitResponse {
+func randomRLS(rng *rand.Rand, n int) proto.Message {
 	r := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_Code(rng.IntN(4))}
 	if rng.IntN(4) == 0 {
 		n += rng.IntN(3) - 1
@@ -127,32 +123,6 @@ func randomRLS(rng *rand.Rand, n int) *rlspb.RateLimitResponse {
 	if rng.IntN(2) == 0 {
 		r.ResponseHeadersToAdd = []*corepb.HeaderValue{{Key: "x-ratelimit-limit", Value: "5"}}
 		r.RawBody = []byte("body")
-	}
-	return r
-}
-
-// randomGubernator returns a GetRateLimitsResp of about n responses,
-// mostly as the judges want.
-func randomGubernator(rng *rand.Rand, n int) *guber.GetRateLimitsResp {
-	r := &guber.GetRateLimitsResp{}
-	if rng.IntN(4) == 0 {
-		n += rng.IntN(3) - 1
-	}
-	for range n {
-		rr := &guber.RateLimitResp{
-			Status:    guber.Status(rng.IntN(2)),
-			Limit:     5,
-			Remaining: rng.Int64N(6),
-			ResetTime: rng.Int64(),
-			Metadata:  map[string]string{"owner": "127.0.0.1"},
-		}
-		if rng.IntN(10) == 0 {
-			rr.Limit = rng.Int64N(7)
-		}
-		if rng.IntN(15) == 0 {
-			rr.Error = "boom"
-		}
-		r.Responses = append(r.Responses, rr)
 	}
 	return r
 }

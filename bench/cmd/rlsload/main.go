@@ -5,19 +5,23 @@
 // Against a server that is already running:
 //
 //	go run ./cmd/rlsload -addr 127.0.0.1:8081 -streams 64 -duration 10s
-//	go run ./cmd/rlsload -addr 127.0.0.1:1051 -protocol gubernator -limit 1000000
+//	go run -tags gubernator ./cmd/rlsload -addr 127.0.0.1:1051 -protocol gubernator -limit 1000000
 //
 // Or it starts a reference server itself, configured with the limit the
 // calls expect (-limit per -unit on descriptor key user_id of -domain),
 // and stops it at the end:
 //
 //	go run ./cmd/rlsload -server envoy-ratelimit -redis 127.0.0.1:16379 -streams 64
-//	go run ./cmd/rlsload -server gubernator -streams 64 -descriptors 3
+//	go run -tags gubernator ./cmd/rlsload -server gubernator -streams 64 -descriptors 3
 //	go run ./cmd/rlsload -server bouncer -server-args='--store memory'
 //
 // The calls are made with rlsload's own lean HTTP/2 client, which costs
 // a fraction of grpc-go's CPU per call; -client grpc makes them with
 // grpc-go instead.
+//
+// Gubernator's protocol and server need a build with -tags gubernator,
+// which brings in gubernator's Go module; without it, asking for either
+// fails.
 //
 // Run it from the bench module (cd bench). -redis defaults to
 // $BOUNCER_REDIS_ADDR. It exits 1 when the run failed as a workload (no
