@@ -29,12 +29,17 @@ func ForwardHeaders(h http.Header, id Identity, prefix string) {
 			delete(h, name)
 		}
 	}
-	set := func(suffix, value string) {
-		if value != "" {
-			h.Set(prefix+suffix, value)
+	names := defaultForwardNames
+	if prefix != DefaultForwardPrefix {
+		names = [3]string{prefix + "Subject", prefix + "Plan", prefix + "Auth-Method"}
+	}
+	for i, v := range [3]string{id.Subject, id.Plan, id.Method} {
+		if v != "" {
+			h.Set(names[i], v)
 		}
 	}
-	set("Subject", id.Subject)
-	set("Plan", id.Plan)
-	set("Auth-Method", id.Method)
 }
+
+// defaultForwardNames are the headers ForwardHeaders sets under
+// DefaultForwardPrefix, made once rather than on every request.
+var defaultForwardNames = [3]string{DefaultForwardPrefix + "Subject", DefaultForwardPrefix + "Plan", DefaultForwardPrefix + "Auth-Method"}

@@ -3,7 +3,6 @@ package route
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"net/netip"
 	"strings"
 )
 
@@ -33,17 +32,18 @@ func validRequestID(s string) bool {
 }
 
 // forwarded is the RFC 7239 Forwarded header for a request from client
-// to host over proto: for=client;host=...;proto=....
-func forwarded(client netip.Addr, host, proto string) string {
+// (an address, IPv6 if is6; "" when unknown) to host over proto:
+// for=client;host=...;proto=....
+func forwarded(client string, is6 bool, host, proto string) string {
 	var b strings.Builder
 	b.WriteString("for=")
 	switch {
-	case !client.IsValid():
+	case client == "":
 		b.WriteString("unknown")
-	case client.Is6(): // quoted, in brackets
-		b.WriteString(`"[` + client.String() + `]"`)
+	case is6: // quoted, in brackets
+		b.WriteString(`"[` + client + `]"`)
 	default:
-		b.WriteString(client.String())
+		b.WriteString(client)
 	}
 	if host != "" {
 		b.WriteString(";host=")

@@ -84,8 +84,10 @@ func (e *entry) rewrite(pr *httputil.ProxyRequest) {
 	h := pr.Out.Header
 	DropHeaders(h, e.table.idHeader) // its spellings with '_' too
 	h.Set(e.table.idHeader, x.id)
+	client := ""
 	if c := x.view.Client; c.IsValid() {
-		h.Set("X-Forwarded-For", c.String())
+		client = c.String()
+		h.Set("X-Forwarded-For", client)
 	}
 	h.Set("X-Forwarded-Host", pr.In.Host)
 	proto := "http"
@@ -93,7 +95,7 @@ func (e *entry) rewrite(pr *httputil.ProxyRequest) {
 		proto = "https"
 	}
 	h.Set("X-Forwarded-Proto", proto)
-	h.Set("Forwarded", forwarded(x.view.Client, pr.In.Host, proto))
+	h.Set("Forwarded", forwarded(client, x.view.Client.Is6(), pr.In.Host, proto))
 	pr.Out.Host = "" // the upstream's
 	pr.Out.URL.RawPath = e.outPath(x.view.Path)
 	pr.Out.URL.Path = urlpath.Decode(pr.Out.URL.RawPath)
