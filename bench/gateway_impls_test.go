@@ -18,6 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/gateway"
@@ -69,6 +70,7 @@ var gwImpls = []gwImpl{
 	{name: gwBare, start: startBareProxy},
 	{name: "bouncer-gateway-memory", start: startGatewayMemory, gateway: true},
 	{name: "bouncer-gateway-redis", start: startGatewayRedis, gateway: true},
+	{name: gwFloor, start: startGatewayFloor, gateway: true},
 	{name: "caddy-reverseproxy", start: startCaddy},
 }
 
@@ -175,6 +177,36 @@ func startGatewayRedis(tb testing.TB, upstream string) gwProxy {
 		return nil
 	}
 	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, s, s.Supports)), stats: stats}
+}
+
+// gwFloor is the least a Redis-backed gateway can cost: the gateway on
+// the memory store whose every decision first makes one Redis round trip
+// (redisRoundTrip: a script that does nothing) — the round trip as the
+// gateway pays it, in the middle of a request, rather than in a loop of
+// its own (redis-roundtrip). What bouncer-gateway-redis adds beyond it is
+// the Redis store's own work and the limit's Lua.
+const gwFloor = "gateway-memory-plus-roundtrip"
+
+func startGatewayFloor(tb testing.TB, upstream string) gwProxy {
+	tb.Helper()
+	c := dialRoundTrip(tb)
+	s := memstore.New(memstore.Options{})
+	tb.Cleanup(func() { s.Close() })
+	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, &roundTripFirst{Limiter: s, c: c}, nil))}
+}
+
+// roundTripFirst makes one Redis round trip before each check it passes
+// on to its Limiter; a failed round trip fails the check.
+type roundTripFirst struct {
+	bouncer.Limiter
+	c rueidis.Client
+}
+
+func (r *roundTripFirst) Check(ctx context.Context, req bouncer.Request) (bouncer.Decision, error) {
+	if err := redisRoundTrip(ctx, r.c); err != nil {
+		return bouncer.Decision{}, err
+	}
+	return r.Limiter.Check(ctx, req)
 }
 
 // newGateway returns the gateway of gwConfigYAML in front of upstream

@@ -1093,6 +1093,7 @@ const (
 	gwRedis     = "bouncer-gateway-redis"
 	gwCaddy     = "caddy-reverseproxy"
 	gwRoundTrip = "redis-roundtrip"
+	gwFloor     = "gateway-memory-plus-roundtrip"
 )
 
 // The gateway targets. At gwTargetCallers callers, the gateway on the
@@ -1122,8 +1123,11 @@ func gwAdded(rs []result, r result, c, unit string) (float64, bool) {
 // round trip, the gateways beside the other proxies, then the targets.
 func gatewayTables(w io.Writer, rs []result) {
 	bouncers, peers := impls(rs)
-	peers = slices.DeleteFunc(peers, func(p string) bool { return p == gwBare || p == gwRoundTrip })
+	peers = slices.DeleteFunc(peers, func(p string) bool { return p == gwBare || p == gwRoundTrip || p == gwFloor })
 	all := append(append([]string{gwBare}, bouncers...), peers...)
+	if len(filterImpl(rs, gwFloor)) > 0 {
+		all = append(all, gwFloor)
+	}
 	fmt.Fprintf(w, "### Gateway: requests/s, latency (µs) and CPU, beside the bare ReverseProxy\n\n"+
 		"| case | impl | requests/s | ÷ bare's | p50 | p99 | p50 added | p99 added | cpu µs/op | upstream conns/op | allocs/op |\n"+
 		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -1209,6 +1213,15 @@ func gatewayTables(w io.Writer, rs []result) {
 			limit := gwMaxRoundTrips*rt.metrics[unitP50] + md
 			fmt.Fprintf(w, "| p50 added ≤ %g × Redis round trip's p50 + %s's p50 added | %s | %s | %s µs vs %g × %s + %s = %s µs | %s |\n",
 				gwMaxRoundTrips, gwMemory, c, gwRedis, num(rd), gwMaxRoundTrips, num(rt.metrics[unitP50]), num(md), num(limit), yes(rd <= limit))
+		}
+		if fl, ok := find(rs, gwFloor, c); ok && hasMem && hasRed && c == "callers=1" {
+			// The same target with the round trip as the gateway pays
+			// it, in the middle of a request: the floor's p50 less the
+			// memory store's.
+			rt := fl.metrics[unitP50] - mem.metrics[unitP50]
+			rd := red.metrics[unitP50] - mem.metrics[unitP50]
+			fmt.Fprintf(w, "| p50 added ≤ %g × a round trip as the gateway pays it (%s − %s) + %s's p50 added | %s | %s | %s µs over %s vs %g × %s = %s µs | %s |\n",
+				gwMaxRoundTrips, gwFloor, gwMemory, gwMemory, c, gwRedis, num(rd), gwMemory, gwMaxRoundTrips, num(rt), num(gwMaxRoundTrips*rt), yes(rd <= gwMaxRoundTrips*rt))
 		}
 		if hasBare && hasRed {
 			d, _ := gwAdded(rs, red, c, unitP99)
