@@ -217,6 +217,13 @@ func (r *roundTripFirst) Check(ctx context.Context, req bouncer.Request) (bounce
 // is made; only the write is saved).
 func newGateway(tb testing.TB, upstream string, store bouncer.Limiter, supports func(bouncer.Limit) error) http.Handler {
 	tb.Helper()
+	return newGatewayOver(tb, upstream, store, supports, nil)
+}
+
+// newGatewayOver is newGateway whose routes reach their upstream through
+// transport (nil: the gateway's own).
+func newGatewayOver(tb testing.TB, upstream string, store bouncer.Limiter, supports func(bouncer.Limit) error, transport http.RoundTripper) http.Handler {
+	tb.Helper()
 	dir := tb.TempDir()
 	for name, data := range map[string]string{
 		"hs256.key":    gwSecret,
@@ -242,9 +249,10 @@ func newGateway(tb testing.TB, upstream string, store bouncer.Limiter, supports 
 	engine.Supports = supports
 	engine.Observe = rm.Observe
 	g, err := gateway.New(cfg, gateway.Options{
-		Engine:  engine,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: gateway.NewMetrics(reg),
+		Engine:    engine,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:   gateway.NewMetrics(reg),
+		Transport: transport,
 	})
 	if err != nil {
 		tb.Fatal(err)
