@@ -39,7 +39,9 @@ fuzz:
 # The peers' benchmarks live in their own module; make sure they build and
 # their workload checks pass on a tiny run. This also runs the differential
 # test against envoyproxy/ratelimit (built from its module on first use).
-# -short leaves out gubernator, which only the full benchmark run needs.
+# -short leaves out gubernator, which only the full benchmark run needs;
+# without -tags gubernator its Go client is not even compiled (make
+# bench-rls builds with the tag).
 bench-check:
 	cd bench && $(GO) test -short -count=1 -run . -bench . -benchtime 1x ./...
 
