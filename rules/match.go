@@ -1,6 +1,14 @@
 package rules
 
-import "strings"
+import (
+	"context"
+	"log/slog"
+	"math"
+	"strings"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/internal/storekey"
+)
 
 // Entry is one key/value pair of a descriptor, as Envoy sends them.
 type Entry struct {
@@ -135,4 +143,180 @@ func (n *node) lookup(entries []Entry, values []string) match {
 	}
 	m.values = values[:len(entries)] // read only when a rule was found: all set then
 	return m
+}
+
+// matched is one descriptor after lookup.
+type matched struct {
+	rule      *Rule
+	limits    []bouncer.Limit
+	unlimited bool
+	shadow    bool
+	quota     bool
+	zero      bool    // a limit of 0 (zeroLimit)
+	override  bool    // an envoy-semantics override: limits count, report.RequestsPerUnit judges (countLimit)
+	entries   []Entry // as matched: client IPs aggregated, the plan left out
+	key       string
+	cost      int64
+	report    CurrentLimit
+}
+
+// Replaced reports whether the descriptor matched a rule that another
+// rule of the same request replaces (envoyproxy/ratelimit's replaces):
+// Rule is then the replaced rule, and Limit is nil, since no limit was
+// checked. The answer is OK, as for a descriptor no rule matches; RLS and
+// the JSON API report it as envoyproxy/ratelimit does, without a
+// current_limit and with limit_remaining 0.
+func (s *Status) Replaced() bool { return s.Rule != nil && s.Limit == nil && !s.Unlimited }
+
+// replacement is a descriptor's rule that another matched rule replaces.
+type replacement struct {
+	rule, by *Rule
+}
+
+// counted reports whether m is checked in the store: matched, limited,
+// and not unlimited.
+func (m *matched) counted() bool { return m != nil && !m.unlimited && len(m.limits) > 0 }
+
+// matchAll looks every descriptor up and applies replaces: a rule named in
+// the replaces of another matched rule does not apply, and is left out
+// of ms and named in replaced (nil when no rule was replaced).
+func (d *Domain) matchAll(r *Request) (ms []*matched, replaced []replacement) {
+	ms = make([]*matched, len(r.Descriptors))
+	pool := make([]matched, len(r.Descriptors))
+	var by map[string]*Rule
+	var buf [8]string
+	values := buf[:]
+	for _, desc := range r.Descriptors {
+		if len(desc.Entries) > len(values) {
+			values = make([]string, MaxEntries)
+		}
+	}
+	for i, desc := range r.Descriptors {
+		m := &pool[i]
+		if !d.match(r, i, desc, values, m) {
+			continue
+		}
+		ms[i] = m
+		if m.rule != nil && len(m.rule.Replaces) > 0 {
+			if by == nil {
+				by = map[string]*Rule{}
+			}
+			for _, name := range m.rule.Replaces {
+				by[name] = m.rule
+			}
+		}
+	}
+	if by == nil {
+		return ms, nil
+	}
+	for i, m := range ms {
+		if m != nil && m.rule != nil && !m.unlimited && m.rule.Name != "" && by[m.rule.Name] != nil {
+			if replaced == nil {
+				replaced = make([]replacement, len(ms))
+			}
+			replaced[i] = replacement{rule: m.rule, by: by[m.rule.Name]}
+			ms[i] = nil
+		}
+	}
+	return ms, replaced
+}
+
+// explain logs, at Debug, the descriptors of r that matched nothing
+// because they carry only the plan entry, and those whose rule was
+// replaced: both answer OK with no limit, which says nothing of why.
+func (d *Domain) explain(ctx context.Context, log *slog.Logger, r *Request, ms []*matched, replaced []replacement) {
+	for i, desc := range r.Descriptors {
+		switch {
+		case replaced != nil && replaced[i].rule != nil:
+			rp := replaced[i]
+			log.DebugContext(ctx, "descriptor not limited: its rule is replaced by another rule of the request",
+				"domain", d.Name, "descriptor", i, "rule", rp.rule.Path, "rule_name", rp.rule.Name,
+				"replaced_by", rp.by.Path, "replaced_by_name", rp.by.Name)
+		case ms[i] == nil && d.PlanKey != "" && len(desc.Entries) > 0 && onlyPlan(desc.Entries, d.PlanKey):
+			log.DebugContext(ctx, "descriptor not limited: it carries only the plan entry; the plan entry belongs in the descriptor it qualifies",
+				"domain", d.Name, "descriptor", i, "plan_key", d.PlanKey)
+		}
+	}
+}
+
+func onlyPlan(entries []Entry, planKey string) bool {
+	for _, e := range entries {
+		if e.Key != planKey {
+			return false
+		}
+	}
+	return true
+}
+
+// match looks descriptor i up, filling m; false when no rule applies.
+func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *matched) bool {
+	entries, plan := desc.Entries, ""
+	if d.PlanKey != "" || d.ips != nil {
+		entries = make([]Entry, 0, len(desc.Entries))
+		for _, e := range desc.Entries {
+			if d.PlanKey != "" && e.Key == d.PlanKey {
+				plan = e.Value
+				continue
+			}
+			if p, ok := d.ips[e.Key]; ok {
+				e.Value = p.apply(e.Value)
+			}
+			entries = append(entries, e)
+		}
+		if plan == "" {
+			plan = d.DefaultPlan
+		}
+	}
+	m.cost, m.entries = r.hits(i), entries
+	if o := desc.Limit; o != nil {
+		l := d.overrideLimit(o)
+		for j, e := range entries {
+			values[j] = e.Value
+		}
+		m.key = storeKey(d.Name, entries, values[:len(entries)])
+		m.report = CurrentLimit{Name: "", RequestsPerUnit: o.RequestsPerUnit, Unit: o.Unit, Window: l.Period}
+		switch {
+		case d.Semantics == EnvoySemantics:
+			m.limits, m.override = []bouncer.Limit{countLimit(o.Unit)}, true
+		case l.Rate > 0:
+			m.limits = []bouncer.Limit{l}
+		}
+		return true
+	}
+	found := d.root.lookup(entries, values)
+	if found.rule == nil {
+		return false
+	}
+	m.rule = found.rule
+	m.limits, m.unlimited = found.rule.limitsFor(plan)
+	m.shadow, m.quota, m.zero = found.rule.Shadow, found.rule.QuotaMode, found.rule.zero
+	if m.zero {
+		m.key = storeKey(d.Name, entries, found.values)
+		m.report = CurrentLimit{Name: found.rule.Name, Unit: found.rule.Unit, Window: found.rule.Unit.Duration()}
+		return true
+	}
+	if !m.unlimited {
+		m.key = storeKey(d.Name, entries, found.values)
+		m.report = CurrentLimit{Name: found.rule.Name, RequestsPerUnit: found.rule.RequestsPerUnit, Unit: found.rule.Unit}
+		if len(m.limits) > 0 {
+			l := m.limits[0]
+			m.report.RequestsPerUnit = uint32(min(l.Rate, math.MaxUint32))
+			m.report.Unit, m.report.Window = unitOf(l.Period), l.Period
+		} else {
+			m.report.Window = found.rule.Unit.Duration()
+		}
+	}
+	return true
+}
+
+// storeKey is the key a descriptor is counted under: the domain and the
+// entries' keys and values, escaped and bounded by storekey.Join.
+func storeKey(domain string, entries []Entry, values []string) string {
+	var buf [9]string // a domain and four entries without allocating
+	parts := buf[:0]
+	parts = append(parts, domain)
+	for i, e := range entries {
+		parts = append(parts, e.Key, values[i])
+	}
+	return storekey.Join(parts...)
 }

@@ -1,0 +1,109 @@
+package rules
+
+import (
+	"context"
+	"math"
+	"slices"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// decideTogether decides the matched descriptors as one all-or-nothing
+// check (shadow rules as a second one, so that they never block or undo
+// the others), then reports each descriptor's own state.
+func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Response) error {
+	type group struct {
+		shadow bool
+		cost   int64
+	}
+	var order []group
+	members := map[group][]int{}
+	for i, m := range ms {
+		if m == nil {
+			continue
+		}
+		st := &resp.Statuses[i]
+		st.Rule = m.rule
+		if m.unlimited {
+			st.Unlimited, st.Remaining = true, math.MaxUint32
+			continue
+		}
+		st.Limit, st.Key = &m.report, m.key
+		if len(m.limits) == 0 {
+			if m.cost > 0 {
+				st.Code, st.RetryAfter = OverLimit, bouncer.Never
+			}
+			continue
+		}
+		g := group{shadow: m.shadow || m.quota, cost: m.cost}
+		if _, ok := members[g]; !ok {
+			order = append(order, g)
+		}
+		members[g] = append(members[g], i)
+	}
+	for _, g := range order {
+		idx := members[g]
+		req := bouncer.Request{Cost: g.cost, Peek: g.cost == 0}
+		first := map[string]int{} // a key named twice is checked once
+		for _, i := range idx {
+			if _, dup := first[ms[i].key]; dup {
+				continue
+			}
+			first[ms[i].key] = i
+			req.Keys = append(req.Keys, bouncer.KeyLimits{Key: ms[i].key, Limits: ms[i].limits})
+		}
+		dec, err := e.Limiter.Check(ctx, req)
+		if err != nil {
+			return err
+		}
+		if dec.Allowed && g.cost > 0 {
+			for _, k := range req.Keys {
+				m := ms[first[k.Key]]
+				resp.charges = append(resp.charges, charge{rule: m.rule, key: k.Key, limits: k.Limits, cost: g.cost})
+			}
+		}
+		for _, i := range idx {
+			st := &resp.Statuses[i]
+			own := dec
+			if ms[i].key != dec.Key && len(req.Keys) > 1 {
+				// The decision describes the binding key; peek at this
+				// one to report its own state. A peek denies only what is
+				// over by itself (a charge_denied window counted past its
+				// limit), so the other descriptors of a denied check read
+				// OK.
+				own, err = e.Limiter.Check(ctx, bouncer.Request{
+					Keys: []bouncer.KeyLimits{{Key: ms[i].key, Limits: ms[i].limits}},
+					Peek: true,
+				})
+				if err != nil {
+					return err
+				}
+			}
+			setStatus(st, ms[i], own)
+			if dec.Allowed {
+				st.Delay = dec.Delay // the group's check is what admits it
+			}
+		}
+	}
+	return nil
+}
+
+// setStatus fills a Bouncer-semantics status from the decision that
+// describes its key.
+func setStatus(st *Status, m *matched, d bouncer.Decision) {
+	st.Remaining = clamp32(d.Remaining)
+	st.ResetAfter, st.RetryAfter, st.Degraded = d.ResetAfter, d.RetryAfter, d.Degraded
+	if i := slices.IndexFunc(m.limits, func(l bouncer.Limit) bool { return l.Name == d.LimitName }); i >= 0 {
+		l := m.limits[i]
+		st.Limit = &CurrentLimit{Name: l.Name, RequestsPerUnit: clamp32(l.Rate), Unit: unitOf(l.Period), Window: l.Period}
+	}
+	if !d.Allowed {
+		st.Code = OverLimit
+		if m.shadow || m.quota {
+			st.Code, st.Shadowed = OK, true
+		}
+		if m.quota {
+			st.ResetAfter = 0
+		}
+	}
+}
