@@ -145,7 +145,7 @@ func startGatewayMemory(tb testing.TB, upstream string) gwProxy {
 	tb.Helper()
 	s := memstore.New(memstore.Options{})
 	tb.Cleanup(func() { s.Close() })
-	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, s, nil))}
+	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, s))}
 }
 
 // startGatewayRedis is the gateway on the Redis store at its defaults on
@@ -176,7 +176,7 @@ func startGatewayRedis(tb testing.TB, upstream string) gwProxy {
 		}
 		return nil
 	}
-	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, s, s.Supports)), stats: stats}
+	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, s)), stats: stats}
 }
 
 // gwFloor is the least a Redis-backed gateway can cost: the gateway on
@@ -192,7 +192,7 @@ func startGatewayFloor(tb testing.TB, upstream string) gwProxy {
 	c := dialRoundTrip(tb)
 	s := memstore.New(memstore.Options{})
 	tb.Cleanup(func() { s.Close() })
-	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, &roundTripFirst{Limiter: s, c: c}, nil))}
+	return gwProxy{url: gwServe(tb, newGateway(tb, upstream, &roundTripFirst{Limiter: s, c: c}))}
 }
 
 // roundTripFirst makes one Redis round trip before each check it passes
@@ -215,14 +215,14 @@ func (r *roundTripFirst) Check(ctx context.Context, req bouncer.Request) (bounce
 // rules' metrics, and the access log, one line per request at Info in
 // bouncer gateway's default text format, written to io.Discard (the line
 // is made; only the write is saved).
-func newGateway(tb testing.TB, upstream string, store bouncer.Limiter, supports func(bouncer.Limit) error) http.Handler {
+func newGateway(tb testing.TB, upstream string, store bouncer.Limiter) http.Handler {
 	tb.Helper()
-	return newGatewayOver(tb, upstream, store, supports, nil)
+	return newGatewayOver(tb, upstream, store, nil)
 }
 
 // newGatewayOver is newGateway whose routes reach their upstream through
 // transport (nil: the gateway's own).
-func newGatewayOver(tb testing.TB, upstream string, store bouncer.Limiter, supports func(bouncer.Limit) error, transport http.RoundTripper) http.Handler {
+func newGatewayOver(tb testing.TB, upstream string, store bouncer.Limiter, transport http.RoundTripper) http.Handler {
 	tb.Helper()
 	dir := tb.TempDir()
 	for name, data := range map[string]string{
@@ -246,7 +246,6 @@ func newGatewayOver(tb testing.TB, upstream string, store bouncer.Limiter, suppo
 	rm := metrics.New(reg)
 	rm.Serving(rc)
 	engine := rules.NewEngine(rc, rm.Limiter(store))
-	engine.Supports = supports
 	engine.Observe = rm.Observe
 	g, err := gateway.New(cfg, gateway.Options{
 		Engine:    engine,

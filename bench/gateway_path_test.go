@@ -56,7 +56,7 @@ func BenchmarkGatewayPath(b *testing.B) {
 			check := &partTimer{Limiter: s.store}
 			rt := &timedTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
 			var serve partTimes
-			g := newGatewayOver(b, up.url, check, nil, rt)
+			g := newGatewayOver(b, up.url, check, rt)
 			url := gwServe(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				t0 := time.Now()
 				g.ServeHTTP(w, r)

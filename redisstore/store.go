@@ -498,12 +498,6 @@ type limitInfo struct {
 	err error
 }
 
-// Supports reports an error wrapping bouncer.ErrInvalidLimit if the store
-// cannot decide l, that is if l is invalid: the store counts every valid
-// limit, a year's included, exactly. A service checks its config with it
-// before serving.
-func (s *Store) Supports(l bouncer.Limit) error { return s.info(&l).err }
-
 func (s *Store) info(l *bouncer.Limit) *limitInfo {
 	if v, ok := s.limits.Load(*l); ok {
 		return v.(*limitInfo)

@@ -7,9 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -136,26 +134,6 @@ func TestRequestBounds(t *testing.T) {
 	resp := decide(t, e, "edge", desc("user_id="+strings.Repeat("v", 1000)))
 	if k := resp.Statuses[0].Key; len(k) > 200 || strings.Contains(k, "vvvv") {
 		t.Errorf("key for a 1000-byte value: got %d bytes %q, want a bounded digest", len(k), k)
-	}
-}
-
-func TestCheckLimits(t *testing.T) {
-	c, err := rules.Parse("y.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 5}\n  - key: b\n    rate_limit: {unit: day, requests_per_unit: 5}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	upToMonth := func(l bouncer.Limit) error {
-		if l.Period > 30*24*time.Hour {
-			return errors.New("too long")
-		}
-		return nil
-	}
-	err = c.CheckLimits(upToMonth)
-	if err == nil || !strings.Contains(err.Error(), `y.yaml:4: rule "a": the store cannot count limit "per_year": too long`) {
-		t.Errorf("got %v, want the year limit rejected at line 4", err)
-	}
-	if strings.Contains(fmt.Sprint(err), `"b"`) {
-		t.Errorf("got %v, want the day limit accepted", err)
 	}
 }
 

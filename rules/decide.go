@@ -15,8 +15,15 @@ import (
 // bouncer.Limiter. It is safe for concurrent use; Swap replaces the config
 // atomically, and a request in flight finishes on the config it started
 // with.
+//
+// An Engine is ready however it was made: the zero Engine (or one made
+// with a nil config) serves an empty config, in which every domain is
+// unknown, until Swap gives it one; NewEngine is shorthand for setting
+// Limiter and calling Swap.
 type Engine struct {
-	// Limiter keeps the counts. Required.
+	// Limiter keeps the counts. With none, a request that a rule limits
+	// fails with ErrNoLimiter (as a store failure would), and so do
+	// Refund, State and Reset; requests no rule limits are answered.
 	Limiter bouncer.Limiter
 
 	// Now reads the clock that envoyproxy/ratelimit semantics compute
@@ -28,12 +35,6 @@ type Engine struct {
 	// domain the config does not define. By default such a request is
 	// allowed and no descriptor has a limit, as in envoyproxy/ratelimit.
 	RejectUnknownDomains bool
-
-	// Supports, if not nil, says whether the store can count a limit that
-	// a request sets (a descriptor's limit override); a request whose
-	// override it rejects fails with ErrInvalidRequest. The config's own
-	// limits are checked when it loads (Config.CheckLimits).
-	Supports func(bouncer.Limit) error
 
 	// Keys, if not nil, remembers the keys decided most recently, for the
 	// admin API to list (stores keep no keys, only hashes or digests).
@@ -65,15 +66,51 @@ type Engine struct {
 // NewEngine returns an engine serving c, counting in lim.
 func NewEngine(c *Config, lim bouncer.Limiter) *Engine {
 	e := &Engine{Limiter: lim}
-	e.config.Store(c)
+	e.Swap(c)
 	return e
 }
 
-// Config returns the config being served.
-func (e *Engine) Config() *Config { return e.config.Load() }
+// emptyConfig is the config of an engine that was given none.
+var emptyConfig = &Config{}
 
-// Swap serves c from now on and returns the config it replaces.
-func (e *Engine) Swap(c *Config) *Config { return e.config.Swap(c) }
+// Config returns the config being served: never nil.
+func (e *Engine) Config() *Config {
+	if c := e.config.Load(); c != nil {
+		return c
+	}
+	return emptyConfig
+}
+
+// Swap serves c from now on (nil: the empty config) and returns the
+// config it replaces, never nil.
+func (e *Engine) Swap(c *Config) *Config {
+	if old := e.config.Swap(c); old != nil {
+		return old
+	}
+	return emptyConfig
+}
+
+// ErrNoLimiter is the error of a check, a refund or a reset on an Engine
+// with no Limiter.
+var ErrNoLimiter = errors.New("rules: the engine has no Limiter")
+
+// limiter is e.Limiter, or one that fails every call with ErrNoLimiter.
+func (e *Engine) limiter() bouncer.Limiter {
+	if e.Limiter != nil {
+		return e.Limiter
+	}
+	return noLimiter{}
+}
+
+type noLimiter struct{}
+
+func (noLimiter) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
+	return bouncer.Decision{}, ErrNoLimiter
+}
+
+func (noLimiter) Refund(context.Context, bouncer.Request) error { return ErrNoLimiter }
+
+func (noLimiter) Reset(context.Context, bouncer.Request) error { return ErrNoLimiter }
 
 // Decide answers r. A non-nil error wraps ErrInvalidRequest or
 // ErrUnknownDomain, or is the store's failure; nothing is decided then,
@@ -95,7 +132,7 @@ func (e *Engine) Decide(ctx context.Context, r Request) (Response, error) {
 // decide answers r, and returns the domain of the config it used (nil if
 // the config does not define r's).
 func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, error) {
-	d := e.config.Load().Domain(r.Domain)
+	d := e.Config().Domain(r.Domain)
 	if err := r.validate(); err != nil {
 		return Response{}, d, err
 	}
@@ -110,7 +147,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 		}
 		return resp, nil, nil
 	}
-	if err := d.checkOverrides(&r, e.Supports); err != nil {
+	if err := d.checkOverrides(&r); err != nil {
 		return Response{}, d, err
 	}
 	ms, replaced := d.matchAll(&r)

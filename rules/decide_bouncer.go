@@ -52,7 +52,7 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 			first[ms[i].key] = i
 			req.Keys = append(req.Keys, bouncer.KeyLimits{Key: ms[i].key, Limits: ms[i].limits})
 		}
-		dec, err := e.Limiter.Check(ctx, req)
+		dec, err := e.limiter().Check(ctx, req)
 		if err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 				// over by itself (a charge_denied window counted past its
 				// limit), so the other descriptors of a denied check read
 				// OK.
-				own, err = e.Limiter.Check(ctx, bouncer.Request{
+				own, err = e.limiter().Check(ctx, bouncer.Request{
 					Keys: []bouncer.KeyLimits{{Key: ms[i].key, Limits: ms[i].limits}},
 					Peek: true,
 				})

@@ -50,7 +50,7 @@ func (e *Engine) decideEach(ctx context.Context, d *Domain, ms []*matched, resp 
 
 // checkOne charges descriptor i, m, on its own and fills its status.
 func (e *Engine) checkOne(ctx context.Context, m *matched, resp *Response, i int) error {
-	dec, err := e.Limiter.Check(ctx, m.request())
+	dec, err := e.limiter().Check(ctx, m.request())
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (e *Engine) checkConcurrently(ctx context.Context, ms []*matched, resp *Res
 		ds, errs = make([]bouncer.Decision, 0, len(rs)), make([]error, 0, len(rs))
 	}
 	ds, errs = ds[:len(rs)], errs[:len(rs)]
-	bouncer.CheckEach(ctx, e.Limiter, rs, ds, errs)
+	bouncer.CheckEach(ctx, e.limiter(), rs, ds, errs)
 	for k, i := range idx {
 		if errs[k] == nil {
 			dec := ms[i].judge(ds[k])

@@ -3,9 +3,9 @@ package rules_test
 import (
 	"errors"
 	"os"
+	"slices"
 	"testing"
 
-	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -36,8 +36,18 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		// Every limit of a valid config is a valid limit.
-		if err := c.CheckLimits(func(l bouncer.Limit) error { return l.Validate() }); err != nil {
-			t.Fatalf("a config that parsed holds an invalid limit: %v", err)
+		for _, d := range c.Domains() {
+			for _, r := range d.Rules {
+				ls := slices.Clone(r.Limits)
+				for _, p := range r.Plans {
+					ls = append(ls, p.Limits...)
+				}
+				for _, l := range ls {
+					if err := l.Validate(); err != nil {
+						t.Fatalf("a config that parsed holds an invalid limit, %s:%d: %v", r.File, r.Line, err)
+					}
+				}
+			}
 		}
 	})
 }

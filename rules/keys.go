@@ -211,7 +211,7 @@ func (e *Engine) State(ctx context.Context, k KeyInfo) ([]LimitState, error) {
 	out := make([]LimitState, len(k.Limits))
 	for i, l := range k.Limits {
 		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k.Key, Limits: []bouncer.Limit{l}}}, Peek: true}
-		peek, err := e.Limiter.Check(ctx, r)
+		peek, err := e.limiter().Check(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -243,12 +243,12 @@ func (e *Engine) retryAfter(ctx context.Context, r bouncer.Request, peek bouncer
 		return 0, nil
 	}
 	r.Peek, r.Cost = false, 1
-	d, err := e.Limiter.Check(ctx, r)
+	d, err := e.limiter().Check(ctx, r)
 	if err != nil {
 		return 0, err
 	}
 	if d.Allowed {
-		return 0, e.Limiter.Refund(context.WithoutCancel(ctx), r)
+		return 0, e.limiter().Refund(context.WithoutCancel(ctx), r)
 	}
 	return d.RetryAfter, nil
 }
@@ -287,7 +287,7 @@ func (e *Engine) Reset(ctx context.Context, k KeyInfo) error {
 	if len(r.Keys) == 0 {
 		return nil
 	}
-	return bouncer.Reset(ctx, e.Limiter, r)
+	return bouncer.Reset(ctx, e.limiter(), r)
 }
 
 // Resolve finds the key and limits that a descriptor of domain is counted

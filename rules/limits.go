@@ -52,27 +52,3 @@ func limitReason(err error) string {
 	}
 	return err.Error()
 }
-
-// CheckLimits calls supports for every limit of every rule and plan, and
-// returns a *ConfigError naming the file and line of each limit it
-// rejects: a store that cannot count some limit refuses the config
-// before serving it.
-func (c *Config) CheckLimits(supports func(bouncer.Limit) error) error {
-	var errs errorList
-	for _, d := range c.Domains() {
-		for _, r := range d.Rules {
-			check := func(ls []bouncer.Limit) {
-				for _, l := range ls {
-					if err := supports(l); err != nil {
-						errs.add(r.File, r.Line, fmt.Sprintf("rule %q: the store cannot count limit %q: %v", r.Path, l.Name, err))
-					}
-				}
-			}
-			check(r.Limits)
-			for _, p := range r.Plans {
-				check(p.Limits)
-			}
-		}
-	}
-	return errs.err()
-}

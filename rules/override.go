@@ -57,19 +57,15 @@ func (m *matched) judge(dec bouncer.Decision) bouncer.Decision {
 	return dec
 }
 
-// checkOverrides rejects overrides that the store cannot count, such as
-// a billion or more per second: they are the
-// caller's mistake, not a store failure. A rate of 0 admits nothing and is
-// never counted.
-func (d *Domain) checkOverrides(r *Request, supports func(bouncer.Limit) error) error {
+// checkOverrides rejects overrides that are no valid limit
+// (bouncer.Limit.Validate), such as a billion or more per second, which
+// no store counts: they are the caller's mistake, not a store failure. A
+// rate of 0 admits nothing and is never counted.
+func (d *Domain) checkOverrides(r *Request) error {
 	for i, desc := range r.Descriptors {
 		if o := desc.Limit; o != nil && o.RequestsPerUnit > 0 {
 			l := d.overrideLimit(o)
-			err := l.Validate()
-			if err == nil && supports != nil {
-				err = supports(l)
-			}
-			if err != nil {
+			if err := l.Validate(); err != nil {
 				return fmt.Errorf("%w: descriptors[%d].limit: %v", ErrInvalidRequest, i, err)
 			}
 		}

@@ -3,11 +3,8 @@ package rules_test
 import (
 	"errors"
 	"math"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -46,28 +43,5 @@ func TestOverrideOutOfRange(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// An override the store cannot count (one over a month, for this store) is the
-// caller's mistake: an invalid request, not a store failure.
-func TestOverrideTheStoreCannotCount(t *testing.T) {
-	e, _ := newEngine(t, "testdata/envoy.yaml")
-	e.Supports = func(l bouncer.Limit) error {
-		if l.Period > 30*24*time.Hour {
-			return errors.New("too long for this store")
-		}
-		return nil
-	}
-	year := desc("user_id=y")
-	year.Limit = &rules.Override{RequestsPerUnit: 5, Unit: rules.UnitYear}
-	_, err := e.Decide(t.Context(), rules.Request{Domain: "edge", Descriptors: ds(year)})
-	if !errors.Is(err, rules.ErrInvalidRequest) || !strings.Contains(err.Error(), "too long for this store") {
-		t.Errorf("got %v, want ErrInvalidRequest naming the store's reason", err)
-	}
-	day := desc("user_id=y")
-	day.Limit = &rules.Override{RequestsPerUnit: 5, Unit: rules.UnitDay}
-	if got := codes(decide(t, e, "edge", day)); got != "OK: OK/4" {
-		t.Errorf("a day override: got %q, want OK/4", got)
 	}
 }

@@ -97,7 +97,7 @@ func (e *Engine) Refund(ctx context.Context, resp *Response, only func(r *Rule, 
 	resp.charges = kept
 	var errs []error
 	for _, r := range reqs {
-		if err := e.Limiter.Refund(ctx, r); err != nil {
+		if err := e.limiter().Refund(ctx, r); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -36,7 +36,7 @@ type Reloader struct {
 	OnResult func(ReloadResult)
 
 	// Validate, if not nil, is asked about every config that loads; an
-	// error rejects it as a load error would (Config.CheckLimits, say).
+	// error rejects it as a load error would.
 	Validate func(*Config) error
 
 	// Debounce is how long Watch waits after a change for more before it

@@ -43,7 +43,7 @@ func (e *Engine) unknownDomain(ctx context.Context, name string) {
 		answer = "rejected"
 	}
 	attrs := []any{"domain", name, "answer", answer}
-	for _, d := range e.config.Load().Domains() {
+	for _, d := range e.Config().Domains() {
 		if strings.EqualFold(d.Name, name) {
 			attrs = append(attrs, "did_you_mean", d.Name) // domains are case-sensitive
 			break

@@ -96,7 +96,6 @@ type gatewayService struct {
 	rulesM   *metrics.Metrics
 	gm       *gateway.Metrics
 	store    io.Closer
-	valid    func(*rules.Config) error
 	servers  []*http.Server // the listeners', in config order
 	inflight sync.WaitGroup // requests being served, WebSockets included
 	admin    *http.Server   // nil without an admin address
@@ -124,7 +123,7 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	s.store, s.valid = st.closer, st.validate
+	s.store = st.closer
 	fail := func(err error) (*gatewayService, error) {
 		s.closeAll()
 		return nil, err
@@ -144,7 +143,6 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		s.rulesM = metrics.New(reg)
 		s.rulesM.Serving(rc)
 		s.engine = rules.NewEngine(rc, s.rulesM.Limiter(st.lim))
-		s.engine.Supports = st.supports
 		s.engine.Observe = s.rulesM.Observe
 		s.engine.Logger = log
 	}
@@ -222,11 +220,6 @@ func (s *gatewayService) loadRules(path string) (*rules.Config, error) {
 	rc, err := rules.LoadOptions{AllowConcurrency: true}.Load(path)
 	if err != nil {
 		return nil, err
-	}
-	if s.valid != nil {
-		if err := s.valid(rc); err != nil {
-			return nil, err
-		}
 	}
 	return rc, nil
 }

@@ -333,13 +333,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	lim, closer, validate, supports, degraded := st.lim, st.closer, st.validate, st.supports, st.degraded
-	if validate != nil {
-		if err := validate(cfg); err != nil {
-			closer.Close()
-			return nil, err
-		}
-	}
+	lim, closer, degraded := st.lim, st.closer, st.degraded
 	var stopTracing func(context.Context) error
 	if c.otelEndpoint != "" {
 		stop, err := tracing.Start(ctx, tracing.Options{Endpoint: c.otelEndpoint, Insecure: c.otelInsecure, SampleRatio: c.otelSample})
@@ -350,7 +344,6 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		stopTracing, lim = stop, tracing.Limiter(lim)
 	}
 	e := rules.NewEngine(cfg, m.Limiter(lim))
-	e.Supports = supports
 	if c.adminKeys > 0 {
 		e.Keys = rules.NewKeyIndex(c.adminKeys)
 	}
@@ -359,7 +352,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	e.Observe = m.Observe
 	e.Logger = log
 	s := &service{log: log, engine: e, store: closer, shutdownIn: c.shutdownTimeout, stopTracing: stopTracing}
-	s.reloader = &rules.Reloader{Path: c.config, Engine: e, Validate: validate, OnReload: m.Reloaded,
+	s.reloader = &rules.Reloader{Path: c.config, Engine: e, OnReload: m.Reloaded,
 		OnResult: func(res rules.ReloadResult) {
 			attrs := []any{"version", res.Config.Version}
 			switch res.Outcome {
@@ -437,8 +430,6 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 type store struct {
 	lim      bouncer.Limiter
 	closer   io.Closer
-	validate func(*rules.Config) error // what the store cannot count; nil: anything
-	supports func(bouncer.Limit) error
 	degraded func() []string // why decisions are made without the store now; nil: never
 }
 
@@ -459,8 +450,7 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 	}
 	reg.MustRegister(newRedisCollector(rs))
 	return store{
-		lim: rs, closer: rs, supports: rs.Supports,
-		validate: func(c *rules.Config) error { return c.CheckLimits(rs.Supports) },
+		lim: rs, closer: rs,
 		degraded: func() []string { return rs.Health().Degraded() },
 	}, nil
 }
