@@ -134,7 +134,7 @@ func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServe
 		_ = grpc.SetHeader(ctx, md)
 	}
 	var resp any
-	err = in.run(ctx, h, func() error {
+	err = in.run(h, func() error {
 		var err error
 		resp, err = handler(ctx, req)
 		return err
@@ -157,14 +157,14 @@ func (in *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if md != nil {
 		_ = ss.SetHeader(md)
 	}
-	return in.run(ctx, h, func() error { return handler(srv, ss) })
+	return in.run(h, func() error { return handler(srv, ss) })
 }
 
 // admit decides the call to method. It returns what the call gives back
 // when it ends (nil if nothing), the metadata to send, and, when the call
 // must not run, the error it ends with: a denial (md then goes in the
 // trailer), or the limiter's failure.
-func (in *Interceptor) admit(ctx context.Context, method string) (*edge.Hold[*Call], metadata.MD, error) {
+func (in *Interceptor) admit(ctx context.Context, method string) (*edge.Hold, metadata.MD, error) {
 	c := newCall(ctx, method)
 	if in.o.Exclude != nil && in.o.Exclude(c) {
 		return nil, nil, nil
@@ -201,27 +201,15 @@ func (in *Interceptor) admit(ctx context.Context, method string) (*edge.Hold[*Ca
 	return a.Hold, md, nil
 }
 
-// run runs the handler of an admitted call and ends its hold when the
-// handler returns or panics, or, for its leases, when the client goes
-// away.
-func (in *Interceptor) run(ctx context.Context, h *edge.Hold[*Call], handler func() error) error {
-	if h == nil {
-		return handler()
-	}
-	if h.Leases {
-		// A client that goes away frees its leases at once, even if the
-		// handler goes on.
-		stop := context.AfterFunc(ctx, h.Release)
-		defer stop()
-	}
-	completed := false
+// run runs the handler of an admitted call and ends its hold (nil for
+// none) when the handler returns or panics, or, for its leases, when the
+// client goes away.
+func (in *Interceptor) run(h *edge.Hold, handler func() error) error {
 	var err error
-	defer func() {
-		// A handler that panicked failed too.
-		h.Done(!completed || serverFailure(err))
-	}()
-	err = handler()
-	completed = true
+	h.Run(func() bool {
+		err = handler()
+		return serverFailure(err)
+	})
 	return err
 }
 

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,19 +153,10 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		sw = &statusWriter{ResponseWriter: w}
 		w = sw
 	}
-	if h.Leases {
-		// A client that goes away frees its leases at once, even if the
-		// handler goes on.
-		stop := context.AfterFunc(r.Context(), h.Release)
-		defer stop()
-	}
-	completed := false
-	defer func() {
-		// A handler that panicked failed too.
-		h.Done(sw != nil && (!completed || sw.status >= 500))
-	}()
-	next.ServeHTTP(w, r)
-	completed = true
+	h.Run(func() bool {
+		next.ServeHTTP(w, r)
+		return sw != nil && sw.status >= 500
+	})
 }
 
 func (m *middleware) fail(w http.ResponseWriter, r *http.Request, err error) {

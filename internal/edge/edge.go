@@ -1,14 +1,16 @@
-// Package edge is what the HTTP middleware and the gRPC interceptors share:
-// a set of rules over a bouncer.Limiter, deciding a request of type R all
-// or nothing, holding it for a shaping delay, and giving back its leases
-// and, on failure, its units.
+// Package edge is what the edges share. Hold is the one admission
+// lifecycle of the HTTP middleware, the gRPC interceptors and the
+// gateway: a request held for a shaping delay, its leases given back when
+// it ends or its client goes away, its units when it fails. Set is the
+// middleware's and interceptors' rules over a bouncer.Limiter, deciding
+// a request of type R all or nothing.
 package edge
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
@@ -112,7 +114,7 @@ type charged[R any] struct {
 }
 
 // Admission is a decided request.
-type Admission[R any] struct {
+type Admission struct {
 	// Decision is the enforcing rules' decision; Rule names the binding
 	// rule and Values what headers report. Limited is false when no
 	// enforcing rule applied to the request: there is nothing to report.
@@ -124,89 +126,111 @@ type Admission[R any] struct {
 	// Hold, for an admitted request that holds leases or units given
 	// back on failure, is what it must give back when it ends; nil when
 	// there is nothing.
-	Hold *Hold[R]
+	Hold *Hold
 }
 
-// Hold is what an admitted request gives back when it ends.
-type Hold[R any] struct {
-	// Leases and Refunds say what: Concurrency leases, and units of
-	// rules that give them back when the request fails.
-	Leases, Refunds bool
+// setHold is a Hold over what a Set charged one request.
+type setHold[R any] struct {
+	Hold
+	set     *Set[R]
+	charges []charged[R] // the shadow rules' first: their leases only
+	shadow  int          // how many are the shadow rules'
+	cost    int64
+}
 
-	set  *Set[R]
-	ctx  context.Context
-	cost int64
-	held []charged[R]
-	once sync.Once
+func (s *Set[R]) hold(ctx context.Context, cs []charged[R], shadow int, cost int64) *setHold[R] {
+	h := &setHold[R]{set: s, charges: slices.Clone(cs), shadow: shadow, cost: cost}
+	h.Init(ctx, h)
+	return h
+}
+
+// GiveBack gives back p of what the Set charged.
+func (h *setHold[R]) GiveBack(ctx context.Context, p Part) {
+	s := h.set
+	switch p {
+	case Leases:
+		s.refund(ctx, h.charges, h.cost, leases)
+	case Failed:
+		s.refund(ctx, h.charges, h.cost, onFailure)
+	case Unserved:
+		s.refund(ctx, h.charges[:h.shadow], h.cost, leases)
+		s.refund(ctx, h.charges[h.shadow:], h.cost, all)
+	}
 }
 
 // Admit decides req at cost: the shadow rules one by one, then the
 // enforcing rules together, all or nothing, holding an allowed request
 // for its shaping delay. A nil error and an allowed decision admit the
-// request, which must then call a.Hold.Done when it ends if a.Hold is not
-// nil. err is the limiter's failure, or ctx's error if the client went
-// away while held; nothing is held then.
-func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission[R], error) {
-	a := Admission[R]{Decision: bouncer.Decision{Allowed: true}}
+// request, which must then be served by a.Hold.Run (or end with
+// a.Hold.Done) if a.Hold is not nil. err is the limiter's failure, or
+// ctx's error if the client went away while held; nothing is held then.
+func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission, error) {
+	a := Admission{Decision: bouncer.Decision{Allowed: true}}
 	var buf [4]charged[R]
-	held := s.checkShadow(ctx, req, cost, buf[:0])
+	cs := s.checkShadow(ctx, req, cost, buf[:0])
 	// The enforcing rules' charges go after the shadow rules' leases.
-	start := len(held)
+	shadow := len(cs)
 	for i := range s.enforce {
 		c := &s.enforce[i]
 		if v, ok := c.Key(req); ok {
-			held = append(held, charged[R]{c, storekey.Join(c.Name, v)})
+			cs = append(cs, charged[R]{c, storekey.Join(c.Name, v)})
 		}
 	}
-	cs := held[start:]
-	if len(cs) > 0 {
-		d, err := s.lim.Check(ctx, request(make([]bouncer.KeyLimits, 0, len(cs)), cs, cost, all))
+	var h *setHold[R]
+	if enforce := cs[shadow:]; len(enforce) > 0 {
+		d, err := s.lim.Check(ctx, request(make([]bouncer.KeyLimits, 0, len(enforce)), enforce, cost, all))
 		if err != nil {
-			s.giveBack(ctx, held[:start], cost)
-			return Admission[R]{}, err
+			s.refund(ctx, cs[:shadow], cost, leases)
+			return Admission{}, err
 		}
-		b := binding(cs, d)
+		b := binding(enforce, d)
 		if s.observe != nil {
 			s.observe(req, b.rule.Name, d, false)
 		}
-		if d.Allowed && d.Delay > 0 {
-			if err := s.hold(ctx, cs, cost, &d); err != nil {
-				s.giveBack(ctx, held[:start], cost)
-				return Admission[R]{}, err
+		if !d.Allowed {
+			cs = cs[:shadow] // charged nothing
+		} else if d.Delay > 0 {
+			h = s.hold(ctx, cs, shadow, cost)
+			over, err := h.Wait(d.Delay, s.maxDelay)
+			if err != nil {
+				return Admission{}, err
+			}
+			if over > 0 {
+				d.Allowed, d.RetryAfter, d.Delay = false, over, 0
 			}
 		}
 		a.Decision, a.Rule, a.Values, a.Limited = d, b.rule.Name, values(b, d), true
-		if !d.Allowed {
-			held = held[:start] // charged nothing
-		}
 	}
-	if cost == 0 {
-		return a, nil
-	}
-	var h *Hold[R]
-	for _, c := range held {
-		if len(c.rule.leases) == 0 && !(c.rule.RefundOnFailure && len(c.rule.rest) > 0) {
-			continue
-		}
-		if h == nil {
-			h = &Hold[R]{set: s, ctx: ctx, cost: cost}
-		}
-		h.held = append(h.held, c)
-		h.Leases = h.Leases || len(c.rule.leases) > 0
-		h.Refunds = h.Refunds || c.rule.RefundOnFailure && len(c.rule.rest) > 0
-	}
-	if !a.Decision.Allowed {
-		h.Done(false) // the shadow rules' leases
-		h = nil
-	}
-	a.Hold = h
+	a.Hold = s.keep(ctx, h, cs, shadow, cost, a.Decision.Allowed)
 	return a, nil
 }
 
-// giveBack releases the leases of held, for a request that will not be
-// served.
-func (s *Set[R]) giveBack(ctx context.Context, held []charged[R], cost int64) {
-	s.refund(ctx, held, cost, leases)
+// keep returns the Hold of an admitted request that holds leases or units
+// given back on failure, or nil. A refused request gives back its shadow
+// rules' leases now, unless h (its shaping) gave back everything.
+func (s *Set[R]) keep(ctx context.Context, h *setHold[R], cs []charged[R], shadow int, cost int64, allowed bool) *Hold {
+	if cost == 0 {
+		return nil
+	}
+	if !allowed {
+		if h == nil {
+			s.refund(ctx, cs[:shadow], cost, leases)
+		}
+		return nil
+	}
+	var holdsLeases, refunds bool
+	for _, c := range cs {
+		holdsLeases = holdsLeases || len(c.rule.leases) > 0
+		refunds = refunds || len(onFailure(c.rule)) > 0
+	}
+	if !holdsLeases && !refunds {
+		return nil
+	}
+	if h == nil {
+		h = s.hold(ctx, cs, shadow, cost)
+	}
+	h.Leases, h.Refunds = holdsLeases, refunds
+	return &h.Hold
 }
 
 // checkShadow checks each shadow rule on its own, logs and reports its
@@ -238,54 +262,16 @@ func (s *Set[R]) checkShadow(ctx context.Context, req R, cost int64, held []char
 	return held
 }
 
-// hold waits for a shaping delay, or refuses the request (d is then
-// denied) if the delay is longer than maxDelay. It returns ctx's error if
-// the client went away meanwhile; the request's units are given back then
-// and when it is refused.
-func (s *Set[R]) hold(ctx context.Context, cs []charged[R], cost int64, d *bouncer.Decision) error {
-	if d.Delay > s.maxDelay {
-		s.refund(ctx, cs, cost, all)
-		d.Allowed, d.RetryAfter, d.Delay = false, d.Delay-s.maxDelay, 0
-		return nil
-	}
-	t := time.NewTimer(d.Delay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		s.refund(ctx, cs, cost, all)
-		return ctx.Err()
-	}
-}
-
-// Release gives back h's leases at once (the client went away); Done
-// then gives back only what failure refunds.
-func (h *Hold[R]) Release() {
-	h.once.Do(func() { h.set.refund(h.ctx, h.held, h.cost, leases) })
-}
-
-// Done ends the request: it gives back its leases, and, if failed, the
-// units of its RefundOnFailure rules. Safe to call on nil, more than
-// once, and with Release.
-func (h *Hold[R]) Done(failed bool) {
-	if h == nil {
-		return
-	}
-	h.Release()
-	if failed && h.Refunds {
-		h.set.refund(h.ctx, h.held, h.cost, func(c *rule[R]) []bouncer.Limit {
-			if c.RefundOnFailure {
-				return c.rest
-			}
-			return nil
-		})
-		h.Refunds = false
-	}
-}
-
 func all[R any](c *rule[R]) []bouncer.Limit    { return c.Limits }
 func leases[R any](c *rule[R]) []bouncer.Limit { return c.leases }
+
+// onFailure picks the units a rule gives back when the request fails.
+func onFailure[R any](c *rule[R]) []bouncer.Limit {
+	if c.RefundOnFailure {
+		return c.rest
+	}
+	return nil
+}
 
 // refund gives cost back to the limits pick chooses of each rule in cs.
 // It runs even after the client has gone away.
