@@ -16,15 +16,28 @@ type EachLimiter interface {
 	CheckEach(ctx context.Context, rs []Request, ds []Decision, errs []error)
 }
 
-// CheckEach decides each of rs on its own into ds and errs, which are as
-// long as rs: with l's CheckEach if it has one, else with concurrent
-// Checks (a single request is checked on the calling goroutine).
-func CheckEach(ctx context.Context, l Limiter, rs []Request, ds []Decision, errs []error) {
+// CheckEach decides each of rs on its own, with l's CheckEach if it has
+// one, else with concurrent Checks (a single request is checked on the
+// calling goroutine). It returns the decisions and errors, one per
+// request, in ds and errs resized to len(rs): they are buffers, whose
+// capacity is reused, and may be nil.
+func CheckEach(ctx context.Context, l Limiter, rs []Request, ds []Decision, errs []error) ([]Decision, []error) {
+	ds, errs = resize(ds, len(rs)), resize(errs, len(rs))
 	if el, ok := l.(EachLimiter); ok {
 		el.CheckEach(ctx, rs, ds, errs)
-		return
+	} else {
+		checkConcurrently(ctx, l, rs, ds, errs)
 	}
-	checkConcurrently(ctx, l, rs, ds, errs)
+	return ds, errs
+}
+
+// resize returns s with length n, reusing its array when it is large
+// enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // checkConcurrently decides each of rs on its own with l.Check, all at

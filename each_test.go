@@ -64,8 +64,11 @@ func TestCheckEach(t *testing.T) {
 	each := &eachCounter{counter: counter{counts: map[string]int{}}}
 	for _, l := range []bouncer.Limiter{plain, each} {
 		rs := requests("a", "b", "bad", "a", "a", "c")
-		ds, errs := make([]bouncer.Decision, len(rs)), make([]error, len(rs))
-		bouncer.CheckEach(context.Background(), l, rs, ds, errs)
+		// Buffers too short, or none, are grown; one long enough is used.
+		ds, errs := bouncer.CheckEach(context.Background(), l, rs, make([]bouncer.Decision, 2), nil)
+		if len(ds) != len(rs) || len(errs) != len(rs) {
+			t.Fatalf("%T: %d decisions and %d errors for %d requests", l, len(ds), len(errs), len(rs))
+		}
 		allowed := map[string]int{}
 		for i, r := range rs {
 			k := r.Keys[0].Key
@@ -104,4 +107,18 @@ func equal(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// CheckEach fills the buffers it is given when they are large enough,
+// whatever their length.
+func TestCheckEachReusesBuffers(t *testing.T) {
+	l := &counter{counts: map[string]int{}}
+	buf := make([]bouncer.Decision, 0, 8)
+	ds, errs := bouncer.CheckEach(context.Background(), l, requests("a", "b", "c"), buf, make([]error, 5))
+	if len(ds) != 3 || len(errs) != 3 || &ds[0] != &buf[:1][0] {
+		t.Errorf("got %d decisions and %d errors (in the buffer: %v), want 3 and 3 in the buffer", len(ds), len(errs), &ds[0] == &buf[:1][0])
+	}
+	if !ds[0].Allowed || errs[0] != nil {
+		t.Errorf("first decision %+v, %v; want allowed", ds[0], errs[0])
+	}
 }

@@ -106,12 +106,7 @@ func (e *Engine) checkConcurrently(ctx context.Context, ms []*matched, resp *Res
 			rs, idx = append(rs, m.request()), append(idx, i)
 		}
 	}
-	ds, errs := dbuf[:0], ebuf[:0]
-	if len(rs) > len(dbuf) {
-		ds, errs = make([]bouncer.Decision, 0, len(rs)), make([]error, 0, len(rs))
-	}
-	ds, errs = ds[:len(rs)], errs[:len(rs)]
-	bouncer.CheckEach(ctx, e.limiter(), rs, ds, errs)
+	ds, errs := bouncer.CheckEach(ctx, e.limiter(), rs, dbuf[:0], ebuf[:0])
 	for k, i := range idx {
 		if errs[k] == nil {
 			dec := ms[i].judge(ds[k])
