@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -27,6 +26,7 @@ import (
 	"github.com/bouncerhq/bouncer/gateway/route"
 	"github.com/bouncerhq/bouncer/gateway/transcode"
 	"github.com/bouncerhq/bouncer/header"
+	"github.com/bouncerhq/bouncer/internal/edge"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -322,33 +322,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	auth.ForwardHeaders(r.Header, id, "")
 
+	var h *edge.Hold
 	if rt.cfg.Limits != nil {
-		h := g.limit(sw, r, rt, id, &v, &entry)
-		if h == nil {
+		var ok bool
+		if h, ok = g.limit(sw, r, rt, id, &v, &entry); !ok {
 			return
 		}
-		if !h.resp.Holds(heldUntilEnd) {
-			t.serve(rt, sw, r, &v)
-			return
-		}
-		// What the request holds — leases, and units of rules that
-		// refund_on_5xx — goes back when it ends: when the upstream has
-		// answered (a WebSocket or gRPC stream, when it closes), or as
-		// soon as the client goes away.
-		stop := context.AfterFunc(r.Context(), h.release)
-		completed := false
-		defer func() {
-			stop()
-			h.release()
-			if !completed || sw.status >= 500 {
-				h.refundFailure()
-			}
-		}()
-		t.serve(rt, sw, r, &v)
-		completed = true
-		return
 	}
-	t.serve(rt, sw, r, &v)
+	// What the request holds — leases, and units of rules that
+	// refund_on_5xx — goes back when it ends: when the upstream has
+	// answered (a WebSocket or gRPC stream, when it closes), or, for the
+	// leases, as soon as the client goes away. A request that holds
+	// nothing has no Hold and tracks nothing.
+	h.Run(func() bool {
+		t.serve(rt, sw, r, &v)
+		return sw.status >= 500
+	})
 }
 
 // oneSpelling makes sure each header in names, which the gateway reads,
@@ -382,100 +371,105 @@ func (t target) serve(rt *runtimeRoute, w http.ResponseWriter, r *http.Request, 
 
 type target struct{ *route.Target }
 
-// held is what an admitted request holds: its decision, for the leases
-// and refunds given back when it ends.
-type held struct {
-	g    *Gateway
-	ctx  context.Context
-	resp rules.Response
-	once sync.Once
-	mu   sync.Mutex // Refund is not safe on one Response at once
+// admitted is what Decide charged an admitted request, which its Hold
+// gives back through the engine.
+type admitted struct {
+	edge.Hold
+	engine *rules.Engine
+	log    *slog.Logger
+	resp   rules.Response
 }
 
-// heldUntilEnd selects what a request holds until it ends: concurrency leases,
-// and the units of rules that refund_on_5xx.
-func heldUntilEnd(r *rules.Rule, l bouncer.Limit) bool {
-	return l.Algorithm == bouncer.Concurrency || r != nil && r.RefundOn5xx
+// hold returns the Hold of resp, for ctx's request: it holds leases and
+// units given back on failure if resp charged any.
+func (g *Gateway) hold(ctx context.Context, resp *rules.Response) *edge.Hold {
+	a := &admitted{engine: g.engine, log: g.log, resp: *resp}
+	a.Init(ctx, a)
+	a.Leases, a.Refunds = resp.Holds(lease), resp.Holds(onFailure)
+	return &a.Hold
 }
 
-// release gives back the request's concurrency leases, once.
-func (h *held) release() {
-	h.once.Do(func() {
-		h.refund(func(_ *rules.Rule, l bouncer.Limit) bool { return l.Algorithm == bouncer.Concurrency })
-	})
-}
-
-// refundFailure gives back the units of the rules that refund_on_5xx.
-func (h *held) refundFailure() {
-	h.refund(func(r *rules.Rule, l bouncer.Limit) bool { return r != nil && r.RefundOn5xx })
-}
-
-func (h *held) refund(only func(*rules.Rule, bouncer.Limit) bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.g.engine.Refund(context.WithoutCancel(h.ctx), &h.resp, only); err != nil {
-		h.g.log.Warn("refund failed", "err", err)
+// GiveBack gives back p of what Decide charged. The Hold calls it one
+// Part at a time (Engine.Refund is not safe on one Response at once).
+func (a *admitted) GiveBack(ctx context.Context, p edge.Part) {
+	only := lease
+	switch p {
+	case edge.Failed:
+		only = onFailure
+	case edge.Unserved:
+		only = nil // everything
+	}
+	if err := a.engine.Refund(context.WithoutCancel(ctx), &a.resp, only); err != nil {
+		a.log.Warn("refund failed", "err", err)
 	}
 }
 
+// lease selects the concurrency leases a request holds until it ends.
+func lease(_ *rules.Rule, l bouncer.Limit) bool { return l.Algorithm == bouncer.Concurrency }
+
+// onFailure selects the units of the rules that refund_on_5xx.
+func onFailure(r *rules.Rule, _ bouncer.Limit) bool { return r != nil && r.RefundOn5xx }
+
 // limit decides r's limits, holds r for a shaping delay, and answers a
-// request it refuses; it returns what an admitted request holds, or nil
-// when r is not to go on.
-func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, view *route.View, entry *accessEntry) *held {
-	h := &held{g: g, ctx: r.Context()}
+// request it refuses. ok is false when r is not to go on; h, when r
+// holds leases or units given back on failure, is what gives them back.
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, view *route.View, entry *accessEntry) (h *edge.Hold, ok bool) {
 	req, tooLong := g.descriptors(r, rt, id, view)
 	if tooLong != nil {
 		// The client's value, not an outage: a 4xx, logged at debug.
 		entry.denied = tooLong.code
 		g.log.Debug("a limited value is too long", "route", rt.cfg.Name, "fact", tooLong.fact, "bytes", tooLong.n)
 		writeError(w, r, tooLong.status, tooLong.code, fmt.Sprintf("the request's %s is over %d bytes", tooLong.what, rules.MaxValueLen))
-		return nil
+		return nil, false
 	}
 	if len(req.Descriptors) == 0 {
-		return h
+		return nil, true
 	}
-	var err error
-	h.resp, err = g.engine.Decide(r.Context(), req)
+	resp, err := g.engine.Decide(r.Context(), req)
 	if err != nil {
-		if r.Context().Err() != nil {
-			return nil
+		if r.Context().Err() == nil {
+			g.log.Error("limits not decided", "route", rt.cfg.Name, "err", err)
+			writeError(w, r, http.StatusServiceUnavailable, "limiter_unavailable", "the rate limiter could not decide this request")
 		}
-		g.log.Error("limits not decided", "route", rt.cfg.Name, "err", err)
-		writeError(w, r, http.StatusServiceUnavailable, "limiter_unavailable", "the rate limiter could not decide this request")
-		return nil
+		return nil, false
 	}
-	resp := &h.resp
 	if resp.Degraded() {
 		w.Header().Set(rules.DegradedHeader, "true")
 	}
-	v, ok := resp.Values()
+	d := resp.Delay()
+	if d > 0 || resp.Holds(heldUntilEnd) {
+		h = g.hold(r.Context(), &resp)
+	}
+	v, hasValues := resp.Values()
 	if resp.Code == rules.OverLimit {
-		h.release() // a shadow rule's lease
+		h.Done(false) // a shadow rule's leases
 		g.deny(w, r, rt, entry, v, resp.DenialMessage())
-		return nil
+		return nil, false
 	}
-	if d := resp.Delay(); d > 0 {
+	if d > 0 {
 		// A shaping rule: the request leaves at its turn, or not at all.
-		if d > maxDelay {
-			h.refund(nil)
-			v.Denied, v.RetryAfter = true, d-maxDelay
-			g.deny(w, r, rt, entry, v, resp.DenialMessage())
-			return nil
+		over, err := h.Wait(d, maxDelay)
+		if err != nil {
+			return nil, false
 		}
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-r.Context().Done():
-			h.refund(nil)
-			return nil
+		if over > 0 {
+			v.Denied, v.RetryAfter = true, over
+			g.deny(w, r, rt, entry, v, resp.DenialMessage())
+			return nil, false
 		}
 	}
-	if ok {
+	if hasValues {
 		v.Set(w.Header(), header.All)
 	}
-	return h
+	if h != nil && !h.Leases && !h.Refunds {
+		h = nil
+	}
+	return h, true
 }
+
+// heldUntilEnd selects what a request holds until it ends: concurrency
+// leases, and the units of rules that refund_on_5xx.
+func heldUntilEnd(r *rules.Rule, l bouncer.Limit) bool { return lease(r, l) || onFailure(r, l) }
 
 // maxDelay is the longest a shaping rule holds a request; one that would
 // wait longer is refused, with a Retry-After of the excess.
