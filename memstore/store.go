@@ -383,17 +383,28 @@ type tableSet struct {
 // linearTables is how many tables a shard scans before it uses a map.
 const linearTables = 8
 
+// identity is what names l's state: l without its OnStoreError policy,
+// which says what to do when a shared store fails, not how to count. A
+// limit whose policy changes keeps its counts, as in the Redis store,
+// whose keys name the same fields.
+func identity(l *bouncer.Limit) bouncer.Limit {
+	id := *l
+	id.OnStoreError = bouncer.StoreErrorDefault
+	return id
+}
+
 // find returns l's table, or nil. It takes no lock.
 func (sh *shard) find(l *bouncer.Limit) *table {
 	set := sh.tables.Load()
 	if set == nil {
 		return nil
 	}
+	id := identity(l)
 	if set.byLimit != nil {
-		return set.byLimit[*l]
+		return set.byLimit[id]
 	}
 	for _, t := range set.list {
-		if t.limit == *l {
+		if t.limit == id {
 			return t
 		}
 	}
@@ -405,7 +416,7 @@ func (sh *shard) table(l *bouncer.Limit, create bool) *table {
 	if t := sh.find(l); t != nil || !create {
 		return t
 	}
-	t := newTable(*l)
+	t := newTable(identity(l))
 	var list []*table
 	if set := sh.tables.Load(); set != nil {
 		list = append(list, set.list...)
