@@ -47,6 +47,11 @@ type Reloader struct {
 	// Now, if not nil, is the clock History reads; nil is time.Now.
 	Now func() time.Time
 
+	// Watching, if not nil, is called once by Watch when it watches the
+	// files: every change made after it returns is seen. Tests wait for
+	// it instead of for a time.
+	Watching func()
+
 	mu       sync.Mutex
 	rejected bool // the last attempt was rejected
 
@@ -187,6 +192,9 @@ func (r *Reloader) Watch(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
+	if r.Watching != nil {
+		r.Watching()
+	}
 	wait := r.Debounce
 	if wait <= 0 {
 		wait = 100 * time.Millisecond

@@ -98,29 +98,14 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 	}
 }
 
-// until calls poke, then polls cond until it holds, calling poke again
-// every quarter second (25 debounce periods): the watch may start after
-// the test's first write, and file events arrive when the kernel sends
-// them, so the test waits for the outcome, not for a time.
-func until(t *testing.T, what string, poke func(), cond func() bool) {
+// watch runs r.Watch until the test ends and returns once it watches,
+// with the outcomes of its reloads, in order.
+func watch(t *testing.T, r *rules.Reloader) <-chan rules.ReloadOutcome {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		poke()
-		again := time.Now().Add(250 * time.Millisecond)
-		for time.Now().Before(again) {
-			if cond() {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-	}
-}
-
-func watch(t *testing.T, r *rules.Reloader) {
+	watching := make(chan struct{})
+	r.Watching = func() { close(watching) }
+	outcomes := make(chan rules.ReloadOutcome, 1000) // more than a test makes
+	r.OnResult = func(res rules.ReloadResult) { outcomes <- res.Outcome }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Watch(ctx) }()
@@ -130,18 +115,50 @@ func watch(t *testing.T, r *rules.Reloader) {
 			t.Errorf("Watch: %v", err)
 		}
 	})
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch has not started after 10s")
+	}
+	return outcomes
+}
+
+// waitFor waits until the watch reports want, passing over other
+// outcomes: a write in place can be seen half done (the file emptied)
+// when the kernel's events of it come further apart than the debounce.
+func waitFor(t *testing.T, outcomes <-chan rules.ReloadOutcome, want rules.ReloadOutcome) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case o := <-outcomes:
+			if o == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("gave up waiting for %q after 10s", want)
+		}
+	}
 }
 
 func TestWatchFileWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
 	write(t, path, limitOne)
 	e, r, counts := setup(t, path)
-	watch(t, r)
-	until(t, "the broken config to be rejected", func() { write(t, path, broken) }, func() bool { _, f := counts.counts(); return f >= 1 })
+	outcomes := watch(t, r)
+	write(t, path, broken)
+	waitFor(t, outcomes, rules.Rejected)
+	if _, failed := counts.counts(); failed < 1 {
+		t.Errorf("OnReload saw %d failures after a broken write, want 1 or more", failed)
+	}
 	if got := limitOf(e); got != 1 {
 		t.Fatalf("serving limit %d after a broken write, want the old 1", got)
 	}
-	until(t, "the new config", func() { write(t, path, limitTwo) }, func() bool { return limitOf(e) == 2 })
+	write(t, path, limitTwo)
+	waitFor(t, outcomes, rules.Reloaded)
+	if got := limitOf(e); got != 2 {
+		t.Fatalf("serving limit %d after a valid write, want 2", got)
+	}
 }
 
 // A Kubernetes ConfigMap volume holds timestamped directories, a ..data
@@ -161,14 +178,16 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	must(os.Symlink(filepath.Join("..data", "c.yaml"), filepath.Join(dir, "c.yaml")))
 
 	e, r, _ := setup(t, filepath.Join(dir, "c.yaml"))
-	watch(t, r)
+	outcomes := watch(t, r)
 
 	must(os.Mkdir(filepath.Join(dir, "..v2"), 0o755))
 	write(t, filepath.Join(dir, "..v2", "c.yaml"), limitTwo)
-	until(t, "the swapped config", func() {
-		must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
-		must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
-	}, func() bool { return limitOf(e) == 2 })
+	must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
+	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	waitFor(t, outcomes, rules.Reloaded)
+	if got := limitOf(e); got != 2 {
+		t.Fatalf("serving limit %d after the swap, want 2", got)
+	}
 }
 
 // Writes to other files next to the config (a log, say) do not reload it:
@@ -179,15 +198,21 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 	path := filepath.Join(dir, "c.yaml")
 	write(t, path, limitOne)
 	_, r, counts := setup(t, path)
-	watch(t, r)
-	// Once this is rejected, the watch is known to run.
-	until(t, "the broken config to be rejected", func() { write(t, path, broken) }, func() bool { _, f := counts.counts(); return f >= 1 })
+	outcomes := watch(t, r)
+	// Renamed over, in one event, so that the watch reloads once.
+	write(t, path+".new", broken)
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, outcomes, rules.Rejected)
 	attempts := func() int { counts.mu.Lock(); defer counts.mu.Unlock(); return counts.attempts }
 	before := attempts()
 	for i := range 5 {
 		write(t, filepath.Join(dir, "bouncer.log"), fmt.Sprint("line ", i))
 	}
-	time.Sleep(200 * time.Millisecond) // twenty debounce periods
+	// The absence of a reload can only be seen by waiting: twenty
+	// debounce periods.
+	time.Sleep(200 * time.Millisecond)
 	if got := attempts(); got != before {
 		t.Errorf("got %d reloads after writes to another file, want none", got-before)
 	}

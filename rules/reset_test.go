@@ -2,12 +2,12 @@ package rules_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/internal/redistest"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/rules"
@@ -26,7 +26,7 @@ rules:
 `
 
 // A reset forgets every limit a key has, each plan's included, in both
-// stores (Redis when BOUNCER_REDIS_ADDR names one).
+// stores (Redis when BOUNCER_REDIS_ADDR names one; see redistest).
 func TestResetEveryPlan(t *testing.T) {
 	c, err := rules.Parse("s.yaml", []byte(planFile))
 	if err != nil {
@@ -39,10 +39,7 @@ func TestResetEveryPlan(t *testing.T) {
 			return st
 		},
 		"redisstore": func(t *testing.T) bouncer.Limiter {
-			addr := os.Getenv("BOUNCER_REDIS_ADDR")
-			if addr == "" {
-				t.Skip("BOUNCER_REDIS_ADDR is not set")
-			}
+			addr := redistest.Addr(t)
 			// A deadline no loaded machine misses: a check decided by
 			// policy would be counted in the local store, not in Redis.
 			st, err := redisstore.New(redisstore.Options{Addrs: []string{addr}, Timeout: 10 * time.Second,
