@@ -17,8 +17,23 @@ import (
 // whenever the files change if Watch runs. A config that fails to load is
 // rejected and the engine keeps serving the one it has.
 type Reloader struct {
+	// Path is the config, a file or a directory; "" when the service has
+	// no rules (then only Also reloads, and the engine keeps its config).
 	Path   string
 	Engine *Engine
+
+	// Also, if not nil, is the rest of a reload, for a service that
+	// serves more than the rules from files of its own (the gateway: its
+	// routes and auth, whose limits name the rules' domains). Reload
+	// calls it on every attempt whose rules load and validate, once the
+	// engine serves them; it builds and serves the rest, and reports
+	// whether that changed. Its error rejects the attempt whole: the
+	// engine serves its previous config again. A *ConfigError's problems
+	// are reported one by one; another error is one problem of Path.
+	Also func(*Config) (changed bool, err error)
+
+	// AlsoFiles are the files Also reads, which Watch watches too.
+	AlsoFiles []string
 
 	// Options are what the config may hold beyond what the service can
 	// serve (LoadOptions); the zero value is the service's.
@@ -149,21 +164,35 @@ func (r *Reloader) report(c *Config, o ReloadOutcome, err error) {
 }
 
 // Reload loads the config and serves it if it is valid and differs from
-// the one served. It returns the error that rejected it.
+// the one served, then runs Also. It returns the error that rejected the
+// attempt.
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, err := r.Options.Load(r.Path)
-	if err == nil && r.Validate != nil {
-		err = r.Validate(c)
-	}
 	cur := r.Engine.Config()
+	c, err := r.load(cur)
+	changed := err == nil && c.Version != cur.Version
+	if changed {
+		r.Engine.Swap(c)
+	} else if err == nil {
+		c = cur // the same config: Also sees the one served
+	}
+	if err == nil && r.Also != nil {
+		also, aerr := r.Also(c)
+		switch {
+		case aerr != nil && changed:
+			r.Engine.Swap(cur)
+			changed = false
+		case aerr == nil:
+			changed = changed || also
+		}
+		err = aerr
+	}
 	var o ReloadOutcome
 	switch {
 	case err != nil:
 		o = Rejected
-	case c.Version != cur.Version:
-		r.Engine.Swap(c)
+	case changed:
 		cur, o = c, Reloaded
 	case r.rejected:
 		o = Restored
@@ -175,17 +204,30 @@ func (r *Reloader) Reload() error {
 	return err
 }
 
-// Watch reloads after every change to Path until ctx is done. It watches
-// the directory that holds Path (and Path itself when it is a
-// directory), so that a file replaced by rename, and a Kubernetes
+// load reads and validates the config at Path; without one, the config
+// served (cur) is the one to serve.
+func (r *Reloader) load(cur *Config) (*Config, error) {
+	if r.Path == "" {
+		return cur, nil
+	}
+	c, err := r.Options.Load(r.Path)
+	if err == nil && r.Validate != nil {
+		err = r.Validate(c)
+	}
+	return c, err
+}
+
+// Watch reloads after every change to Path or AlsoFiles until ctx is
+// done. It watches the directories that hold them (and Path itself when
+// it is a directory), so that a file replaced by rename, and a Kubernetes
 // ConfigMap's symlink swap, are seen as well as writes in place.
 func (r *Reloader) Watch(ctx context.Context) error {
-	var files []string
+	files := slices.Clone(r.AlsoFiles)
 	var dirs map[string]func(string) bool
 	if st, err := os.Stat(r.Path); err == nil && st.IsDir() {
 		dirs = map[string]func(string) bool{r.Path: IsConfigFile}
 	} else {
-		files = []string{r.Path}
+		files = append(files, r.Path) // filewatch skips ""
 	}
 	w, err := filewatch.New(files, dirs)
 	if err != nil {

@@ -2,9 +2,11 @@ package rules_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -215,5 +217,79 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if got := attempts(); got != before {
 		t.Errorf("got %d reloads after writes to another file, want none", got-before)
+	}
+}
+
+// Also is the rest of a service's reload: what it changes is a reload
+// even when the rules are the same, and its error rejects the attempt
+// whole, the rules it came with included.
+func TestReloadAlso(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	write(t, path, limitOne)
+	e, r, _ := setup(t, path)
+	var (
+		seen    []uint32 // the limit the engine served when Also ran
+		changed bool
+		fail    error
+	)
+	r.Also = func(c *rules.Config) (bool, error) {
+		if c != e.Config() {
+			t.Errorf("Also got a config the engine does not serve")
+		}
+		seen = append(seen, limitOf(e))
+		return changed, fail
+	}
+	for _, step := range []struct {
+		name    string
+		file    string
+		changed bool
+		fail    error
+		want    rules.ReloadOutcome
+		limit   uint32
+	}{
+		{"nothing changed", limitOne, false, nil, rules.Unchanged, 1},
+		{"only the rest changed", limitOne, true, nil, rules.Reloaded, 1},
+		{"the rest is rejected with new rules", limitTwo, false, errors.New("bad route"), rules.Rejected, 1},
+		{"both fixed", limitTwo, false, nil, rules.Reloaded, 2},
+	} {
+		write(t, path, step.file)
+		changed, fail = step.changed, step.fail
+		err := r.Reload()
+		if !errors.Is(err, step.fail) {
+			t.Errorf("%s: got error %v, want %v", step.name, err, step.fail)
+		}
+		h := r.History()
+		if got := h[len(h)-1].Outcome; got != step.want {
+			t.Errorf("%s: got %q, want %q", step.name, got, step.want)
+		}
+		if got := limitOf(e); got != step.limit {
+			t.Errorf("%s: serving limit %d, want %d", step.name, got, step.limit)
+		}
+	}
+	if want := []uint32{1, 1, 2, 2}; !slices.Equal(seen, want) {
+		t.Errorf("Also saw the engine serve limits %v, want %v (the new rules, before they are taken)", seen, want)
+	}
+}
+
+// Without rules (Path ""), a reload is Also's alone, and Watch watches
+// AlsoFiles.
+func TestReloadAlsoWithoutRules(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "gateway.yaml")
+	write(t, file, "one")
+	var e rules.Engine
+	calls := 0
+	r := &rules.Reloader{Engine: &e, AlsoFiles: []string{file}, Debounce: 10 * time.Millisecond,
+		Also: func(c *rules.Config) (bool, error) {
+			if c != e.Config() {
+				t.Errorf("Also got a config the engine does not serve")
+			}
+			calls++
+			return true, nil
+		}}
+	outcomes := watch(t, r)
+	write(t, file, "two")
+	waitFor(t, outcomes, rules.Reloaded)
+	if calls == 0 {
+		t.Error("Also was not called")
 	}
 }
