@@ -70,7 +70,7 @@ func HashKey(key string) string {
 }
 
 // NewAPIKeys returns an APIKeys for c, or an error naming the first entry
-// that is invalid.
+// that is invalid (a *FieldError).
 func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
 	a := &APIKeys{name: "api_key", header: DefaultAPIKeyHeader, query: c.Query}
 	if c.Name != "" {
@@ -80,28 +80,32 @@ func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
 		a.header = c.Header
 	}
 	a.header = textproto.CanonicalMIMEHeaderKey(a.header)
+	fail := func(field, format string, args ...any) (*APIKeys, error) {
+		return nil, &FieldError{Field: field, Err: fmt.Errorf("auth: %s: %s", a.name, fmt.Sprintf(format, args...))}
+	}
 	if len(c.Keys) == 0 {
-		return nil, fmt.Errorf("auth: %s: no keys", a.name)
+		return fail("Keys", "no keys")
 	}
 	ids := make(map[string]bool, len(c.Keys))
 	digests := make(map[[sha256.Size]byte]string, len(c.Keys))
 	for i, k := range c.Keys {
+		at := fmt.Sprintf("Keys[%d]", i)
 		if k.ID == "" {
-			return nil, fmt.Errorf("auth: %s: key %d has no id", a.name, i)
+			return fail(at+".ID", "key %d has no id", i)
 		}
 		if !validHeaderValue(k.ID) || !validHeaderValue(k.Plan) {
-			return nil, fmt.Errorf("auth: %s: key %q: id and plan must not hold control characters", a.name, k.ID)
+			return fail(at, "key %q: id and plan must not hold control characters", k.ID)
 		}
 		if ids[k.ID] {
-			return nil, fmt.Errorf("auth: %s: key id %q appears twice", a.name, k.ID)
+			return fail(at+".ID", "key id %q appears twice", k.ID)
 		}
 		ids[k.ID] = true
 		d, err := parseHash(k.Hash)
 		if err != nil {
-			return nil, fmt.Errorf("auth: %s: key %q: %w", a.name, k.ID, err)
+			return fail(at+".Hash", "key %q: %v", k.ID, err)
 		}
 		if other, dup := digests[d]; dup {
-			return nil, fmt.Errorf("auth: %s: keys %q and %q have the same hash", a.name, other, k.ID)
+			return fail(at+".Hash", "keys %q and %q have the same hash", other, k.ID)
 		}
 		digests[d] = k.ID
 		a.keys = append(a.keys, apiKey{digest: d, id: k.ID, plan: k.Plan})

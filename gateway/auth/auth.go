@@ -50,6 +50,18 @@ var (
 	_ Authenticator = (*APIKeys)(nil)
 )
 
+// A FieldError is what NewJWT and NewAPIKeys return when one field of
+// their config is wrong. Field is the field, as a Go selector from the
+// config ("Skew", "Keys[1].Algorithms", "Keys[0]" for a key as a whole),
+// so that a config file can point at the line it came from.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
 // refuse returns an error wrapping ErrUnauthenticated that names the
 // authenticator, with the reason formatted from format and args.
 func refuse(name, format string, args ...any) error {

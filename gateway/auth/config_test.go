@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"path/filepath"
 	"strings"
@@ -108,4 +109,52 @@ func TestKeyFileFormats(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFieldErrors checks that NewJWT and NewAPIKeys say which field of
+// their config is wrong, so that a config file can point at its line.
+func TestFieldErrors(t *testing.T) {
+	rsaFile := writeFile(t, "rsa.pem", pemPublic(t, signerFor(RS256).public))
+	rsaKey := KeySource{File: rsaFile, Algorithms: []string{RS256}}
+	hash := HashKey("k")
+	tests := []struct {
+		name  string
+		new   func() error
+		field string
+	}{
+		{"skew", jwtErr(JWTConfig{Keys: []KeySource{rsaKey}, Skew: time.Hour}), "Skew"},
+		{"no keys", jwtErr(JWTConfig{}), "Keys"},
+		{"second source's algorithm", jwtErr(JWTConfig{Keys: []KeySource{rsaKey, {File: rsaFile, Algorithms: []string{"none"}}}}), "Keys[1].Algorithms"},
+		{"source with two kinds", jwtErr(JWTConfig{Keys: []KeySource{{File: rsaFile, JWKSFile: rsaFile}}}), "Keys[0]"},
+		{"unreadable file", jwtErr(JWTConfig{Keys: []KeySource{{File: rsaFile + ".missing", Algorithms: []string{RS256}}}}), "Keys[0].File"},
+		{"http URL", jwtErr(JWTConfig{Keys: []KeySource{{JWKSURL: "http://issuer.example/jwks"}}}), "Keys[0].JWKSURL"},
+		{"key without id", apiKeysErr(APIKeyConfig{Keys: []APIKey{{ID: "a", Hash: hash}, {Hash: HashKey("j")}}}), "Keys[1].ID"},
+		{"key in clear", apiKeysErr(APIKeyConfig{Keys: []APIKey{{ID: "a", Hash: "k"}}}), "Keys[0].Hash"},
+		{"same hash", apiKeysErr(APIKeyConfig{Keys: []APIKey{{ID: "a", Hash: hash}, {ID: "b", Hash: hash}}}), "Keys[1].Hash"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var fe *FieldError
+			if err := tt.new(); !errors.As(err, &fe) {
+				t.Fatalf("got %v, want a *FieldError", err)
+			}
+			if fe.Field != tt.field {
+				t.Errorf("got field %q (%v), want %q", fe.Field, fe, tt.field)
+			}
+		})
+	}
+}
+
+func jwtErr(c JWTConfig) func() error {
+	return func() error {
+		j, err := NewJWT(c, Options{})
+		if err == nil {
+			j.Close()
+		}
+		return err
+	}
+}
+
+func apiKeysErr(c APIKeyConfig) func() error {
+	return func() error { _, err := NewAPIKeys(c); return err }
 }

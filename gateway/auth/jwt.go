@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,54 +135,19 @@ const (
 
 // NewJWT returns a JWT for c. It reads File and JWKSFile now, and an
 // error names the file; it starts one goroutine per JWKSURL, which Close
-// stops.
+// stops. An error about one field of c is a *FieldError.
 func NewJWT(c JWTConfig, o Options) (*JWT, error) {
-	j := &JWT{
-		name:         "jwt",
-		header:       "Authorization",
-		maxBytes:     c.MaxTokenBytes,
-		subjectClaim: c.SubjectClaim,
-		planClaim:    c.PlanClaim,
-	}
+	j := &JWT{name: "jwt"}
 	if c.Name != "" {
 		j.name = fmt.Sprintf("jwt %q", c.Name)
 	}
-	fail := func(format string, args ...any) (*JWT, error) {
-		return nil, fmt.Errorf("auth: %s: %w", j.name, fmt.Errorf(format, args...))
+	if err := j.settings(c); err != nil {
+		return nil, err
 	}
-	if c.Header != "" {
-		j.header = textproto.CanonicalMIMEHeaderKey(c.Header)
+	j.now = o.Now
+	if j.now == nil {
+		j.now = time.Now
 	}
-	j.bearer = j.header == "Authorization"
-	if j.maxBytes == 0 {
-		j.maxBytes = defaultMaxTokenBytes
-	}
-	if j.maxBytes < 0 {
-		return fail("MaxTokenBytes %d is negative", j.maxBytes)
-	}
-	if j.subjectClaim == "" {
-		j.subjectClaim = "sub"
-	}
-	skew := c.Skew
-	if skew == 0 {
-		skew = defaultSkew
-	}
-	if skew < 0 || skew > maxSkew {
-		return fail("Skew %v is not between 0 and %v", skew, maxSkew)
-	}
-	for _, a := range c.Audience {
-		if a == "" {
-			return fail("an empty Audience")
-		}
-	}
-	if len(c.Keys) == 0 {
-		return fail("no Keys")
-	}
-	now := o.Now
-	if now == nil {
-		now = time.Now
-	}
-	j.skew, j.now = skew, now
 	client := o.HTTPClient
 	if client == nil {
 		client = http.DefaultClient
@@ -190,15 +157,57 @@ func NewJWT(c JWTConfig, o Options) (*JWT, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("authenticator", j.name)
-
 	for i, s := range c.Keys {
-		if err := j.addSource(s, now, client, log); err != nil {
-			return fail("key source %d: %w", i, err)
+		if field, err := j.addSource(s, client, log); err != nil {
+			return nil, j.fieldError(fmt.Sprintf("Keys[%d]", i)+field, fmt.Errorf("key source %d: %w", i, err))
 		}
 	}
+	j.parser = jwt.NewParser(parserOptions(c, j.skew, j.now)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	j.cancel = cancel
+	for _, r := range j.remotes {
+		j.wg.Go(func() { r.run(ctx) })
+	}
+	return j, nil
+}
 
+// settings checks c's fields other than its key sources, and sets j's
+// from them and their defaults.
+func (j *JWT) settings(c JWTConfig) error {
+	j.header, j.maxBytes, j.subjectClaim, j.planClaim = "Authorization", c.MaxTokenBytes, c.SubjectClaim, c.PlanClaim
+	if c.Header != "" {
+		j.header = textproto.CanonicalMIMEHeaderKey(c.Header)
+	}
+	j.bearer = j.header == "Authorization"
+	if j.maxBytes == 0 {
+		j.maxBytes = defaultMaxTokenBytes
+	}
+	if j.maxBytes < 0 {
+		return j.fieldError("MaxTokenBytes", fmt.Errorf("MaxTokenBytes %d is negative", j.maxBytes))
+	}
+	if j.subjectClaim == "" {
+		j.subjectClaim = "sub"
+	}
+	j.skew = c.Skew
+	if j.skew == 0 {
+		j.skew = defaultSkew
+	}
+	if j.skew < 0 || j.skew > maxSkew {
+		return j.fieldError("Skew", fmt.Errorf("Skew %v is not between 0 and %v", j.skew, maxSkew))
+	}
+	if slices.Contains(c.Audience, "") {
+		return j.fieldError("Audience", errors.New("an empty Audience"))
+	}
+	if len(c.Keys) == 0 {
+		return j.fieldError("Keys", errors.New("no Keys"))
+	}
+	return nil
+}
+
+// parserOptions are the checks of a token's claims that c asks for.
+func parserOptions(c JWTConfig, skew time.Duration, now func() time.Time) []jwt.ParserOption {
 	opts := []jwt.ParserOption{
-		jwt.WithValidMethods(algorithms),
+		jwt.WithValidMethods(Algorithms),
 		jwt.WithLeeway(skew),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
@@ -210,89 +219,101 @@ func NewJWT(c JWTConfig, o Options) (*JWT, error) {
 	if len(c.Audience) > 0 {
 		opts = append(opts, jwt.WithAudience(c.Audience...))
 	}
-	j.parser = jwt.NewParser(opts...)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	j.cancel = cancel
-	for _, r := range j.remotes {
-		j.wg.Go(func() { r.run(ctx) })
-	}
-	return j, nil
+	return opts
 }
 
-func (j *JWT) addSource(s KeySource, now func() time.Time, client *http.Client, log *slog.Logger) error {
+func (j *JWT) fieldError(field string, err error) error {
+	return &FieldError{Field: field, Err: fmt.Errorf("auth: %s: %w", j.name, err)}
+}
+
+// addSource adds the keys of s, or says what is wrong with it: the field
+// at fault (".File", ".Algorithms", or "" for the source as a whole) and
+// why.
+func (j *JWT) addSource(s KeySource, client *http.Client, log *slog.Logger) (field string, err error) {
 	set := 0
 	for _, v := range []string{s.File, s.JWKSFile, s.JWKSURL} {
 		if v != "" {
 			set++
 		}
 	}
-	if set != 1 {
-		return errors.New("exactly one of File, JWKSFile and JWKSURL must be set")
+	switch {
+	case set != 1:
+		return "", errors.New("exactly one of File, JWKSFile and JWKSURL must be set")
+	case s.KeyID != "" && s.File == "":
+		return ".KeyID", errors.New("KeyID is for File: a JWK Set names its keys")
+	case (s.RefreshEvery != 0 || s.MinRefresh != 0) && s.JWKSURL == "":
+		return "", errors.New("RefreshEvery and MinRefresh are for JWKSURL")
 	}
-	if s.KeyID != "" && s.File == "" {
-		return errors.New("KeyID is for File: a JWK Set names its keys")
-	}
-	if (s.RefreshEvery != 0 || s.MinRefresh != 0) && s.JWKSURL == "" {
-		return errors.New("RefreshEvery and MinRefresh are for JWKSURL")
+	if err := checkAlgorithms(s.Algorithms, s.File == ""); err != nil {
+		if s.File != "" {
+			err = fmt.Errorf("file %s: %w", s.File, err)
+		}
+		return ".Algorithms", err
 	}
 	switch {
 	case s.File != "":
 		k, err := loadFile(s)
 		if err != nil {
-			return fmt.Errorf("file %s: %w", s.File, err)
+			return ".File", fmt.Errorf("file %s: %w", s.File, err)
 		}
 		j.static = append(j.static, k)
 	case s.JWKSFile != "":
-		if err := checkAlgorithms(s.Algorithms, true); err != nil {
-			return err
-		}
-		data, err := os.ReadFile(s.JWKSFile)
+		keys, err := loadJWKSFile(s, log)
 		if err != nil {
-			return err
-		}
-		keys, skipped, err := parseJWKS(data, s.Algorithms, true)
-		if err != nil {
-			return fmt.Errorf("file %s: %w", s.JWKSFile, err)
-		}
-		for _, why := range skipped {
-			log.Info("auth: a key of a JWK Set is not used", "file", s.JWKSFile, "reason", why)
+			return ".JWKSFile", err
 		}
 		j.static = append(j.static, keys...)
 	default:
-		if err := checkAlgorithms(s.Algorithms, true); err != nil {
-			return err
-		}
-		u, err := url.Parse(s.JWKSURL)
+		r, err := newRemote(s, j.now, client, log)
 		if err != nil {
-			return err
-		}
-		if err := checkURL(u); err != nil {
-			return fmt.Errorf("JWKSURL %s: %w", u.Redacted(), err)
-		}
-		r := &remote{
-			url:      s.JWKSURL,
-			label:    u.Redacted(),
-			client:   client,
-			every:    s.RefreshEvery,
-			min:      s.MinRefresh,
-			restrict: s.Algorithms,
-			now:      now,
-			log:      log,
-			kick:     make(chan struct{}, 1),
-		}
-		if r.every == 0 {
-			r.every = defaultRefreshEvery
-		}
-		if r.min == 0 {
-			r.min = defaultMinRefresh
-		}
-		if r.min < leastMinRefresh || r.min > r.every {
-			return fmt.Errorf("MinRefresh %v is not between %v and RefreshEvery (%v)", r.min, leastMinRefresh, r.every)
+			return ".JWKSURL", err
 		}
 		j.remotes = append(j.remotes, r)
 	}
-	return nil
+	return "", nil
+}
+
+// loadJWKSFile reads the keys of s's JWKSFile, and logs those it leaves
+// out.
+func loadJWKSFile(s KeySource, log *slog.Logger) ([]*key, error) {
+	data, err := os.ReadFile(s.JWKSFile)
+	if err != nil {
+		return nil, err
+	}
+	keys, skipped, err := parseJWKS(data, s.Algorithms, true)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", s.JWKSFile, err)
+	}
+	for _, why := range skipped {
+		log.Info("auth: a key of a JWK Set is not used", "file", s.JWKSFile, "reason", why)
+	}
+	return keys, nil
+}
+
+// newRemote returns the fetcher of s's JWKSURL.
+func newRemote(s KeySource, now func() time.Time, client *http.Client, log *slog.Logger) (*remote, error) {
+	u, err := url.Parse(s.JWKSURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkURL(u); err != nil {
+		return nil, fmt.Errorf("JWKSURL %s: %w", u.Redacted(), err)
+	}
+	r := &remote{
+		url:      s.JWKSURL,
+		label:    u.Redacted(),
+		client:   client,
+		every:    cmp.Or(s.RefreshEvery, defaultRefreshEvery),
+		min:      cmp.Or(s.MinRefresh, defaultMinRefresh),
+		restrict: s.Algorithms,
+		now:      now,
+		log:      log,
+		kick:     make(chan struct{}, 1),
+	}
+	if r.min < leastMinRefresh || r.min > r.every {
+		return nil, fmt.Errorf("MinRefresh %v is not between %v and RefreshEvery (%v)", r.min, leastMinRefresh, r.every)
+	}
+	return r, nil
 }
 
 // Close stops fetching JWK Sets from their URLs and waits until the

@@ -1,9 +1,12 @@
 package route_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +160,28 @@ func TestNewErrors(t *testing.T) {
 			t.Errorf("got %v, want an error naming RequestIDHeader", err)
 		}
 	})
+}
+
+// TestNewFieldErrors checks that each problem New finds names its route
+// and field, so that a config file can point at its line.
+func TestNewFieldErrors(t *testing.T) {
+	ups := []string{"http://10.0.0.1:8080"}
+	routes := []route.Route{
+		{Name: "a", PathPrefix: "/a", Upstreams: ups},
+		{Name: "b", PathPrefix: "b", Upstreams: []string{"http://a:1", "ftp://b:2"}, Health: &route.HealthCheck{Path: "/", Unhealthy: -1}},
+		{Name: "a", PathPrefix: "/c", Upstreams: ups, Retries: -1},
+	}
+	_, err := route.New(routes, route.Options{Logger: discard()})
+	var got []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *route.FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("got %v, want a *route.FieldError", e)
+		}
+		got = append(got, fmt.Sprintf("%d.%s", fe.Route, fe.Field))
+	}
+	want := []string{"1.PathPrefix", "1.Upstreams[1]", "1.Health.Unhealthy", "2.Name", "2.Retries"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }

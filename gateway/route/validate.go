@@ -10,6 +10,20 @@ import (
 	"github.com/bouncerhq/bouncer/internal/urlpath"
 )
 
+// A FieldError is one problem of the routes given to New: Field, a Go
+// selector from routes[Route] ("PathPrefix", "Upstreams[1]",
+// "Health.Path"), is wrong, for the reason Err gives. New's error joins
+// one per problem (errors.Join), so that a config file can point at the
+// line of each.
+type FieldError struct {
+	Route int
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
 // validate checks routes, returning every problem found, each naming the
 // route and the field.
 func validate(routes []Route) error {
@@ -18,70 +32,79 @@ func validate(routes []Route) error {
 	type place struct{ host, prefix string }
 	places := make(map[place]string, len(routes))
 	for i, r := range routes {
-		bad := func(format string, args ...any) {
+		bad := func(field, format string, args ...any) {
 			who := fmt.Sprintf("route %q", r.Name)
 			if r.Name == "" {
 				who = fmt.Sprintf("routes[%d]", i)
 			}
-			errs = append(errs, fmt.Errorf("route: %s: %s", who, fmt.Sprintf(format, args...)))
+			errs = append(errs, &FieldError{Route: i, Field: field, Err: fmt.Errorf("route: %s: %s", who, fmt.Sprintf(format, args...))})
 		}
 		switch {
 		case r.Name == "":
-			bad("Name is required")
+			bad("Name", "Name is required")
 		case names[r.Name]:
-			bad("Name is used by an earlier route")
+			bad("Name", "Name is used by an earlier route")
 		}
 		names[r.Name] = true
 		if err := checkHost(r.Host); err != nil {
-			bad("Host %q: %v", r.Host, err)
+			bad("Host", "Host %q: %v", r.Host, err)
 		}
 		if err := checkPath(r.PathPrefix); err != nil {
-			bad("PathPrefix %q: %v", r.PathPrefix, err)
+			bad("PathPrefix", "PathPrefix %q: %v", r.PathPrefix, err)
 		}
 		p := place{strings.ToLower(r.Host), r.PathPrefix}
 		if other, ok := places[p]; ok {
-			bad("Host %q and PathPrefix %q are those of route %q", r.Host, r.PathPrefix, other)
+			bad("PathPrefix", "Host %q and PathPrefix %q are those of route %q", r.Host, r.PathPrefix, other)
 		} else {
 			places[p] = r.Name
 		}
-		if len(r.Upstreams) == 0 {
-			bad("Upstreams: at least one is required")
-		}
-		for j, s := range r.Upstreams {
-			if _, _, err := parseUpstream(s); err != nil {
-				bad("Upstreams[%d] %q: %v", j, s, err)
-			}
-		}
-		if r.Timeout < 0 {
-			bad("Timeout %v is negative", r.Timeout)
-		}
-		if r.Retries < 0 {
-			bad("Retries %d is negative", r.Retries)
-		}
-		if r.Eject.Duration < 0 {
-			bad("Eject.Duration %v is negative", r.Eject.Duration)
-		}
-		if h := r.Health; h != nil {
-			if !strings.HasPrefix(h.Path, "/") {
-				bad("Health.Path %q: must start with \"/\"", h.Path)
-			} else if _, err := url.ParseRequestURI(h.Path); err != nil {
-				bad("Health.Path %q: %v", h.Path, errors.Unwrap(err))
-			}
-			if h.Interval < 0 {
-				bad("Health.Interval %v is negative", h.Interval)
-			}
-			if h.Timeout < 0 {
-				bad("Health.Timeout %v is negative", h.Timeout)
-			}
-			if h.Healthy < 0 {
-				bad("Health.Healthy %d is negative", h.Healthy)
-			}
-			if h.Unhealthy < 0 {
-				bad("Health.Unhealthy %d is negative", h.Unhealthy)
-			}
-		}
+		validateFields(r, bad)
 	}
 	return errors.Join(errs...)
+}
+
+// validateFields checks the fields of r that no other route's bear on.
+func validateFields(r Route, bad func(field, format string, args ...any)) {
+	if len(r.Upstreams) == 0 {
+		bad("Upstreams", "Upstreams: at least one is required")
+	}
+	for j, s := range r.Upstreams {
+		if _, _, err := parseUpstream(s); err != nil {
+			bad(fmt.Sprintf("Upstreams[%d]", j), "Upstreams[%d] %q: %v", j, s, err)
+		}
+	}
+	if r.Timeout < 0 {
+		bad("Timeout", "Timeout %v is negative", r.Timeout)
+	}
+	if r.Retries < 0 {
+		bad("Retries", "Retries %d is negative", r.Retries)
+	}
+	if r.Eject.Duration < 0 {
+		bad("Eject.Duration", "Eject.Duration %v is negative", r.Eject.Duration)
+	}
+	h := r.Health
+	if h == nil {
+		return
+	}
+	if !strings.HasPrefix(h.Path, "/") {
+		bad("Health.Path", "Health.Path %q: must start with \"/\"", h.Path)
+	} else if _, err := url.ParseRequestURI(h.Path); err != nil {
+		bad("Health.Path", "Health.Path %q: %v", h.Path, errors.Unwrap(err))
+	}
+	for _, f := range []struct {
+		name string
+		neg  bool
+		v    any
+	}{
+		{"Interval", h.Interval < 0, h.Interval},
+		{"Timeout", h.Timeout < 0, h.Timeout},
+		{"Healthy", h.Healthy < 0, h.Healthy},
+		{"Unhealthy", h.Unhealthy < 0, h.Unhealthy},
+	} {
+		if f.neg {
+			bad("Health."+f.name, "Health.%s %v is negative", f.name, f.v)
+		}
+	}
 }
 
 // checkHost accepts "", a host name or IP address, or "*." and a host

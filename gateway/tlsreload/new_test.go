@@ -78,3 +78,31 @@ func TestNewErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateNamesTheField checks that Validate reads no file and says
+// which field is wrong.
+func TestValidateNamesTheField(t *testing.T) {
+	good := tlsreload.Config{CertFile: "/nonexistent/cert.pem", KeyFile: "/nonexistent/key.pem"}
+	for _, tt := range []struct {
+		name  string
+		edit  func(*tlsreload.Config)
+		field string
+	}{
+		{"no key file", func(c *tlsreload.Config) { c.KeyFile = "" }, "KeyFile"},
+		{"unknown mode", func(c *tlsreload.Config) { c.ClientAuth = "verify" }, "ClientAuth"},
+		{"CA without a mode", func(c *tlsreload.Config) { c.ClientCAFile = "/nonexistent/ca.pem" }, "ClientCAFile"},
+		{"unknown version", func(c *tlsreload.Config) { c.MinVersion = "1.1" }, "MinVersion"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := good
+			tt.edit(&c)
+			var fe *tlsreload.FieldError
+			if err := c.Validate(); !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Errorf("got %v, want a *FieldError for %s", err, tt.field)
+			}
+		})
+	}
+	if err := good.Validate(); err != nil {
+		t.Errorf("a config whose files do not exist: %v, want nil (Validate reads no file)", err)
+	}
+}

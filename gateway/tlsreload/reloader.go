@@ -102,27 +102,51 @@ type Reloader struct {
 	closeErr  error
 }
 
-// New loads the files of c and starts watching them. Its error names the
-// file and the reason when one does not load; an expired certificate is
-// logged, not refused. Close stops the watch.
-func New(c Config, o Options) (*Reloader, error) {
-	if c.CertFile == "" || c.KeyFile == "" {
-		return nil, errors.New("tlsreload: CertFile and KeyFile are required")
+// A FieldError is what Validate, and so New, return when a field of a
+// Config is wrong: Field names it ("ClientAuth"), so that a config file
+// can point at the line it came from.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate checks c's fields without reading its files, as New does
+// first: a caller that builds its Reloaders later can refuse c now.
+func (c Config) Validate() error {
+	bad := func(field string, err error) error { return &FieldError{Field: field, Err: err} }
+	switch {
+	case c.CertFile == "":
+		return bad("CertFile", errors.New("tlsreload: CertFile and KeyFile are required"))
+	case c.KeyFile == "":
+		return bad("KeyFile", errors.New("tlsreload: CertFile and KeyFile are required"))
 	}
 	auth, ok := clientAuths[c.ClientAuth]
-	if !ok {
-		return nil, fmt.Errorf("tlsreload: ClientAuth %q: want none, request or require", c.ClientAuth)
+	switch {
+	case !ok:
+		return bad("ClientAuth", fmt.Errorf("tlsreload: ClientAuth %q: want none, request or require", c.ClientAuth))
+	case auth != tls.NoClientCert && c.ClientCAFile == "":
+		return bad("ClientAuth", fmt.Errorf("tlsreload: ClientAuth %q needs a ClientCAFile", c.ClientAuth))
+	case auth == tls.NoClientCert && c.ClientCAFile != "":
+		return bad("ClientCAFile", errors.New(`tlsreload: ClientCAFile is set but ClientAuth is "none": say "request" or "require"`))
 	}
-	if auth != tls.NoClientCert && c.ClientCAFile == "" {
-		return nil, fmt.Errorf("tlsreload: ClientAuth %q needs a ClientCAFile", c.ClientAuth)
+	if _, ok := minVersions[c.MinVersion]; !ok {
+		return bad("MinVersion", fmt.Errorf("tlsreload: MinVersion %q: want 1.2 or 1.3", c.MinVersion))
 	}
-	if auth == tls.NoClientCert && c.ClientCAFile != "" {
-		return nil, errors.New(`tlsreload: ClientCAFile is set but ClientAuth is "none": say "request" or "require"`)
+	return nil
+}
+
+// New loads the files of c and starts watching them. Its error names the
+// file and the reason when one does not load, or the field (a
+// *FieldError) when c is not valid; an expired certificate is logged,
+// not refused. Close stops the watch.
+func New(c Config, o Options) (*Reloader, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
-	minVer, ok := minVersions[c.MinVersion]
-	if !ok {
-		return nil, fmt.Errorf("tlsreload: MinVersion %q: want 1.2 or 1.3", c.MinVersion)
-	}
+	auth, minVer := clientAuths[c.ClientAuth], minVersions[c.MinVersion]
 	r := &Reloader{
 		c: c, auth: auth, minVer: minVer, log: o.Logger, onReload: o.OnReload,
 		done: make(chan struct{}), stopped: make(chan struct{}),
