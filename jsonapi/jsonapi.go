@@ -124,36 +124,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer span.End()
 		r = r.WithContext(ctx)
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
-		return
-	}
-	if !jsonContent(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON: send Content-Type: application/json")
-		return
-	}
-	limit := h.MaxBody
-	if limit <= 0 {
-		limit = DefaultMaxBody
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", limit))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "invalid_request", "could not read the body")
-		return
-	}
-	if err := validText(body); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		return
-	}
-	req, err := parse(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	req, ok := h.read(w, r)
+	if !ok {
 		return
 	}
 	resp, err := h.Engine.Decide(r.Context(), req)
@@ -169,6 +141,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, code, err.Error())
 		return
 	}
+	h.write(w, r, resp)
+}
+
+// read reads and parses r's request, or answers r with its error and
+// reports false.
+func (h *Handler) read(w http.ResponseWriter, r *http.Request) (rules.Request, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		return rules.Request{}, false
+	}
+	if !jsonContent(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON: send Content-Type: application/json")
+		return rules.Request{}, false
+	}
+	limit := h.MaxBody
+	if limit <= 0 {
+		limit = DefaultMaxBody
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", limit))
+		} else {
+			writeError(w, http.StatusBadRequest, "invalid_request", "could not read the body")
+		}
+		return rules.Request{}, false
+	}
+	if err := validText(body); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return rules.Request{}, false
+	}
+	req, err := parse(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return rules.Request{}, false
+	}
+	return req, true
+}
+
+// write answers r with resp: 200 with the statuses, or 429 with the
+// denial, as JSON or as the problem the client asked for.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, resp rules.Response) {
 	out := CheckResponse{OverallCode: resp.Code.String(), Statuses: make([]Status, len(resp.Statuses))}
 	for i, st := range resp.Statuses {
 		s := Status{Code: st.Code.String(), LimitRemaining: st.Remaining, Shadowed: st.Shadowed, Degraded: st.Degraded, Replaced: st.Replaced()}
