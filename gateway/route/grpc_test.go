@@ -110,11 +110,27 @@ func dial(t *testing.T, base string, opts ...grpc.DialOption) *grpc.ClientConn {
 	return cc
 }
 
+// warmUpstream makes one call through the route of host warm.test, with
+// no tight timeout, so that the gateway's connection to that route's
+// upstream is up before a route with a short Timeout to the same
+// upstream is timed: dialing it (a TLS handshake, under the race
+// detector, on a busy machine) can take longer than that Timeout.
+func warmUpstream(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	cc := dial(t, base, grpc.WithAuthority("warm.test"))
+	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: "svc"}); err != nil {
+		t.Fatalf("warming the upstream up: %v", err)
+	}
+}
+
 func TestGRPC(t *testing.T) {
-	const timeout = 100 * time.Millisecond
+	// Long enough for a warm exchange on a busy machine, short enough to
+	// outlive by a stream.
+	const timeout = 250 * time.Millisecond
 	addr, hs := grpcUpstream(t)
 	table := newTable(t, []route.Route{
 		{Name: "grpc", PathPrefix: "/", Timeout: timeout, Upstreams: []string{"h2c://" + addr}},
+		{Name: "warm", Host: "warm.test", PathPrefix: "/", Upstreams: []string{"h2c://" + addr}},
 		{Name: "down", Host: "down.test", PathPrefix: "/", Upstreams: []string{"h2c://" + closedAddr(t)}},
 		{Name: "slow", Host: "slow.test", PathPrefix: "/", Timeout: timeout, Upstreams: []string{"h2c://" + blackHole(t)}},
 	}, route.Options{})
@@ -123,6 +139,7 @@ func TestGRPC(t *testing.T) {
 	defer cancel()
 
 	t.Run("h2c upstream", func(t *testing.T) {
+		warmUpstream(t, ctx, base)
 		cc := dial(t, base)
 		checkGRPC(t, ctx, cc, hs, timeout)
 	})
@@ -158,8 +175,10 @@ func TestGRPC(t *testing.T) {
 		tr := up.Client().Transport.(*http.Transport)
 		table := newTable(t, []route.Route{
 			{Name: "tls", PathPrefix: "/", Timeout: timeout, Upstreams: []string{up.URL}},
+			{Name: "warm", Host: "warm.test", PathPrefix: "/", Upstreams: []string{up.URL}},
 		}, route.Options{Transport: tr})
 		base, _ := gateway(t, table, false)
+		warmUpstream(t, ctx, base)
 		cc := dial(t, base)
 		checkGRPC(t, ctx, cc, hs, timeout)
 	})
