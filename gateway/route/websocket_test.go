@@ -97,7 +97,9 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 }
 
 func TestWebSocket(t *testing.T) {
-	const timeout = 50 * time.Millisecond
+	// Long enough for a handshake on a busy machine (it dials the
+	// upstream), short enough to outlive by the tunnel.
+	const timeout = 250 * time.Millisecond
 	up := httptestServer(t, http.HandlerFunc(wsEcho))
 	table := newTable(t, []route.Route{
 		{Name: "ws", PathPrefix: "/ws", StripPrefix: true, Timeout: timeout, Upstreams: []string{up}},
