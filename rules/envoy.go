@@ -181,6 +181,41 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 		DetailedMetric: ed.DetailedMetric, ValueToMetric: ed.ValueToMetric,
 		Metadata: ed.Metadata,
 	}
+	unit, ok := c.unitAndCount(rl, at)
+	for _, rp := range rl.Replaces {
+		switch rp.Name {
+		case "":
+			c.errorf(rp.At.Line, "should not have an empty replaces entry")
+		case rl.Name:
+			c.errorf(rp.At.Line, "replaces should not contain name of same descriptor")
+		default:
+			r.Replaces = append(r.Replaces, rp.Name)
+		}
+	}
+	r.Unit = unit
+	r.RequestsPerUnit = uint32(max(min(rl.RequestsPerUnit, 1<<32-1), 0))
+	if rl.Unlimited || !ok {
+		return r // reported once above
+	}
+	l, ok := c.limit(rl, unit, at)
+	switch {
+	case !ok:
+	case l.Rate == 0 && c.d.Semantics == EnvoySemantics:
+		r.Limits, r.zero = []bouncer.Limit{zeroLimit(l)}, true
+	default:
+		if err := l.Validate(); err != nil {
+			c.errorf(rl.At.Line, "%s.%s", at, limitReason(err))
+			break
+		}
+		r.Limits = []bouncer.Limit{l}
+	}
+	return r
+}
+
+// unitAndCount checks rl's unit and requests_per_unit, and returns the
+// unit; it reports false, having said why, when either is wrong (an
+// unlimited rate_limit needs neither).
+func (c *envoyCompiler) unitAndCount(rl *envoyRateLimit, at string) (Unit, bool) {
 	unit, validUnit := ParseUnit(rl.Unit)
 	switch {
 	case rl.Unlimited && validUnit:
@@ -198,26 +233,14 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 	if badCount {
 		c.errorf(max(rl.RequestsPerUnitAt.Line, rl.At.Line), "%s.requests_per_unit: %d is not between 0 and 4294967295", at, rl.RequestsPerUnit)
 	}
-	for _, rp := range rl.Replaces {
-		switch rp.Name {
-		case "":
-			c.errorf(rp.At.Line, "should not have an empty replaces entry")
-		case rl.Name:
-			c.errorf(rp.At.Line, "replaces should not contain name of same descriptor")
-		default:
-			r.Replaces = append(r.Replaces, rp.Name)
-		}
-	}
-	r.Unit = unit
-	r.RequestsPerUnit = uint32(max(min(rl.RequestsPerUnit, 1<<32-1), 0))
-	if rl.Unlimited || !validUnit || badCount {
-		return r // reported once above
-	}
-	bouncerOnly := rl.Algorithm != "" || rl.Burst != nil || rl.Shape || rl.OnStoreError != "" || rl.ChargeDenied != nil
-	if bouncerOnly && c.d.Semantics != BouncerSemantics {
-		c.errorf(rl.At.Line, "algorithm, burst, shape, on_store_error and charge_denied need 'semantics: bouncer' at the top of the file")
-		return r
-	}
+	return unit, validUnit && !badCount
+}
+
+// limit is the limit rl sets: a fixed window of its unit, with what
+// 'semantics: bouncer' adds (algorithm, burst, shape, charge_denied,
+// on_store_error). It reports false, having said why, when one of those
+// is wrong or the semantics do not allow them.
+func (c *envoyCompiler) limit(rl *envoyRateLimit, unit Unit, at string) (bouncer.Limit, bool) {
 	l := bouncer.Limit{
 		Name:         limitName(rl.Name, unit),
 		Algorithm:    bouncer.FixedWindow,
@@ -225,43 +248,40 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 		Period:       unit.Duration(),
 		ChargeDenied: c.d.Semantics == EnvoySemantics,
 	}
-	if c.d.Semantics == BouncerSemantics {
-		if rl.Algorithm != "" {
-			if reason := algorithmProblem(rl.Algorithm, c.o); reason != "" {
-				c.errorf(rl.At.Line, "algorithm: %s", reason)
-				return r
-			}
-			l.Algorithm, _ = bouncer.ParseAlgorithm(rl.Algorithm)
-		}
-		l.Shape = rl.Shape
-		switch {
-		case rl.Burst != nil:
-			l.Burst = *rl.Burst // burst: 0 is refused as the library refuses it
-		case l.Algorithm.UsesBurst():
-			l.Burst = l.Rate
-		}
-		if rl.ChargeDenied != nil {
-			l.ChargeDenied = *rl.ChargeDenied
-		}
-		if rl.OnStoreError != "" {
-			p, err := bouncer.ParseStoreErrorPolicy(rl.OnStoreError)
-			if err != nil {
-				c.errorf(rl.At.Line, "%s.on_store_error: %s", at, strings.TrimPrefix(err.Error(), "bouncer: "))
-				return r
-			}
-			l.OnStoreError = p
-		}
+	bouncerOnly := rl.Algorithm != "" || rl.Burst != nil || rl.Shape || rl.OnStoreError != "" || rl.ChargeDenied != nil
+	if !bouncerOnly {
+		return l, true
 	}
-	if l.Rate == 0 && c.d.Semantics == EnvoySemantics {
-		r.Limits, r.zero = []bouncer.Limit{zeroLimit(l)}, true
-		return r
+	if c.d.Semantics != BouncerSemantics {
+		c.errorf(rl.At.Line, "algorithm, burst, shape, on_store_error and charge_denied need 'semantics: bouncer' at the top of the file")
+		return l, false
 	}
-	if err := l.Validate(); err != nil {
-		c.errorf(rl.At.Line, "%s.%s", at, limitReason(err))
-		return r
+	if rl.Algorithm != "" {
+		if reason := algorithmProblem(rl.Algorithm, c.o); reason != "" {
+			c.errorf(rl.At.Line, "algorithm: %s", reason)
+			return l, false
+		}
+		l.Algorithm, _ = bouncer.ParseAlgorithm(rl.Algorithm)
 	}
-	r.Limits = []bouncer.Limit{l}
-	return r
+	l.Shape = rl.Shape
+	switch {
+	case rl.Burst != nil:
+		l.Burst = *rl.Burst // burst: 0 is refused as the library refuses it
+	case l.Algorithm.UsesBurst():
+		l.Burst = l.Rate
+	}
+	if rl.ChargeDenied != nil {
+		l.ChargeDenied = *rl.ChargeDenied
+	}
+	if rl.OnStoreError != "" {
+		p, err := bouncer.ParseStoreErrorPolicy(rl.OnStoreError)
+		if err != nil {
+			c.errorf(rl.At.Line, "%s.on_store_error: %s", at, strings.TrimPrefix(err.Error(), "bouncer: "))
+			return l, false
+		}
+		l.OnStoreError = p
+	}
+	return l, true
 }
 
 // unitList is the valid units, for a message: "second, minute, hour,

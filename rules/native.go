@@ -144,6 +144,8 @@ func (c *nativeCompiler) errorf(line int, format string, args ...any) {
 	c.errs.add(c.file, line, fmt.Sprintf(format, args...))
 }
 
+// rule compiles rules[i]: its limits, and its place in the domain's
+// match tree.
 func (c *nativeCompiler) rule(i int, nr nativeRule) {
 	at := fmt.Sprintf("rules[%d]", i)
 	r := &Rule{
@@ -155,6 +157,17 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 		c.errorf(nr.At.Line, "%s.match: want at least one descriptor entry", at)
 		return
 	}
+	c.ruleLimits(at, nr, r)
+	if !c.place(at, nr, r) {
+		return
+	}
+	c.d.Rules = append(c.d.Rules, r)
+}
+
+// ruleLimits compiles the limits of rule nr into r: its own, and each
+// plan's, with the rule's algorithm and on_store_error as their
+// defaults.
+func (c *nativeCompiler) ruleLimits(at string, nr nativeRule, r *Rule) {
 	var policy bouncer.StoreErrorPolicy
 	if nr.OnStoreError != "" {
 		p, err := bouncer.ParseStoreErrorPolicy(nr.OnStoreError)
@@ -214,17 +227,22 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 		r.RequestsPerUnit = uint32(min(r.Limits[0].Rate, 1<<32-1))
 		r.Unit = unitOf(r.Limits[0].Period)
 	}
+}
 
+// place puts r in the domain's match tree at the path of nr's match
+// entries, adding the nodes it lacks, and names r by that path. It
+// reports false, having said why, when r cannot go there.
+func (c *nativeCompiler) place(at string, nr nativeRule, r *Rule) bool {
 	cur := c.d.root
 	var steps []string
 	for j, e := range nr.Match {
 		if e.Key == "" {
 			c.errorf(e.At.Line, "%s.match[%d].key: required", at, j)
-			return
+			return false
 		}
 		if e.Key == c.d.PlanKey {
 			c.errorf(e.At.Line, "%s.match[%d]: %q carries the plan; it is not matched", at, j, e.Key)
-			return
+			return false
 		}
 		step := e.Key
 		if e.Value != "" {
@@ -237,14 +255,14 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 		next := lookupStep(cur, e)
 		if next != nil && next.share != e.Share {
 			c.errorf(e.At.Line, "%s.match[%d]: share is %v here but %v in an earlier rule matching the same entry; one counter cannot be both", at, j, e.Share, next.share)
-			return
+			return false
 		}
 		if next == nil {
 			next = newNode()
 			switch attach(cur, Entry{e.Key, e.Value}, e.Value != "", next) {
 			case shadowed:
 				c.errorf(e.At.Line, "%s.match[%d]: unreachable: every value it matches is matched first by a wildcard of the same key", at, j)
-				return
+				return false
 			}
 			next.share, next.pattern = e.Share, e.Value
 		}
@@ -253,10 +271,10 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 	r.Path = strings.Join(steps, ".")
 	if cur.rule != nil {
 		c.errorf(nr.At.Line, "%s: rule %q matches the same descriptors as rule %q (line %d), so one of them could never apply", at, nr.Name, cur.rule.Name, cur.rule.Line)
-		return
+		return false
 	}
 	cur.rule = r
-	c.d.Rules = append(c.d.Rules, r)
+	return true
 }
 
 // lookupStep returns the node already attached under n for config entry
