@@ -396,82 +396,11 @@ var trafficFlags = []struct{ kind, flag string }{
 
 // buildTraffic generates the traffic and fixes the clock.
 func (f *simFlags) buildTraffic(sim *simulation) error {
-	switch f.traffic {
-	case "steady", "burst", "boundary", "file":
-	default:
-		return fmt.Errorf("--traffic: want steady, burst, boundary or file, got %q", f.traffic)
-	}
-	for _, tf := range trafficFlags {
-		if f.set[tf.flag] && tf.kind != f.traffic {
-			return fmt.Errorf("--%s: only --traffic %s takes it, not --traffic %s", tf.flag, tf.kind, f.traffic)
-		}
-	}
-	duration := min(3*f.period, maxDuration)
-	if f.set["duration"] {
-		if f.duration <= 0 || f.duration > maxDuration {
-			return fmt.Errorf("--duration: must be positive and at most %v, got %v", maxDuration, f.duration)
-		}
-		duration = f.duration
-	}
-	step := max(f.period/10, 1)
-	if f.set["step"] {
-		if f.step <= 0 {
-			return fmt.Errorf("--step: must be positive, got %v", f.step)
-		}
-		step = f.step
-	}
-
-	var err error
-	cost := f.cost
-	switch f.traffic {
-	case "steady":
-		if !f.set["rps"] {
-			// Twice the limit, so that the run shows it refusing.
-			per, name := f.period, "--rps (default 2 × --rate per --period)"
-			if len(sim.limits) == 1 && sim.limits[0].Algorithm == bouncer.Concurrency {
-				per, name = f.hold, "--rps (default 2 × --rate per --hold)"
-			}
-			rps := new(big.Rat).SetFrac(big.NewInt(2*f.rate), big.NewInt(int64(per)))
-			rps.Mul(rps, big.NewRat(int64(time.Second), 1))
-			sim.traffic, err = steadyTraffic(rps, duration, cost)
-			if err != nil {
-				err = fmt.Errorf("%s%s", name, strings.TrimPrefix(err.Error(), "--rps"))
-			}
-			sim.describe = fmt.Sprintf("steady, %d requests per %v (2 × --rate, the default)", 2*f.rate, per)
-			break
-		}
-		rps, ok := new(big.Rat).SetString(f.rps)
-		if !ok || strings.Contains(f.rps, "/") || len(f.rps) > maxOffsetLen {
-			return fmt.Errorf("--rps: want a number of requests per second, got %q", f.rps)
-		}
-		sim.traffic, err = steadyTraffic(rps, duration, cost)
-		sim.describe = fmt.Sprintf("steady, %s requests per second", trimRat(rps))
-	case "burst":
-		if !f.set["burst-size"] || !f.set["every"] {
-			return errors.New("--burst-size and --every: both required with --traffic burst")
-		}
-		sim.traffic, err = burstTraffic(f.burstSize, f.every, duration, cost)
-		sim.describe = fmt.Sprintf("bursts of %d requests every %v", f.burstSize, f.every)
-	case "boundary":
-		sim.traffic, err = boundaryAttack(simStart.UnixNano(), f.period, f.rate, duration, cost)
-		sim.describe = fmt.Sprintf("boundary attack, %d requests before a window boundary and %d after", f.rate, f.rate)
-	case "file":
-		if f.file == "" {
-			return errors.New("--file: required with --traffic file")
-		}
-		maxAt := maxDuration
-		if f.set["duration"] {
-			maxAt = duration
-		}
-		sim.traffic, err = readTrafficFile(f.file, cost, maxAt)
-		if err == nil && !f.set["duration"] && len(sim.traffic) > 0 {
-			// Run until the row after the last request's.
-			last := sim.traffic[len(sim.traffic)-1].at
-			duration = max(duration, min((last/step+1)*step, maxDuration))
-		}
-		sim.describe = fmt.Sprintf("%d requests from %s", len(sim.traffic), f.file)
-	}
+	duration, step, err := f.span()
 	if err != nil {
+		return err
+	}
+	if duration, err = f.generate(sim, duration, step); err != nil {
 		return err
 	}
 	if rows := (duration + step - 1) / step; rows > maxRows {
@@ -483,12 +412,106 @@ func (f *simFlags) buildTraffic(sim *simulation) error {
 	}
 	switch {
 	case f.traffic == "file":
-		sim.describe += fmt.Sprintf(", cost %d where a line gives none", cost)
+		sim.describe += fmt.Sprintf(", cost %d where a line gives none", f.cost)
 	case f.set["cost"]:
-		sim.describe += fmt.Sprintf(", cost %d", cost)
+		sim.describe += fmt.Sprintf(", cost %d", f.cost)
 	}
 	sim.clock = clock{start: simStart.UnixNano(), duration: duration, step: step}
 	return nil
+}
+
+// span checks --traffic and the flags that go with it, and returns the
+// run's duration and step (a traffic file may lengthen the run).
+func (f *simFlags) span() (duration, step time.Duration, err error) {
+	switch f.traffic {
+	case "steady", "burst", "boundary", "file":
+	default:
+		return 0, 0, fmt.Errorf("--traffic: want steady, burst, boundary or file, got %q", f.traffic)
+	}
+	for _, tf := range trafficFlags {
+		if f.set[tf.flag] && tf.kind != f.traffic {
+			return 0, 0, fmt.Errorf("--%s: only --traffic %s takes it, not --traffic %s", tf.flag, tf.kind, f.traffic)
+		}
+	}
+	duration = min(3*f.period, maxDuration)
+	if f.set["duration"] {
+		if f.duration <= 0 || f.duration > maxDuration {
+			return 0, 0, fmt.Errorf("--duration: must be positive and at most %v, got %v", maxDuration, f.duration)
+		}
+		duration = f.duration
+	}
+	step = max(f.period/10, 1)
+	if f.set["step"] {
+		if f.step <= 0 {
+			return 0, 0, fmt.Errorf("--step: must be positive, got %v", f.step)
+		}
+		step = f.step
+	}
+	return duration, step, nil
+}
+
+// generate makes sim's traffic of the kind --traffic names, and says
+// what it is; it returns the run's duration, which a traffic file's last
+// request may lengthen.
+func (f *simFlags) generate(sim *simulation, duration, step time.Duration) (time.Duration, error) {
+	var err error
+	switch f.traffic {
+	case "steady":
+		err = f.steady(sim, duration)
+	case "burst":
+		if !f.set["burst-size"] || !f.set["every"] {
+			return 0, errors.New("--burst-size and --every: both required with --traffic burst")
+		}
+		sim.traffic, err = burstTraffic(f.burstSize, f.every, duration, f.cost)
+		sim.describe = fmt.Sprintf("bursts of %d requests every %v", f.burstSize, f.every)
+	case "boundary":
+		sim.traffic, err = boundaryAttack(simStart.UnixNano(), f.period, f.rate, duration, f.cost)
+		sim.describe = fmt.Sprintf("boundary attack, %d requests before a window boundary and %d after", f.rate, f.rate)
+	case "file":
+		if f.file == "" {
+			return 0, errors.New("--file: required with --traffic file")
+		}
+		maxAt := maxDuration
+		if f.set["duration"] {
+			maxAt = duration
+		}
+		sim.traffic, err = readTrafficFile(f.file, f.cost, maxAt)
+		if err == nil && !f.set["duration"] && len(sim.traffic) > 0 {
+			// Run until the row after the last request's.
+			last := sim.traffic[len(sim.traffic)-1].at
+			duration = max(duration, min((last/step+1)*step, maxDuration))
+		}
+		sim.describe = fmt.Sprintf("%d requests from %s", len(sim.traffic), f.file)
+	}
+	return duration, err
+}
+
+// steady makes sim's steady traffic: --rps, or by default twice the
+// limit, so that the run shows it refusing.
+func (f *simFlags) steady(sim *simulation, duration time.Duration) error {
+	if f.set["rps"] {
+		rps, ok := new(big.Rat).SetString(f.rps)
+		if !ok || strings.Contains(f.rps, "/") || len(f.rps) > maxOffsetLen {
+			return fmt.Errorf("--rps: want a number of requests per second, got %q", f.rps)
+		}
+		var err error
+		sim.traffic, err = steadyTraffic(rps, duration, f.cost)
+		sim.describe = fmt.Sprintf("steady, %s requests per second", trimRat(rps))
+		return err
+	}
+	per, name := f.period, "--rps (default 2 × --rate per --period)"
+	if len(sim.limits) == 1 && sim.limits[0].Algorithm == bouncer.Concurrency {
+		per, name = f.hold, "--rps (default 2 × --rate per --hold)"
+	}
+	rps := new(big.Rat).SetFrac(big.NewInt(2*f.rate), big.NewInt(int64(per)))
+	rps.Mul(rps, big.NewRat(int64(time.Second), 1))
+	var err error
+	sim.traffic, err = steadyTraffic(rps, duration, f.cost)
+	if err != nil {
+		err = fmt.Errorf("%s%s", name, strings.TrimPrefix(err.Error(), "--rps"))
+	}
+	sim.describe = fmt.Sprintf("steady, %d requests per %v (2 × --rate, the default)", 2*f.rate, per)
+	return err
 }
 
 func readTrafficFile(name string, cost int64, maxAt time.Duration) ([]arrival, error) {

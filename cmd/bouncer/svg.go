@@ -37,28 +37,8 @@ var svgColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", 
 // bytes.
 func writeSVG(w io.Writer, sim *simulation, outcomes []outcome) error {
 	ew := &errWriter{w: w}
-	c := sim.clock
-	plotW := float64(svgWidth - svgLeft - svgRight)
-	x := func(at time.Duration) string {
-		return svgNum(svgLeft + plotW*float64(at)/float64(c.duration))
-	}
+	p := newSVGPlot(sim.clock, outcomes)
 	height := svgLegendY + svgRowH*(len(outcomes)+2)
-
-	var reqMax, capMax int64 = 1, 1
-	for _, o := range outcomes {
-		capMax = max(capMax, o.limit.Capacity())
-		for _, r := range o.rows {
-			reqMax = max(reqMax, r.requests, r.admitted, r.rejected)
-		}
-	}
-	reqMax, capMax = svgCeil(reqMax), svgCeil(capMax)
-	yOf := func(top int, top0 int64) func(v int64) string {
-		return func(v int64) string {
-			return svgNum(float64(top+svgPlotH) - svgPlotH*float64(v)/float64(top0))
-		}
-	}
-	y1, y2 := yOf(svgTop1, reqMax), yOf(svgTop2, capMax)
-
 	fmt.Fprintf(ew, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		svgWidth, height, svgWidth, height)
 	title := "bouncer simulate: " + sim.describe
@@ -66,56 +46,99 @@ func writeSVG(w io.Writer, sim *simulation, outcomes []outcome) error {
 	fmt.Fprintf(ew, `<rect width="%d" height="%d" fill="white"/>`+"\n", svgWidth, height)
 	fmt.Fprintf(ew, `<text x="%d" y="20" font-size="14">%s</text>`+"\n", svgLeft, svgEscape(title))
 
-	svgAxes(ew, c, x, svgTop1, reqMax, y1, "requests per "+c.step.String())
-	svgAxes(ew, c, x, svgTop2, capMax, y2, "remaining of the capacity")
-
-	// The traffic, the same for every limit, as a filled step area.
-	var pts []string
-	pts = append(pts, x(0)+","+y1(0))
-	for _, r := range outcomes[0].rows {
-		end := min(r.at+c.step, c.duration)
-		pts = append(pts, x(r.at)+","+y1(r.requests), x(end)+","+y1(r.requests))
-	}
-	pts = append(pts, x(c.duration)+","+y1(0))
-	fmt.Fprintf(ew, `<polygon class="requests" fill="#dddddd" points="%s"/>`+"\n", strings.Join(pts, " "))
-
+	svgAxes(ew, p.c, p.x, svgTop1, p.reqMax, p.y1, "requests per "+p.c.step.String())
+	svgAxes(ew, p.c, p.x, svgTop2, p.capMax, p.y2, "remaining of the capacity")
+	p.traffic(ew, outcomes[0].rows)
 	for i, o := range outcomes {
-		color := svgColors[i%len(svgColors)]
-		label := svgEscape(limitLabel(o.limit))
-		steps := func(field func(row) int64) string {
-			var pts []string
-			for _, r := range o.rows {
-				end := min(r.at+c.step, c.duration)
-				pts = append(pts, x(r.at)+","+y1(field(r)), x(end)+","+y1(field(r)))
-			}
-			return strings.Join(pts, " ")
-		}
-		fmt.Fprintf(ew, `<polyline class="admitted" data-limit="%s" fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n",
-			label, color, steps(func(r row) int64 { return r.admitted }))
-		fmt.Fprintf(ew, `<polyline class="rejected" data-limit="%s" fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="5,3" points="%s"/>`+"\n",
-			label, color, steps(func(r row) int64 { return r.rejected }))
-		pts = pts[:0]
-		for _, r := range o.rows {
-			end := min(r.at+c.step, c.duration)
-			pts = append(pts, x(r.at)+","+y2(remaining(o.limit, r.before)), x(end)+","+y2(remaining(o.limit, r.after)))
-		}
-		fmt.Fprintf(ew, `<polyline class="remaining" data-limit="%s" fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n",
-			label, color, strings.Join(pts, " "))
+		p.lines(ew, svgColors[i%len(svgColors)], o)
 	}
+	svgLegend(ew, outcomes)
+	fmt.Fprintf(ew, "</svg>\n")
+	return ew.err
+}
 
-	// The legend: a row per limit, then the key to the line styles.
-	fmt.Fprintf(ew, `<g class="legend">`+"\n")
+// svgPlot maps a run's times and values to the chart's coordinates: the
+// requests plot's scale is the most requests of a row, the remaining
+// plot's the largest capacity, each rounded up.
+type svgPlot struct {
+	c              clock
+	reqMax, capMax int64
+}
+
+func newSVGPlot(c clock, outcomes []outcome) svgPlot {
+	p := svgPlot{c: c, reqMax: 1, capMax: 1}
+	for _, o := range outcomes {
+		p.capMax = max(p.capMax, o.limit.Capacity())
+		for _, r := range o.rows {
+			p.reqMax = max(p.reqMax, r.requests, r.admitted, r.rejected)
+		}
+	}
+	p.reqMax, p.capMax = svgCeil(p.reqMax), svgCeil(p.capMax)
+	return p
+}
+
+func (p svgPlot) x(at time.Duration) string {
+	plotW := float64(svgWidth - svgLeft - svgRight)
+	return svgNum(svgLeft + plotW*float64(at)/float64(p.c.duration))
+}
+
+func (p svgPlot) y1(v int64) string { return svgY(svgTop1, p.reqMax, v) }
+func (p svgPlot) y2(v int64) string { return svgY(svgTop2, p.capMax, v) }
+
+// svgY is v's height in the plot whose top is at top and stands for
+// topV.
+func svgY(top int, topV, v int64) string {
+	return svgNum(float64(top+svgPlotH) - svgPlotH*float64(v)/float64(topV))
+}
+
+// steps is the points of a step line through the rows' values.
+func (p svgPlot) steps(rows []row, y func(row) (from, to string)) string {
+	pts := make([]string, 0, 2*len(rows))
+	for _, r := range rows {
+		from, to := y(r)
+		pts = append(pts, p.x(r.at)+","+from, p.x(min(r.at+p.c.step, p.c.duration))+","+to)
+	}
+	return strings.Join(pts, " ")
+}
+
+// traffic draws the requests, the same for every limit, as a filled step
+// area.
+func (p svgPlot) traffic(w io.Writer, rows []row) {
+	pts := p.steps(rows, func(r row) (string, string) { return p.y1(r.requests), p.y1(r.requests) })
+	fmt.Fprintf(w, `<polygon class="requests" fill="#dddddd" points="%s"/>`+"\n",
+		p.x(0)+","+p.y1(0)+" "+pts+" "+p.x(p.c.duration)+","+p.y1(0))
+}
+
+// lines draws one limit's lines: the units it admitted and the requests
+// it rejected on top, what is left of its capacity below.
+func (p svgPlot) lines(w io.Writer, color string, o outcome) {
+	label := svgEscape(limitLabel(o.limit))
+	admitted := p.steps(o.rows, func(r row) (string, string) { return p.y1(r.admitted), p.y1(r.admitted) })
+	rejected := p.steps(o.rows, func(r row) (string, string) { return p.y1(r.rejected), p.y1(r.rejected) })
+	left := p.steps(o.rows, func(r row) (string, string) {
+		return p.y2(remaining(o.limit, r.before)), p.y2(remaining(o.limit, r.after))
+	})
+	fmt.Fprintf(w, `<polyline class="admitted" data-limit="%s" fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n",
+		label, color, admitted)
+	fmt.Fprintf(w, `<polyline class="rejected" data-limit="%s" fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="5,3" points="%s"/>`+"\n",
+		label, color, rejected)
+	fmt.Fprintf(w, `<polyline class="remaining" data-limit="%s" fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n",
+		label, color, left)
+}
+
+// svgLegend draws a row per limit, then the key to the line styles.
+func svgLegend(w io.Writer, outcomes []outcome) {
+	fmt.Fprintf(w, `<g class="legend">`+"\n")
 	for i, o := range outcomes {
 		yy := svgLegendY + svgRowH*i
-		fmt.Fprintf(ew, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n",
+		fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n",
 			svgLeft, yy-4, svgLeft+30, yy-4, svgColors[i%len(svgColors)])
-		fmt.Fprintf(ew, `<text x="%d" y="%d">%s</text>`+"\n", svgLeft+40, yy, svgEscape(describeLimit(o.limit)))
+		fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", svgLeft+40, yy, svgEscape(describeLimit(o.limit)))
 	}
 	yy := svgLegendY + svgRowH*len(outcomes)
-	fmt.Fprintf(ew, `<rect x="%d" y="%d" width="30" height="10" fill="#dddddd"/>`+"\n", svgLeft, yy-10)
-	fmt.Fprintf(ew, `<text x="%d" y="%d">requests; solid: admitted; dashed: rejected; below: remaining</text>`+"\n", svgLeft+40, yy)
-	fmt.Fprintf(ew, "</g>\n</svg>\n")
-	return ew.err
+	fmt.Fprintf(w, `<rect x="%d" y="%d" width="30" height="10" fill="#dddddd"/>`+"\n", svgLeft, yy-10)
+	fmt.Fprintf(w, `<text x="%d" y="%d">requests; solid: admitted; dashed: rejected; below: remaining</text>`+"\n", svgLeft+40, yy)
+	fmt.Fprintf(w, "</g>\n")
 }
 
 // svgAxes draws one plot's frame, its y labels (0, half, top) and its time
