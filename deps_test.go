@@ -27,7 +27,7 @@ var allowedImports = map[string][]string{
 	"internal/storekey":  {},
 	"internal/yamlconf":  {"go.yaml.in/yaml/v3"},
 	"internal/filewatch": {"github.com/fsnotify/fsnotify"},
-	"internal/edgetest":  {"", "memstore"},
+	"internal/edgetest":  {"", "memstore", "storetest"},
 	"internal/replay":    {},
 	"internal/urlpath":   {},
 	"internal/edge":      {"", "header", "internal/storekey"},

@@ -62,7 +62,7 @@ func TestAllowedAndDeniedCalls(t *testing.T) {
 		}
 	}
 
-	clock.Add(15 * time.Second)
+	clock.Advance(15 * time.Second)
 	r := srv.check(t)
 	if r.code != codes.ResourceExhausted {
 		t.Fatalf("4th call: %v, want ResourceExhausted", r)

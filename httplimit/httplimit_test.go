@@ -97,7 +97,7 @@ func TestAllowedAndDeniedAnswers(t *testing.T) {
 			t.Errorf("request %d: Retry-After on an allowed answer", i)
 		}
 	}
-	clock.Add(15 * time.Second)
+	clock.Advance(15 * time.Second)
 	a := get(t, srv, "/")
 	if a.status != http.StatusTooManyRequests {
 		t.Fatalf("4th request: status %d, want 429", a.status)

@@ -1,44 +1,24 @@
 // Package edgetest holds what the tests of the HTTP middleware and the
-// gRPC interceptors share: a clock they move, a memory store on it, and
+// gRPC interceptors share: a memory store on a clock they move, and
 // limiters that fail or degrade.
 package edgetest
 
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
-// Clock is a clock a test moves by hand.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Add moves the clock on by d.
-func (c *Clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// NewStore returns a memory store on a Clock at noon, 2026-12-01 UTC,
-// closed when t ends.
-func NewStore(t *testing.T) (*memstore.Store, *Clock) {
+// NewStore returns a memory store on a storetest.Clock at noon,
+// 2026-12-01 UTC, closed when t ends.
+func NewStore(t *testing.T) (*memstore.Store, *storetest.Clock) {
 	t.Helper()
-	clock := &Clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	s := memstore.New(memstore.Options{Now: clock.Now})
 	t.Cleanup(func() { s.Close() })
 	return s, clock
