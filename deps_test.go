@@ -47,7 +47,7 @@ var allowedImports = map[string][]string{
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "rules", "rls", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc",
 		"gateway", "gateway/auth", "gateway/tlsreload", "internal/yamlconf", "internal/filewatch"},
-	"gateway": {"", "header", "clientip", "rules", "internal/edge", "internal/yamlconf", "gateway/auth", "gateway/route", "gateway/transcode",
+	"gateway": {"", "header", "clientip", "rules", "internal/edge", "internal/yamlconf", "gateway/auth", "gateway/route", "gateway/tlsreload", "gateway/transcode",
 		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3", "go.opentelemetry.io/otel"},
 	"internal/...": {""},
 	"examples/...": {"", "memstore", "redisstore", "httplimit", "github.com/golang-jwt/jwt/v5"},

@@ -1,13 +1,13 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,15 +16,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/clientip"
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/gateway/route"
-	"github.com/bouncerhq/bouncer/gateway/transcode"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/internal/edge"
 	"github.com/bouncerhq/bouncer/rules"
@@ -72,7 +68,7 @@ const TracerName = "github.com/bouncerhq/bouncer/gateway"
 type Gateway struct {
 	cfg     *Config
 	table   *route.Table
-	routes  map[string]*runtimeRoute
+	routes  []Route // the config's, with what New made of each, by index in the table
 	clients *clientip.Resolver
 	engine  *rules.Engine
 	log     *slog.Logger
@@ -82,140 +78,30 @@ type Gateway struct {
 	closers []func()
 }
 
-type runtimeRoute struct {
-	cfg  *Route
-	auth auth.Authenticator
-	// keyHeader and keyQuery are where an API key may come; both are
-	// taken out before proxying ("" for routes without API keys).
-	keyHeader, keyQuery string
-	// read are the headers the gateway reads a value of on this route:
-	// those the limits count by, and a JWT's; each must come once, in
-	// one spelling (see oneSpelling).
-	read []string
-	grpc http.Handler // a transcoding route's handler; nil for a proxy
-}
-
-// New builds the gateway of cfg. It loads the routes' keys and descriptor
-// sets, so that a config that names a file it cannot read fails here,
-// before it serves.
-func New(cfg *Config, o Options) (g *Gateway, err error) {
-	g = &Gateway{cfg: cfg, routes: map[string]*runtimeRoute{}, engine: o.Engine, log: o.Logger, metrics: o.Metrics, tracer: o.Tracer, maxHdr: o.MaxHeaderBytes}
+// New builds the gateway of cfg: each package it is made of checks its
+// part of cfg (route.New, auth.NewJWT, auth.NewAPIKeys,
+// tlsreload.Config.Validate, transcode.New), and New reports what they
+// find with the file and line it came from (*ConfigError). It loads the
+// routes' keys and descriptor sets, so that a config that names a file it
+// cannot read fails here, before it serves.
+func New(cfg *Config, o Options) (*Gateway, error) {
+	g := &Gateway{cfg: cfg, routes: slices.Clone(cfg.Routes), engine: o.Engine, log: o.Logger, metrics: o.Metrics, tracer: o.Tracer, maxHdr: o.MaxHeaderBytes}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	defer func() {
-		if err != nil {
-			g.Close()
-		}
-	}()
-	prefixes, err := clientip.ParsePrefixes(cfg.TrustedProxies)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %s: trusted_proxies: %w", cfg.File, err)
+	var ps problems
+	g.resolveClients(&ps)
+	checkListeners(cfg, &ps)
+	auths := g.authenticators(o, &ps)
+	for i := range g.routes {
+		g.provision(i, auths, &ps)
 	}
-	g.clients = &clientip.Resolver{TrustedProxies: prefixes, Header: cfg.ForwardedBy}
-	if err := g.clients.Validate(); err != nil {
-		return nil, fmt.Errorf("gateway: %s: %w", cfg.File, err)
-	}
-	auths := map[string]auth.Authenticator{}
-	for name, a := range cfg.Auth {
-		at := fmt.Sprintf("%s:%d: auth.%s", cfg.File, a.Line, name)
-		switch {
-		case a.JWT != nil:
-			jc := auth.JWTConfig{Name: name, Issuer: a.JWT.Issuer, Audience: a.JWT.Audience, Skew: a.JWT.Skew,
-				SubjectClaim: a.JWT.SubjectClaim, PlanClaim: a.JWT.PlanClaim, MaxTokenBytes: a.JWT.MaxTokenBytes, Header: a.JWT.Header}
-			for _, k := range a.JWT.Keys {
-				jc.Keys = append(jc.Keys, auth.KeySource{File: k.File, JWKSFile: k.JWKSFile, JWKSURL: k.JWKSURL, KeyID: k.KeyID, Algorithms: k.Algorithms})
-			}
-			j, err := auth.NewJWT(jc, auth.Options{HTTPClient: o.JWKSClient, Logger: g.log})
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", at, err)
-			}
-			g.closers = append(g.closers, j.Close)
-			auths[name] = j
-		case a.APIKeys != nil:
-			kc := auth.APIKeyConfig{Name: name, Header: a.APIKeys.Header, Query: a.APIKeys.Query}
-			for _, k := range a.APIKeys.Keys {
-				kc.Keys = append(kc.Keys, auth.APIKey{ID: k.ID, Hash: k.Hash, Plan: k.Plan})
-			}
-			ak, err := auth.NewAPIKeys(kc)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", at, err)
-			}
-			auths[name] = ak
-		}
-	}
-	var routes []route.Route
-	for i := range cfg.Routes {
-		r := &cfg.Routes[i]
-		at := fmt.Sprintf("%s:%d: route %s", cfg.File, r.Line, r.Name)
-		rr := &runtimeRoute{cfg: r, auth: auths[r.Auth]}
-		if a, ok := cfg.Auth[r.Auth]; ok && a.APIKeys != nil {
-			rr.keyHeader, rr.keyQuery = cmp.Or(a.APIKeys.Header, auth.DefaultAPIKeyHeader), a.APIKeys.Query
-		} else if ok && a.JWT != nil {
-			rr.read = append(rr.read, http.CanonicalHeaderKey(cmp.Or(a.JWT.Header, "Authorization")))
-		}
-		if r.Limits != nil {
-			for _, d := range r.Limits.Descriptors {
-				for _, e := range d {
-					if h, ok := strings.CutPrefix(e.Fact, "header:"); ok {
-						rr.read = append(rr.read, http.CanonicalHeaderKey(h))
-					}
-				}
-			}
-			if g.engine == nil {
-				return nil, fmt.Errorf("%s: limits need a rules engine", at)
-			}
-			if g.engine.Config().Domain(r.Limits.Domain) == nil {
-				return nil, fmt.Errorf("%s: limits.domain: the rules define no domain %q", at, r.Limits.Domain)
-			}
-		}
-		rt := route.Route{Name: r.Name, Host: r.Host, PathPrefix: r.PathPrefix, StripPrefix: r.StripPrefix,
-			Upstreams: r.Upstreams, Timeout: r.Timeout, Retries: r.Retries}
-		if h := r.Health; h != nil {
-			rt.Health = &route.HealthCheck{Path: h.Path, Interval: h.Interval, Timeout: h.Timeout, Healthy: h.Healthy, Unhealthy: h.Unhealthy}
-		}
-		if r.GRPC != nil {
-			rt.Upstreams = []string{r.GRPC.Upstream}
-			h, closeConn, err := g.transcoder(r)
-			if err != nil {
-				return nil, fmt.Errorf("%s: grpc: %w", at, err)
-			}
-			g.closers = append(g.closers, closeConn)
-			rr.grpc = h
-		}
-		g.routes[r.Name] = rr
-		routes = append(routes, rt)
-	}
-	ro := route.Options{Logger: g.log, Transport: o.Transport}
-	if g.metrics != nil {
-		ro.OnUpstream = g.metrics.upstream
-	}
-	g.table, err = route.New(routes, ro)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %s: %w", cfg.File, err)
+	g.newTable(o, &ps)
+	if err := ps.err(); err != nil {
+		g.Close() // what was made before the problems were found
+		return nil, err
 	}
 	return g, nil
-}
-
-// transcoder connects to a gRPC route's upstream and returns its
-// transcoding handler.
-func (g *Gateway) transcoder(r *Route) (http.Handler, func(), error) {
-	creds := insecure.NewCredentials()
-	target := strings.TrimPrefix(r.GRPC.Upstream, "h2c://")
-	if t, ok := strings.CutPrefix(r.GRPC.Upstream, "https://"); ok {
-		creds, target = credentials.NewTLS(nil), t
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		return nil, nil, err
-	}
-	h, err := transcode.New(transcode.Options{DescriptorSet: r.GRPC.DescriptorSet, Services: r.GRPC.Services, Conn: conn,
-		Timeout: r.Timeout, MaxBodyBytes: r.MaxBodyBytes, Logger: g.log})
-	if err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	return h, func() { conn.Close() }, nil
 }
 
 // Close stops the gateway's health checks, key refreshers and gRPC
@@ -245,66 +131,119 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	entry := accessEntry{view: &v}
 	var span trace.Span
 	if g.tracer != nil {
-		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span = g.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", v.Path)))
-		r = r.WithContext(ctx)
-		// The upstream's spans are children of the gateway's.
-		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
+		r, span = g.startSpan(r, v.Path)
 	}
-	defer func() {
-		d := time.Since(start)
-		if span != nil {
-			span.SetName(r.Method + " " + entry.route)
-			span.SetAttributes(attribute.String("bouncer.route", entry.route), attribute.Int("http.response.status_code", entry.status(r, sw)))
-			if entry.denied != "" {
-				span.SetAttributes(attribute.String("bouncer.denied", entry.denied))
-			}
-			span.End()
-		}
-		g.logAccess(r, sw, &entry, d)
-	}()
-	if g.maxHdr > 0 && headerBytes(r) > g.maxHdr {
-		writeError(sw, r, http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", fmt.Sprintf("the request's headers are over %d bytes", g.maxHdr))
+	defer g.end(r, sw, &entry, span, start)
+	if !g.readable(sw, r, pathErr, &entry) {
 		return
+	}
+	rt, t := g.lookup(sw, r, &v, &entry)
+	if rt == nil {
+		return
+	}
+	id, ok := g.authenticate(sw, r, rt, &entry)
+	if !ok {
+		return
+	}
+	var h *edge.Hold
+	if rt.Limits != nil {
+		if h, ok = g.limit(sw, r, rt, id, &v, &entry); !ok {
+			return
+		}
+	}
+	// What the request holds — leases, and units of rules that
+	// refund_on_5xx — goes back when it ends: when the upstream has
+	// answered (a WebSocket or gRPC stream, when it closes), or, for the
+	// leases, as soon as the client goes away. A request that holds
+	// nothing has no Hold and tracks nothing.
+	h.Run(func() bool {
+		rt.serve(t, sw, r, &v)
+		return sw.status >= 500
+	})
+}
+
+// startSpan starts r's span, a child of the caller's trace, and passes it
+// on to the upstream in r's traceparent.
+func (g *Gateway) startSpan(r *http.Request, path string) (*http.Request, trace.Span) {
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := g.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", path)))
+	r = r.WithContext(ctx)
+	// The upstream's spans are children of the gateway's.
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
+	return r, span
+}
+
+// end ends r's span, if it has one, and logs r's answer.
+func (g *Gateway) end(r *http.Request, sw *statusWriter, entry *accessEntry, span trace.Span, start time.Time) {
+	d := time.Since(start)
+	if span != nil {
+		span.SetName(r.Method + " " + entry.route)
+		span.SetAttributes(attribute.String("bouncer.route", entry.route), attribute.Int("http.response.status_code", entry.status(r, sw)))
+		if entry.denied != "" {
+			span.SetAttributes(attribute.String("bouncer.denied", entry.denied))
+		}
+		span.End()
+	}
+	g.logAccess(r, sw, entry, d)
+}
+
+// readable refuses a request whose headers are over the bound or whose
+// path is not one, and takes out the identity headers a client sent.
+func (g *Gateway) readable(w http.ResponseWriter, r *http.Request, pathErr error, entry *accessEntry) bool {
+	if g.maxHdr > 0 && headerBytes(r) > g.maxHdr {
+		writeError(w, r, http.StatusRequestHeaderFieldsTooLarge, "headers_too_large", fmt.Sprintf("the request's headers are over %d bytes", g.maxHdr))
+		return false
 	}
 	if pathErr != nil {
 		entry.denied = "bad_path"
-		writeError(sw, r, http.StatusBadRequest, "bad_path", pathErr.Error())
-		return
+		writeError(w, r, http.StatusBadRequest, "bad_path", pathErr.Error())
+		return false
 	}
 	// The upstream trusts the identity headers; a client's own copies
 	// go, in every spelling.
 	route.DropHeaders(r.Header, auth.DefaultForwardPrefix)
-	rt0 := g.table.Lookup(&v)
-	if rt0 == nil {
-		writeError(sw, r, http.StatusNotFound, "no_route", "no route matches this request")
-		return
+	return true
+}
+
+// lookup finds the route of r, bounds r's body by it, and makes sure
+// each header the route reads a value of comes once; it answers r and
+// returns nil when r cannot go on.
+func (g *Gateway) lookup(w http.ResponseWriter, r *http.Request, v *route.View, entry *accessEntry) (*Route, *route.Target) {
+	t := g.table.Lookup(v)
+	if t == nil {
+		writeError(w, r, http.StatusNotFound, "no_route", "no route matches this request")
+		return nil, nil
 	}
-	t := target{rt0}
-	rt := g.routes[t.Route.Name]
-	entry.route = rt.cfg.Name
-	if r.ContentLength > rt.cfg.MaxBodyBytes {
-		writeError(sw, r, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", rt.cfg.MaxBodyBytes))
-		return
+	rt := &g.routes[t.Index]
+	entry.route = rt.Name
+	if r.ContentLength > rt.MaxBodyBytes {
+		writeError(w, r, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", rt.MaxBodyBytes))
+		return nil, nil
 	}
-	r.Body = http.MaxBytesReader(sw, r.Body, rt.cfg.MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
 	if msg := oneSpelling(r.Header, rt.read); msg != "" {
 		entry.denied = "bad_header"
-		writeError(sw, r, http.StatusBadRequest, "bad_header", msg)
-		return
+		writeError(w, r, http.StatusBadRequest, "bad_header", msg)
+		return nil, nil
 	}
+	return rt, t
+}
 
+// authenticate tells who r comes from, on a route with an authenticator,
+// and answers 401 if it cannot; it takes the API key out of r, and sets
+// the identity headers for the upstream.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, rt *Route, entry *accessEntry) (auth.Identity, bool) {
 	var id auth.Identity
 	if rt.auth != nil {
 		var err error
 		if id, err = rt.auth.Authenticate(r); err != nil {
 			// Never charged: the limits come after.
 			entry.denied = "unauthenticated"
-			g.log.Debug("unauthenticated", "route", rt.cfg.Name, "err", err)
-			sw.Header().Set("WWW-Authenticate", `Bearer realm="bouncer"`)
-			writeError(sw, r, http.StatusUnauthorized, "unauthenticated", "the request's credentials are missing or invalid")
-			return
+			g.log.Debug("unauthenticated", "route", rt.Name, "err", err)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bouncer"`)
+			writeError(w, r, http.StatusUnauthorized, "unauthenticated", "the request's credentials are missing or invalid")
+			return id, false
 		}
 		entry.user = id.Subject
 	}
@@ -321,23 +260,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	auth.ForwardHeaders(r.Header, id, "")
-
-	var h *edge.Hold
-	if rt.cfg.Limits != nil {
-		var ok bool
-		if h, ok = g.limit(sw, r, rt, id, &v, &entry); !ok {
-			return
-		}
-	}
-	// What the request holds — leases, and units of rules that
-	// refund_on_5xx — goes back when it ends: when the upstream has
-	// answered (a WebSocket or gRPC stream, when it closes), or, for the
-	// leases, as soon as the client goes away. A request that holds
-	// nothing has no Hold and tracks nothing.
-	h.Run(func() bool {
-		t.serve(rt, sw, r, &v)
-		return sw.status >= 500
-	})
+	return id, true
 }
 
 // oneSpelling makes sure each header in names, which the gateway reads,
@@ -360,16 +283,14 @@ func oneSpelling(h http.Header, names []string) string {
 	return ""
 }
 
-// serve proxies r, or transcodes it for a gRPC route.
-func (t target) serve(rt *runtimeRoute, w http.ResponseWriter, r *http.Request, v *route.View) {
+// serve proxies r to t, or transcodes it for a gRPC route.
+func (rt *Route) serve(t *route.Target, w http.ResponseWriter, r *http.Request, v *route.View) {
 	if rt.grpc != nil {
 		rt.grpc.ServeHTTP(w, r)
 		return
 	}
 	t.Serve(w, r, v)
 }
-
-type target struct{ *route.Target }
 
 // admitted is what Decide charged an admitted request, which its Hold
 // gives back through the engine.
@@ -413,12 +334,12 @@ func onFailure(r *rules.Rule, _ bouncer.Limit) bool { return r != nil && r.Refun
 // limit decides r's limits, holds r for a shaping delay, and answers a
 // request it refuses. ok is false when r is not to go on; h, when r
 // holds leases or units given back on failure, is what gives them back.
-func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, id auth.Identity, view *route.View, entry *accessEntry) (h *edge.Hold, ok bool) {
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id auth.Identity, view *route.View, entry *accessEntry) (h *edge.Hold, ok bool) {
 	req, tooLong := g.descriptors(r, rt, id, view)
 	if tooLong != nil {
 		// The client's value, not an outage: a 4xx, logged at debug.
 		entry.denied = tooLong.code
-		g.log.Debug("a limited value is too long", "route", rt.cfg.Name, "fact", tooLong.fact, "bytes", tooLong.n)
+		g.log.Debug("a limited value is too long", "route", rt.Name, "fact", tooLong.fact, "bytes", tooLong.n)
 		writeError(w, r, tooLong.status, tooLong.code, fmt.Sprintf("the request's %s is over %d bytes", tooLong.what, rules.MaxValueLen))
 		return nil, false
 	}
@@ -428,7 +349,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *runtimeRoute
 	resp, err := g.engine.Decide(r.Context(), req)
 	if err != nil {
 		if r.Context().Err() == nil {
-			g.log.Error("limits not decided", "route", rt.cfg.Name, "err", err)
+			g.log.Error("limits not decided", "route", rt.Name, "err", err)
 			writeError(w, r, http.StatusServiceUnavailable, "limiter_unavailable", "the rate limiter could not decide this request")
 		}
 		return nil, false
@@ -477,10 +398,10 @@ const maxDelay = time.Second
 
 // deny answers a request over a limit: 429 with the rate-limit fields and
 // a JSON body, or RESOURCE_EXHAUSTED to a gRPC client.
-func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, rt *runtimeRoute, entry *accessEntry, v header.Values, message string) {
+func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, rt *Route, entry *accessEntry, v header.Values, message string) {
 	entry.denied = "rate_limited"
 	if g.metrics != nil {
-		g.metrics.denied(rt.cfg.Name, v.Policy)
+		g.metrics.denied(rt.Name, v.Policy)
 	}
 	if isGRPC(r) {
 		v.Set(w.Header(), header.All)
@@ -500,8 +421,8 @@ type tooLong struct {
 // descriptors are r's descriptors under rt's limits: those whose every
 // fact r has a value for, each with the caller's plan when the domain
 // has plans. A value over rules.MaxValueLen is reported instead.
-func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identity, v *route.View) (rules.Request, *tooLong) {
-	l := rt.cfg.Limits
+func (g *Gateway) descriptors(r *http.Request, rt *Route, id auth.Identity, v *route.View) (rules.Request, *tooLong) {
+	l := rt.Limits
 	req := rules.Request{Domain: l.Domain}
 	planKey := ""
 	if d := g.engine.Config().Domain(l.Domain); d != nil {
@@ -542,7 +463,7 @@ func (g *Gateway) descriptors(r *http.Request, rt *runtimeRoute, id auth.Identit
 }
 
 // fact is the value of a descriptor fact for r, or "" if r has none.
-func fact(name string, r *http.Request, rt *runtimeRoute, id auth.Identity, v *route.View, clientIP string) string {
+func fact(name string, r *http.Request, rt *Route, id auth.Identity, v *route.View, clientIP string) string {
 	switch name {
 	case "user_id":
 		return id.Subject
@@ -556,7 +477,7 @@ func fact(name string, r *http.Request, rt *runtimeRoute, id auth.Identity, v *r
 	case "client_ip":
 		return clientIP
 	case "route":
-		return rt.cfg.Name
+		return rt.Name
 	case "method":
 		return r.Method
 	case "path":

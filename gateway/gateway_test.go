@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -289,19 +290,37 @@ func TestAPIKeysAndClientIP(t *testing.T) {
 	}
 }
 
+// TestConfigErrorsNameFileAndLine checks that each problem of a config
+// names the file, the line and the field, whether the config's own check
+// finds it (Parse) or the package that serves that part (New).
 func TestConfigErrorsNameFileAndLine(t *testing.T) {
+	const top = "listeners: [{addr: x}]\n"
+	const plain = "routes: [{name: a, path_prefix: /, upstreams: [\"http://h:1\"]}]\n"
 	cases := map[string]struct{ yaml, want string }{
-		"unknown field": {"listeners: [{addr: x}]\nroutes:\n  - name: a\n    path_prefx: /\n", `g.yaml:4: routes[0]: unknown field "path_prefx"`},
-		"bad prefix":    {"listeners: [{addr: x}]\nroutes:\n  - name: a\n    path_prefix: a\n    upstreams: [http://h:1]\n", `g.yaml:3: routes[0] (a).path_prefix: "a" must start with /`},
-		"unknown auth":  {"listeners: [{addr: x}]\nroutes:\n  - name: a\n    path_prefix: /\n    upstreams: [http://h:1]\n    auth: nope\n", `g.yaml:3: routes[0] (a).auth: no auth named "nope"`},
-		"bad fact":      {"rules: r.yaml\nlisteners: [{addr: x}]\nroutes:\n  - name: a\n    path_prefix: /\n    upstreams: [http://h:1]\n    limits: {domain: d, descriptors: [[userid]]}\n", `"userid" is not a fact`},
-		"key in clear":  {"listeners: [{addr: x}]\nauth:\n  k:\n    api_keys:\n      keys: [{id: a, hash: secret}]\nroutes:\n  - name: a\n    path_prefix: /\n    upstreams: [http://h:1]\n", `hash: want sha256:`},
+		"unknown field": {top + "routes:\n  - name: a\n    path_prefx: /\n", `g.yaml:4: routes[0]: unknown field "path_prefx"`},
+		"bad prefix":    {top + "routes:\n  - name: a\n    path_prefix: a\n    upstreams: [http://h:1]\n", `g.yaml:3: routes[0] (a).path_prefix: route: route "a": PathPrefix "a": must start with "/"`},
+		"unknown auth":  {top + "routes:\n  - name: a\n    path_prefix: /\n    upstreams: [http://h:1]\n    auth: nope\n", `g.yaml:3: routes[0] (a).auth: no auth named "nope"`},
+		"bad fact":      {"rules: r.yaml\n" + top + "routes:\n  - name: a\n    path_prefix: /\n    upstreams: [http://h:1]\n    limits: {domain: d, descriptors: [[userid]]}\n", `g.yaml:7: routes[0] (a).limits.descriptors[0]: "userid" is not a fact`},
+		"key in clear":  {top + "auth:\n  k:\n    api_keys:\n      keys: [{id: a, hash: secret}]\n" + plain, `g.yaml:5: auth.k.api_keys.keys[0].hash: auth: api_key "k": key "a": hash must be "sha256:"`},
+		"second key's algorithm": {top + "auth:\n  u:\n    jwt:\n      keys:\n        - {jwks_url: \"https://idp.test/a\"}\n        - {jwks_url: \"https://idp.test/b\", algorithms: [none]}\n" + plain,
+			`g.yaml:7: auth.u.jwt.keys[1].algorithms: auth: jwt "u": key source 1: algorithm "none" is not one of HS256, RS256, ES256, EdDSA`},
+		"health path":   {top + "routes:\n  - name: a\n    path_prefix: /\n    upstreams: [http://h:1]\n    health_check:\n      path: healthz\n", `g.yaml:7: routes[0] (a).health_check.path: route: route "a": Health.Path "healthz"`},
+		"gRPC upstream": {top + "routes:\n  - name: a\n    path_prefix: /\n    grpc:\n      descriptor_set: x.pb\n      upstream: \"ftp://h:1\"\n", `g.yaml:6: routes[0] (a).grpc.upstream: route: route "a": Upstreams[0] "ftp://h:1": scheme "ftp"`},
+		"client auth":   {"listeners:\n  - addr: x\n    tls: {cert_file: c.pem, key_file: k.pem, client_auth: verify}\n" + plain, `g.yaml:3: listeners[0].tls.client_auth: tlsreload: ClientAuth "verify"`},
+		"proxies":       {top + "trusted_proxies: [10.0.0.0/33]\n" + plain, `g.yaml:1: trusted_proxies: `},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := gateway.Parse("g.yaml", []byte(c.yaml))
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("Parse: %v, want an error containing %q", err, c.want)
+			cfg, err := gateway.Parse("g.yaml", []byte(c.yaml))
+			if err == nil {
+				var g *gateway.Gateway
+				if g, err = gateway.New(cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler)}); err == nil {
+					g.Close()
+				}
+			}
+			var ce *gateway.ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse and New: %v, want a *ConfigError containing %q", err, c.want)
 			}
 		})
 	}

@@ -15,6 +15,8 @@ import (
 type Target struct {
 	// Route is the route as given to New. It must not be changed.
 	Route *Route
+	// Index is the route's index in the routes given to New.
+	Index int
 
 	entry *entry
 }

@@ -111,7 +111,7 @@ func New(routes []Route, o Options) (*Table, error) {
 		t.idHeader = "X-Request-Id"
 	}
 	var plain, h2c http.RoundTripper = o.Transport, o.Transport
-	for _, r := range routes {
+	for i, r := range routes {
 		e := &entry{
 			table:   t,
 			route:   r,
@@ -128,7 +128,7 @@ func New(routes []Route, o Options) (*Table, error) {
 		if e.timeout == 0 {
 			e.timeout = defaultTimeout
 		}
-		e.target = Target{Route: &e.route, entry: e}
+		e.target = Target{Route: &e.route, Index: i, entry: e}
 		for _, s := range r.Upstreams {
 			u, isH2C, _ := parseUpstream(s) // validated
 			up := &upstream{raw: s, url: u}

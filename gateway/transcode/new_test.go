@@ -57,6 +57,7 @@ func TestNewErrors(t *testing.T) {
 		o    transcode.Options
 		want []string // in the error
 	}{
+		{"no DescriptorSet", transcode.Options{Conn: cc}, []string{"DescriptorSet is required"}},
 		{"no Conn", transcode.Options{DescriptorSet: writeSet(t, usersFile())}, []string{"Conn"}},
 		{"negative Timeout", transcode.Options{DescriptorSet: writeSet(t, usersFile()), Conn: cc, Timeout: -1}, []string{"Timeout"}},
 		{"negative MaxBodyBytes", transcode.Options{DescriptorSet: writeSet(t, usersFile()), Conn: cc, MaxBodyBytes: -1}, []string{"MaxBodyBytes"}},

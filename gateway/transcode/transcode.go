@@ -81,26 +81,12 @@ type Handler struct {
 // Errors name the descriptor set, the .proto file and the method or rule
 // at fault.
 func New(o Options) (*Handler, error) {
-	if o.Conn == nil {
-		return nil, errors.New("transcode: Options.Conn is nil")
+	if err := o.check(); err != nil {
+		return nil, err
 	}
-	if o.Timeout < 0 {
-		return nil, fmt.Errorf("transcode: negative Options.Timeout %v", o.Timeout)
-	}
-	if o.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("transcode: negative Options.MaxBodyBytes %d", o.MaxBodyBytes)
-	}
-	raw, err := os.ReadFile(o.DescriptorSet)
+	set, files, err := readSet(o.DescriptorSet)
 	if err != nil {
-		return nil, fmt.Errorf("transcode: %w", err)
-	}
-	var set descriptorpb.FileDescriptorSet
-	if err := proto.Unmarshal(raw, &set); err != nil {
-		return nil, fmt.Errorf("transcode: %s: not a FileDescriptorSet: %w", o.DescriptorSet, err)
-	}
-	files, err := protodesc.NewFiles(&set)
-	if err != nil {
-		return nil, fmt.Errorf("transcode: %s: %w", o.DescriptorSet, err)
+		return nil, err
 	}
 	h := &Handler{
 		conn:    o.Conn,
@@ -115,42 +101,8 @@ func New(o Options) (*Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-
-	all := len(o.Services) == 0
-	want := make(map[protoreflect.FullName]bool, len(o.Services)) // found?
-	for _, s := range o.Services {
-		want[protoreflect.FullName(s)] = false
-	}
-	for _, fdp := range set.GetFile() {
-		fd, err := files.FindFileByPath(fdp.GetName())
-		if err != nil {
-			return nil, fmt.Errorf("transcode: %s: %w", o.DescriptorSet, err)
-		}
-		for i := range fd.Services().Len() {
-			sd := fd.Services().Get(i)
-			if _, ok := want[sd.FullName()]; !all && !ok {
-				continue
-			}
-			want[sd.FullName()] = true
-			for j := range sd.Methods().Len() {
-				md := sd.Methods().Get(j)
-				routes, err := bindMethod(md)
-				if err != nil {
-					return nil, fmt.Errorf("transcode: %s: %s: method %s: %w", o.DescriptorSet, fd.Path(), md.FullName(), err)
-				}
-				for _, rt := range routes {
-					if !md.IsStreamingClient() {
-						h.bindings = append(h.bindings, rt.Binding)
-					}
-					h.routes = append(h.routes, rt)
-				}
-			}
-		}
-	}
-	for _, s := range o.Services {
-		if !want[protoreflect.FullName(s)] {
-			return nil, fmt.Errorf("transcode: %s: no service %s", o.DescriptorSet, s)
-		}
+	if err := h.bind(set, files, o.Services); err != nil {
+		return nil, fmt.Errorf("transcode: %s: %w", o.DescriptorSet, err)
 	}
 	if err := checkConflicts(h.routes); err != nil {
 		return nil, fmt.Errorf("transcode: %s: %w", o.DescriptorSet, err)
@@ -165,6 +117,88 @@ func New(o Options) (*Handler, error) {
 		return 0
 	})
 	return h, nil
+}
+
+// check checks o's fields, but for the descriptor set's contents.
+func (o *Options) check() error {
+	switch {
+	case o.DescriptorSet == "":
+		return errors.New("transcode: Options.DescriptorSet is required (protoc --include_imports --descriptor_set_out)")
+	case o.Conn == nil:
+		return errors.New("transcode: Options.Conn is nil")
+	case o.Timeout < 0:
+		return fmt.Errorf("transcode: negative Options.Timeout %v", o.Timeout)
+	case o.MaxBodyBytes < 0:
+		return fmt.Errorf("transcode: negative Options.MaxBodyBytes %d", o.MaxBodyBytes)
+	}
+	return nil
+}
+
+// readSet reads the descriptor set in file.
+func readSet(file string) (*descriptorpb.FileDescriptorSet, *protoregistry.Files, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("transcode: %w", err)
+	}
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(raw, &set); err != nil {
+		return nil, nil, fmt.Errorf("transcode: %s: not a FileDescriptorSet: %w", file, err)
+	}
+	files, err := protodesc.NewFiles(&set)
+	if err != nil {
+		return nil, nil, fmt.Errorf("transcode: %s: %w", file, err)
+	}
+	return &set, files, nil
+}
+
+// bind makes the routes of the methods of services (every service of
+// the set if there are none), in the order of the set.
+func (h *Handler) bind(set *descriptorpb.FileDescriptorSet, files *protoregistry.Files, services []string) error {
+	all := len(services) == 0
+	want := make(map[protoreflect.FullName]bool, len(services)) // found?
+	for _, s := range services {
+		want[protoreflect.FullName(s)] = false
+	}
+	for _, fdp := range set.GetFile() {
+		fd, err := files.FindFileByPath(fdp.GetName())
+		if err != nil {
+			return err
+		}
+		for i := range fd.Services().Len() {
+			sd := fd.Services().Get(i)
+			if _, ok := want[sd.FullName()]; !all && !ok {
+				continue
+			}
+			want[sd.FullName()] = true
+			if err := h.bindService(sd); err != nil {
+				return fmt.Errorf("%s: %w", fd.Path(), err)
+			}
+		}
+	}
+	for _, s := range services {
+		if !want[protoreflect.FullName(s)] {
+			return fmt.Errorf("no service %s", s)
+		}
+	}
+	return nil
+}
+
+// bindService makes the routes of sd's methods.
+func (h *Handler) bindService(sd protoreflect.ServiceDescriptor) error {
+	for j := range sd.Methods().Len() {
+		md := sd.Methods().Get(j)
+		routes, err := bindMethod(md)
+		if err != nil {
+			return fmt.Errorf("method %s: %w", md.FullName(), err)
+		}
+		for _, rt := range routes {
+			if !md.IsStreamingClient() {
+				h.bindings = append(h.bindings, rt.Binding)
+			}
+			h.routes = append(h.routes, rt)
+		}
+	}
+	return nil
 }
 
 // Methods returns the bindings the Handler serves, in the order of the
