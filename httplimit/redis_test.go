@@ -4,25 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/httplimit"
+	"github.com/bouncerhq/bouncer/internal/redistest"
 	"github.com/bouncerhq/bouncer/redisstore"
 )
 
 // Two servers, each with its own store on one Redis, enforce one limit:
 // across both, exactly the limit's requests pass.
 func TestTwoServersShareALimitInRedis(t *testing.T) {
-	addr := os.Getenv("BOUNCER_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
-			t.Fatal("BOUNCER_REDIS_ADDR is not set")
-		}
-		t.Skip("BOUNCER_REDIS_ADDR is not set; run scripts/redis-up.sh and source .redis/env")
-	}
+	addr := redistest.Addr(t)
 	rule := httplimit.Rule{
 		Name:   fmt.Sprintf("shared-%d", time.Now().UnixNano()), // a fresh key in a Redis other tests share
 		Key:    httplimit.Header("X-User"),

@@ -2,22 +2,17 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bouncerhq/bouncer/internal/redistest"
 )
 
 // The example against the test Redis (scripts/redis-up.sh; make test
 // starts it).
 func TestSharedLimit(t *testing.T) {
-	addr := os.Getenv("BOUNCER_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
-			t.Fatal("BOUNCER_REDIS_ADDR is not set")
-		}
-		t.Skip("BOUNCER_REDIS_ADDR is not set; run scripts/redis-up.sh and source .redis/env")
-	}
+	addr := redistest.Addr(t)
 	var out strings.Builder
 	if err := run(&out, addr, fmt.Sprintf("example-test-%d", time.Now().UnixNano())); err != nil {
 		t.Fatal(err)
