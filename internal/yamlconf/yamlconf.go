@@ -30,7 +30,9 @@ var (
 // Decoder decodes YAML nodes into a config's raw structs strictly: an
 // unknown field, a wrong type or a bad duration is an error at its line,
 // given to Report, and decoding goes on so that one pass reports every
-// such error.
+// such error. A struct's fields are those with a yaml tag, and those of
+// an embedded struct tagged `yaml:",inline"` (one level deep), so that a
+// config can hold another package's type as its own fields.
 type Decoder struct {
 	File   string
 	Report func(file string, line int, reason string)
@@ -202,7 +204,7 @@ func (d *Decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	var known []string
-	index := map[string]int{}
+	index := map[string][]int{}
 	keyPos := map[string]int{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -214,12 +216,23 @@ func (d *Decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 			v.Field(i).Set(reflect.ValueOf(Pos{n.Line}))
 			continue
 		}
-		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		tag, opt, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && opt == "inline" {
+			// An embedded struct tagged `yaml:",inline"`: its fields
+			// are this mapping's.
+			for j := range f.Type.NumField() {
+				if tag, _, _ := strings.Cut(f.Type.Field(j).Tag.Get("yaml"), ","); tag != "" && tag != "-" {
+					known = append(known, tag)
+					index[tag] = []int{i, j}
+				}
+			}
+			continue
+		}
 		if tag == "" || tag == "-" {
 			continue
 		}
 		known = append(known, tag)
-		index[tag] = i
+		index[tag] = []int{i}
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -241,7 +254,7 @@ func (d *Decoder) fields(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[k.Value] = true
-		d.value(e, v.Field(fi), join(path, k.Value))
+		d.value(e, v.FieldByIndex(fi), join(path, k.Value))
 	}
 }
 

@@ -127,3 +127,40 @@ func TestFreeForm(t *testing.T) {
 		t.Errorf("a duplicate key: got %q, want one error naming it", errs)
 	}
 }
+
+// TestInline checks that the fields of an embedded struct tagged
+// `yaml:",inline"` are decoded as the outer mapping's, and named among
+// its known fields.
+func TestInline(t *testing.T) {
+	type Inner struct {
+		Name    string `yaml:"name"`
+		Skipped string `yaml:"-"`
+		Untyped string
+	}
+	type outer struct {
+		At    Pos
+		Inner `yaml:",inline"`
+		Port  int `yaml:"port"`
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte("name: a\nport: 8\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var got outer
+	d := Decoder{File: "f", Report: func(_ string, line int, reason string) { t.Errorf("line %d: %s", line, reason) }}
+	d.Decode(doc.Content[0], &got)
+	if got.Name != "a" || got.Port != 8 || got.At.Line != 1 {
+		t.Errorf("got %+v, want name a, port 8 at line 1", got)
+	}
+
+	var problems []string
+	d = Decoder{File: "f", Report: func(_ string, _ int, reason string) { problems = append(problems, reason) }}
+	if err := yaml.Unmarshal([]byte("nmae: a\nSkipped: b\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	d.Decode(doc.Content[0], &outer{})
+	want := []string{`top level: unknown field "nmae" (did you mean name?)`, `top level: unknown field "Skipped" (known: name, port)`}
+	if fmt.Sprint(problems) != fmt.Sprint(want) {
+		t.Errorf("got %q, want %q", problems, want)
+	}
+}
