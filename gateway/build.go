@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -27,12 +28,12 @@ func (g *Gateway) resolveClients(ps *problems) {
 	c := g.cfg
 	prefixes, err := clientip.ParsePrefixes(c.TrustedProxies)
 	if err != nil {
-		c.report(ps, "trusted_proxies", c.src, "", err)
+		c.report(ps, "trusted_proxies", "", nil, "", err)
 		return
 	}
 	g.clients = &clientip.Resolver{TrustedProxies: prefixes, Header: c.ForwardedBy}
 	if err := g.clients.Validate(); err != nil {
-		c.report(ps, "forwarded_header", c.src, "", err)
+		c.report(ps, "forwarded_header", "", nil, "", err)
 	}
 }
 
@@ -44,11 +45,8 @@ func checkListeners(c *Config, ps *problems) {
 			continue
 		}
 		if err := l.TLS.Validate(); err != nil {
-			var shape *rawTLS
-			if c.src != nil {
-				shape = c.src.Listeners[i].TLS
-			}
-			c.report(ps, fmt.Sprintf("listeners[%d].tls", i), shape, fieldOf(err), err)
+			at := fmt.Sprintf("listeners[%d].tls", i)
+			c.report(ps, at, at, reflect.TypeFor[tlsreload.Config](), fieldOf(err), err)
 		}
 	}
 }
@@ -58,15 +56,12 @@ func (g *Gateway) authenticators(o Options, ps *problems) map[string]auth.Authen
 	c := g.cfg
 	auths := map[string]auth.Authenticator{}
 	for name, a := range c.Auth {
-		var shape rawAuth
-		if c.src != nil {
-			shape = c.src.Auth[name]
-		}
 		switch {
 		case a.JWT != nil:
 			j, err := auth.NewJWT(*a.JWT, auth.Options{HTTPClient: o.JWKSClient, Logger: g.log})
 			if err != nil {
-				c.report(ps, "auth."+name+".jwt", shape.JWT, fieldOf(err), err)
+				at := "auth." + name + ".jwt"
+				c.report(ps, at, at, reflect.TypeFor[auth.JWTConfig](), fieldOf(err), err)
 				continue
 			}
 			g.closers = append(g.closers, j.Close)
@@ -74,7 +69,8 @@ func (g *Gateway) authenticators(o Options, ps *problems) map[string]auth.Authen
 		case a.APIKeys != nil:
 			k, err := auth.NewAPIKeys(*a.APIKeys)
 			if err != nil {
-				c.report(ps, "auth."+name+".api_keys", shape.APIKeys, fieldOf(err), err)
+				at := "auth." + name + ".api_keys"
+				c.report(ps, at, at, reflect.TypeFor[auth.APIKeyConfig](), fieldOf(err), err)
 				continue
 			}
 			auths[name] = k
@@ -88,11 +84,9 @@ func (g *Gateway) authenticators(o Options, ps *problems) map[string]auth.Authen
 // limits' domain exists, and a gRPC route's transcoder.
 func (g *Gateway) provision(i int, auths map[string]auth.Authenticator, ps *problems) {
 	c, r := g.cfg, &g.routes[i]
-	var shape *rawRoute
-	if c.src != nil {
-		shape = &c.src.Routes[i]
+	report := func(field string, err error) {
+		c.report(ps, routeName(i, r.Name), fmt.Sprintf("routes[%d]", i), reflect.TypeFor[Route](), field, err)
 	}
-	where := routeName(i, r.Name)
 	r.auth = auths[r.Auth]
 	if a := c.Auth[r.Auth]; a.APIKeys != nil {
 		r.keyHeader, r.keyQuery = cmp.Or(a.APIKeys.Header, auth.DefaultAPIKeyHeader), a.APIKeys.Query
@@ -100,24 +94,30 @@ func (g *Gateway) provision(i int, auths map[string]auth.Authenticator, ps *prob
 		r.read = append(r.read, http.CanonicalHeaderKey(cmp.Or(a.JWT.Header, "Authorization")))
 	}
 	if l := r.Limits; l != nil {
-		for _, d := range l.Descriptors {
-			for _, e := range d {
-				if h, ok := strings.CutPrefix(e.Fact, "header:"); ok {
+		r.descriptors = make([][]entry, len(l.Descriptors))
+		for j, d := range l.Descriptors {
+			for _, s := range d {
+				e, err := parseEntry(s) // checked by Parse, for a Config it read
+				if err != nil {
+					report(fmt.Sprintf("Limits.Descriptors[%d]", j), err)
+				}
+				if h, ok := strings.CutPrefix(e.fact, "header:"); ok {
 					r.read = append(r.read, http.CanonicalHeaderKey(h))
 				}
+				r.descriptors[j] = append(r.descriptors[j], e)
 			}
 		}
 		switch {
 		case g.engine == nil:
-			c.report(ps, where, shape, "Limits", errors.New("limits need a rules engine"))
+			report("Limits", errors.New("limits need a rules engine"))
 		case g.engine.Config().Domain(l.Domain) == nil:
-			c.report(ps, where, shape, "Limits.Domain", fmt.Errorf("the rules define no domain %q", l.Domain))
+			report("Limits.Domain", fmt.Errorf("the rules define no domain %q", l.Domain))
 		}
 	}
 	if r.GRPC != nil {
 		h, closeConn, err := g.transcoder(r)
 		if err != nil {
-			c.report(ps, where, shape, "GRPC", err)
+			report("GRPC", err)
 			return
 		}
 		g.closers = append(g.closers, closeConn)
@@ -168,28 +168,26 @@ func (g *Gateway) newTable(o Options, ps *problems) {
 	for _, err := range errs {
 		var fe *route.FieldError
 		if !errors.As(err, &fe) {
-			g.cfg.report(ps, "routes", nil, "", err)
+			g.cfg.report(ps, "routes", "", nil, "", err)
 			continue
 		}
 		r, field := &g.routes[fe.Route], fe.Field
 		if r.GRPC != nil && strings.HasPrefix(field, "Upstreams") {
 			field = "GRPC.Upstream" // where a gRPC route's one upstream comes from
 		}
-		var shape *rawRoute
-		if g.cfg.src != nil {
-			shape = &g.cfg.src.Routes[fe.Route]
-		}
-		g.cfg.report(ps, routeName(fe.Route, r.Name), shape, field, err)
+		g.cfg.report(ps, routeName(fe.Route, r.Name), fmt.Sprintf("routes[%d]", fe.Route), reflect.TypeFor[Route](), field, err)
 	}
 }
 
-// report reports err, which a package found in the field (a Go selector)
-// of the part of c under where, read from shape (one of the file's YAML
-// shapes; nil for a Config made in Go): with the file, the line and the
-// YAML path of the field.
-func (c *Config) report(ps *problems, where string, shape any, field string, err error) {
-	path, line := locate(shape, field)
-	ps.add(c.File, line, fmt.Sprintf("%s: %v", joinPath(where, path), err))
+// report reports err, which a package found in field (a Go selector
+// from the part of c of type t at the YAML path at, which problems name
+// where), with the file, the line and the YAML path of the field.
+func (c *Config) report(ps *problems, where, at string, t reflect.Type, field string, err error) {
+	path := ""
+	if t != nil {
+		path = yamlPath(t, field)
+	}
+	ps.add(c.File, c.line(joinPath(at, path)), fmt.Sprintf("%s: %v", joinPath(where, path), err))
 }
 
 // fieldOf is the field an auth or tlsreload error names, or "".

@@ -13,87 +13,91 @@ import (
 	"github.com/bouncerhq/bouncer/internal/yamlconf"
 )
 
-// Config is a gateway config, immutable once loaded. Its parts are the
-// types of the packages that serve them (route.Route, auth.JWTConfig,
-// auth.APIKeyConfig, tlsreload.Config), which check their own fields
-// when the gateway is built (New); Parse checks what is the gateway's
-// own: its settings and limits, and what refers to what.
+// Config is a gateway config, immutable once loaded. It is the file's
+// YAML as is: its parts are the types of the packages that serve them
+// (route.Route, auth.JWTConfig, auth.APIKeyConfig, tlsreload.Config),
+// whose yaml tags name their fields, and each package checks its own
+// part when the gateway is built (New). Parse checks what is the
+// gateway's own: its settings and limits, and what refers to what.
 type Config struct {
-	File string // the file it was read from
+	File string `yaml:"-"` // the file it was read from
 
 	// Rules is the rate-limit rules config (a file or directory, as
 	// `bouncer serve --config` takes), resolved against the file's
 	// directory; "" when no route is limited.
-	Rules string
+	Rules string `yaml:"rules"`
 
-	Listeners      []Listener
-	Admin          string // the admin listener's address; "" for none
-	TrustedProxies []string
-	ForwardedBy    string // "X-Forwarded-For" (default) or "Forwarded"
-	MaxBodyBytes   int64
-	Auth           map[string]Auth
-	Routes         []Route
+	Listeners      []Listener      `yaml:"listeners"`
+	Admin          string          `yaml:"admin"` // the admin listener's address; "" for none
+	TrustedProxies []string        `yaml:"trusted_proxies"`
+	ForwardedBy    string          `yaml:"forwarded_header"` // "X-Forwarded-For" (default) or "Forwarded"
+	MaxBodyBytes   int64           `yaml:"max_body_bytes"`
+	Auth           map[string]Auth `yaml:"auth"`
+	Routes         []Route         `yaml:"routes"`
 
-	// src is the file's YAML, whose positions point a problem New finds
-	// at its line; nil for a Config made in Go.
-	src *rawFile
+	// lines are the lines of the file's mappings, by YAML path
+	// ("routes[1].health_check"), which point a problem at its line; nil
+	// for a Config made in Go.
+	lines map[string]int
 }
 
 // Listener is an address the gateway serves, with TLS if TLS is set.
 type Listener struct {
-	Addr string
-	TLS  *tlsreload.Config
-	Line int
+	Addr string            `yaml:"addr"`
+	TLS  *tlsreload.Config `yaml:"tls"`
+	Line int               `yaml:"-"`
 }
 
 // Auth is one named way of authenticating callers: exactly one of JWT and
 // APIKeys is set. Their Name is the Auth's.
 type Auth struct {
-	JWT     *auth.JWTConfig
-	APIKeys *auth.APIKeyConfig
+	JWT     *auth.JWTConfig    `yaml:"jwt"`
+	APIKeys *auth.APIKeyConfig `yaml:"api_keys"`
 }
 
 // Route is one route of the config: where its requests go (route.Route;
 // for a gRPC route, Upstreams is GRPC.Upstream), and what the gateway
 // does to them on the way.
 type Route struct {
-	route.Route
-	Auth         string // the name of an Auth; "" for none
-	Limits       *Limits
-	GRPC         *GRPC
-	MaxBodyBytes int64
+	route.Route  `yaml:",inline"`
+	Auth         string  `yaml:"auth"` // the name of an Auth; "" for none
+	Limits       *Limits `yaml:"limits"`
+	GRPC         *GRPC   `yaml:"grpc"`
+	MaxBodyBytes int64   `yaml:"max_body_bytes"`
 
 	// What New makes of the route, in its Gateway's copy of the config's:
 	// the authenticator, where an API key may come (both are taken out
 	// before proxying), the headers the gateway reads a value of (each
-	// must come once, in one spelling: see oneSpelling), and a
-	// transcoding route's handler.
+	// must come once, in one spelling: see oneSpelling), the limits'
+	// descriptors, and a transcoding route's handler.
 	auth                auth.Authenticator
 	keyHeader, keyQuery string
 	read                []string
+	descriptors         [][]entry
 	grpc                http.Handler
 }
 
 // Limits say which descriptors a route's requests are decided with, in
-// which domain of the rules.
+// which domain of the rules. Each entry of a descriptor is a fact (see
+// Facts), or a literal "key=value".
 type Limits struct {
-	Domain      string
-	Descriptors [][]Entry
+	Domain      string     `yaml:"domain"`
+	Descriptors [][]string `yaml:"descriptors"`
 }
 
-// Entry is one entry of a descriptor: Fact names what of the request its
-// value is (see Facts), or Value is a literal.
-type Entry struct {
-	Key   string
-	Fact  string // "" for a literal
-	Value string
+// entry is one entry of a descriptor: fact names what of the request its
+// value is, or value is a literal.
+type entry struct {
+	key   string
+	fact  string // "" for a literal
+	value string
 }
 
 // GRPC makes a route transcode JSON/HTTP to a gRPC upstream.
 type GRPC struct {
-	DescriptorSet string
-	Upstream      string // h2c://host:port or https://host:port
-	Services      []string
+	DescriptorSet string   `yaml:"descriptor_set"`
+	Upstream      string   `yaml:"upstream"` // h2c://host:port or https://host:port
+	Services      []string `yaml:"services"`
 }
 
 // Facts are what a descriptor entry may take from a request:
@@ -147,17 +151,19 @@ func Parse(file string, data []byte) (*Config, error) {
 		ps.add(file, 0, "empty file")
 		return nil, ps.err()
 	}
-	var f rawFile
+	c := &Config{File: file}
 	dec := yamlconf.Decoder{File: file, Report: ps.add}
-	dec.Decode(doc.Content[0], &f)
+	dec.Decode(doc.Content[0], c)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
-	c := f.config(file, &ps)
-	check(c, &f, &ps)
+	c.lines = map[string]int{}
+	mappingLines(doc.Content[0], "", c.lines)
+	check(c, &ps)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
+	c.complete()
 	return c, nil
 }
 

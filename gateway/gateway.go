@@ -429,27 +429,27 @@ func (g *Gateway) descriptors(r *http.Request, rt *Route, id auth.Identity, v *r
 		planKey = d.PlanKey
 	}
 	var clientIP string
-	for _, d := range l.Descriptors {
+	for _, d := range rt.descriptors {
 		entries := make([]rules.Entry, 0, len(d)+1)
 		for _, e := range d {
-			val := e.Value
-			if e.Fact != "" {
-				if e.Fact == "client_ip" && clientIP == "" && v.Client.IsValid() {
+			val := e.value
+			if e.fact != "" {
+				if e.fact == "client_ip" && clientIP == "" && v.Client.IsValid() {
 					clientIP = v.Client.String()
 				}
-				val = fact(e.Fact, r, rt, id, v, clientIP)
+				val = fact(e.fact, r, rt, id, v, clientIP)
 				if len(val) > rules.MaxValueLen {
-					if e.Fact == "path" {
-						return req, &tooLong{e.Fact, "path", "uri_too_long", http.StatusRequestURITooLong, len(val)}
+					if e.fact == "path" {
+						return req, &tooLong{e.fact, "path", "uri_too_long", http.StatusRequestURITooLong, len(val)}
 					}
-					return req, &tooLong{e.Fact, e.Fact, "header_too_large", http.StatusRequestHeaderFieldsTooLarge, len(val)}
+					return req, &tooLong{e.fact, e.fact, "header_too_large", http.StatusRequestHeaderFieldsTooLarge, len(val)}
 				}
 			}
 			if val == "" {
 				entries = nil
 				break
 			}
-			entries = append(entries, rules.Entry{Key: e.Key, Value: val})
+			entries = append(entries, rules.Entry{Key: e.key, Value: val})
 		}
 		if entries == nil {
 			continue

@@ -15,19 +15,21 @@ import (
 // APIKeyConfig.Header is "".
 const DefaultAPIKeyHeader = "X-API-Key"
 
-// APIKeyConfig configures an APIKeys authenticator.
+// APIKeyConfig configures an APIKeys authenticator. Its yaml tags, and
+// its APIKeys', are their names in `bouncer gateway`'s config file, which
+// holds it as is.
 type APIKeyConfig struct {
 	// Name names the authenticator in errors and logs.
-	Name string
+	Name string `yaml:"-"`
 	// Header is the request header that carries the key, "X-API-Key" if
 	// "".
-	Header string
+	Header string `yaml:"header"`
 	// Query, when not "", is a query parameter that carries the key when
 	// the header is absent. A key in a URL ends up in access logs and
 	// browser histories; prefer the header.
-	Query string
+	Query string `yaml:"query"`
 	// Keys are the accepted keys, at least one.
-	Keys []APIKey
+	Keys []APIKey `yaml:"keys"`
 }
 
 // An APIKey is one accepted key. The key itself is never stored: only its
@@ -35,11 +37,11 @@ type APIKeyConfig struct {
 type APIKey struct {
 	// ID names the key; it becomes the caller's Identity.Subject and
 	// KeyID. It must be unique, not empty and free of control characters.
-	ID string
+	ID string `yaml:"id"`
 	// Hash is HashKey of the key: "sha256:" and 64 hex digits.
-	Hash string
+	Hash string `yaml:"hash"`
 	// Plan is the caller's plan, "" for none.
-	Plan string
+	Plan string `yaml:"plan"`
 }
 
 // APIKeys authenticates requests by an API key in a header or a query

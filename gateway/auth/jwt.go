@@ -20,34 +20,36 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// JWTConfig configures a JWT authenticator.
+// JWTConfig configures a JWT authenticator. Its yaml tags, and its
+// KeySources', are their names in `bouncer gateway`'s config file, which
+// holds it as is.
 type JWTConfig struct {
 	// Name names the authenticator in errors and logs.
-	Name string
+	Name string `yaml:"-"`
 	// Keys are where the verifying keys come from, at least one source.
-	Keys []KeySource
+	Keys []KeySource `yaml:"keys"`
 	// Issuer, when not "", is the only "iss" accepted.
-	Issuer string
+	Issuer string `yaml:"issuer"`
 	// Audience, when not empty, lists the audiences accepted: the token's
 	// "aud" must hold at least one of them.
-	Audience []string
+	Audience []string `yaml:"audience"`
 	// Skew is the clock skew allowed when checking "exp", "nbf" and
 	// "iat": 30s if 0, at most 5m.
-	Skew time.Duration
+	Skew time.Duration `yaml:"skew"`
 	// SubjectClaim is the claim that names the user, "sub" if "". A token
 	// whose subject claim is not a non-empty string is refused.
-	SubjectClaim string
+	SubjectClaim string `yaml:"subject_claim"`
 	// PlanClaim, when not "", is the claim that names the caller's plan.
 	// A token without it has the plan ""; one where it is not a string
 	// is refused.
-	PlanClaim string
+	PlanClaim string `yaml:"plan_claim"`
 	// MaxTokenBytes is the longest token accepted, 8192 if 0. A longer
 	// one is refused before any of it is decoded.
-	MaxTokenBytes int
+	MaxTokenBytes int `yaml:"max_token_bytes"`
 	// Header is the request header that carries the token,
 	// "Authorization" if "". Authorization holds "Bearer <token>" (the
 	// scheme in any case); any other header holds the token alone.
-	Header string
+	Header string `yaml:"header"`
 }
 
 // A KeySource is where verifying keys come from: exactly one of File,
@@ -59,9 +61,9 @@ type KeySource struct {
 	// holds the HMAC secret instead: its exact bytes, at least 32, with no
 	// trailing newline. A file with a PEM block is refused as a secret,
 	// so that a public key cannot become one.
-	File string
+	File string `yaml:"file"`
 	// JWKSFile is a file holding a JWK Set (RFC 7517).
-	JWKSFile string
+	JWKSFile string `yaml:"jwks_file"`
 	// JWKSURL is a JWK Set fetched over https (http only to a loopback
 	// address), at most 1 MiB. It is fetched in the background as soon as
 	// NewJWT returns, again every RefreshEvery, and when a token names a
@@ -70,17 +72,17 @@ type KeySource struct {
 	// fetch per MinRefresh. A failed fetch keeps the keys fetched before
 	// and is tried again after MinRefresh. Tokens that arrive before the
 	// first fetch ends wait for it. Symmetric keys in it are not used.
-	JWKSURL string
+	JWKSURL string `yaml:"jwks_url"`
 	// RefreshEvery is how often JWKSURL is fetched, 1h if 0.
-	RefreshEvery time.Duration
+	RefreshEvery time.Duration `yaml:"-"`
 	// MinRefresh is the least time between two fetches of JWKSURL that a
 	// token with an unknown kid causes, 1m if 0, at least 1s, at most
 	// RefreshEvery.
-	MinRefresh time.Duration
+	MinRefresh time.Duration `yaml:"-"`
 	// KeyID is the kid of File's key. A key with the KeyID "" verifies
 	// tokens without a kid, and tokens with any kid when it is the only
 	// key of the JWTConfig.
-	KeyID string
+	KeyID string `yaml:"kid"`
 	// Algorithms are the algorithms this source's keys may verify, among
 	// HS256, RS256, ES256 and EdDSA; a token whose alg is not allowed for
 	// the key its kid names is refused. Required for File, where each must
@@ -88,7 +90,7 @@ type KeySource struct {
 	// algorithm comes from its kty and crv, and its "alg" member, if any,
 	// must name that one; Algorithms, if set, leaves out the keys of other
 	// algorithms.
-	Algorithms []string
+	Algorithms []string `yaml:"algorithms"`
 }
 
 // Options are the dependencies of a JWT authenticator. The zero value is

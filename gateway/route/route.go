@@ -4,17 +4,18 @@ import "time"
 
 // Route sends the requests that match its Host and PathPrefix to its
 // Upstreams. Zero durations and counts mean the defaults stated on each
-// field.
+// field. Its yaml tags are its names in `bouncer gateway`'s config file,
+// which holds it as is.
 type Route struct {
 	// Name identifies the route in logs, metrics and error messages. It
 	// is required and unique within a Table.
-	Name string
+	Name string `yaml:"name"`
 
 	// Host is the request host the route serves, compared
 	// case-insensitively and without the request's port: "" matches any
 	// host, "api.example.com" that host only, and "*.example.com" every
 	// host under example.com, at any depth, but not example.com itself.
-	Host string
+	Host string `yaml:"host"`
 
 	// PathPrefix is the start of the paths the route serves. It is
 	// required, starts with "/" and is canonical (no "." or ".."
@@ -24,12 +25,12 @@ type Route struct {
 	// are matched on their View's canonical path, which is also the path
 	// sent upstream, so that a prefix cannot be escaped with
 	// "/api/../admin".
-	PathPrefix string
+	PathPrefix string `yaml:"path_prefix"`
 
 	// StripPrefix removes PathPrefix from the path sent upstream, keeping
 	// a leading "/": with PathPrefix "/api", /api/v1 is sent as /v1 and
 	// /api as /.
-	StripPrefix bool
+	StripPrefix bool `yaml:"strip_prefix"`
 
 	// Upstreams are the servers the route balances over, round robin, as
 	// URLs: http://host:port and https://host:port for HTTP/1.1 (and
@@ -37,7 +38,7 @@ type Route struct {
 	// (gRPC servers). A path in the URL is a base, prefixed to the path
 	// sent: http://10.0.0.1:8080/v2 receives /api/x as /v2/api/x. Query,
 	// fragment and user info are refused. At least one is required.
-	Upstreams []string
+	Upstreams []string `yaml:"upstreams"`
 
 	// Timeout bounds one attempt's whole exchange with an upstream, from
 	// sending the request to the end of the response body. Zero means
@@ -46,7 +47,7 @@ type Route struct {
 	// stream then last as long as the client and the upstream keep them
 	// (a gRPC client states its own deadline, grpc-timeout, which the
 	// upstream enforces).
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 
 	// Retries is how many more attempts an idempotent request gets, each
 	// on the next available upstream after the one that failed, when an
@@ -57,17 +58,17 @@ type Route struct {
 	// requests do not have unless a middleware buffered the body and set
 	// it). Timeouts are not retried. The last failure is what the client
 	// gets. Zero means no retries.
-	Retries int
+	Retries int `yaml:"retries"`
 
 	// Health, if not nil, turns on active health checks of every
 	// upstream. Nil means none: every upstream counts as healthy, and
 	// only Eject takes one out.
-	Health *HealthCheck
+	Health *HealthCheck `yaml:"health_check"`
 
 	// Eject takes out of rotation an upstream that fails consecutive
 	// requests (passive health checking). Its zero value has the defaults
 	// stated on its fields.
-	Eject Eject
+	Eject Eject `yaml:"-"`
 }
 
 // HealthCheck configures the active health checks of a Route's
@@ -77,22 +78,22 @@ type Route struct {
 type HealthCheck struct {
 	// Path is the path checked, starting with "/", below the upstream's
 	// base path. It is required.
-	Path string
+	Path string `yaml:"path"`
 
 	// Interval is the time between the starts of two checks of one
 	// upstream. Zero means 5s.
-	Interval time.Duration
+	Interval time.Duration `yaml:"interval"`
 
 	// Timeout bounds one check. Zero means 2s.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 
 	// Healthy is how many consecutive successes make an unhealthy
 	// upstream healthy again. Zero means 2.
-	Healthy int
+	Healthy int `yaml:"healthy"`
 
 	// Unhealthy is how many consecutive failures make a healthy upstream
 	// unhealthy. Zero means 3.
-	Unhealthy int
+	Unhealthy int `yaml:"unhealthy"`
 }
 
 // Eject configures passive ejection: an upstream whose attempts fail

@@ -15,19 +15,21 @@ import (
 )
 
 // Config names the files a Reloader serves and how it asks for client
-// certificates.
+// certificates. Its yaml tags are its names in `bouncer gateway`'s
+// config file, which holds it as is.
 type Config struct {
 	// CertFile and KeyFile are PEM: the certificate, followed by its
 	// intermediates, and its private key (PKCS #8, SEC 1 or PKCS #1).
 	// Both are required.
-	CertFile, KeyFile string
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 
 	// ClientCAFile is a PEM bundle of the CAs that sign client
 	// certificates; "" disables client certificates. It is reloaded
 	// with the certificate, and a CA dropped from it is dropped for
 	// resumed sessions too: crypto/tls verifies a session ticket's
 	// client chain against the bundle of the handshake that resumes it.
-	ClientCAFile string
+	ClientCAFile string `yaml:"client_ca_file"`
 
 	// ClientAuth is "none" (the default, for ""), "request" (a client
 	// may present a certificate, which is then verified against
@@ -39,11 +41,11 @@ type Config struct {
 	// Security: a verified certificate says only that one of the CAs
 	// signed it; authorizing its subject is the caller's job, from
 	// http.Request.TLS.VerifiedChains.
-	ClientAuth string
+	ClientAuth string `yaml:"client_auth"`
 
 	// MinVersion is the lowest TLS version accepted: "1.2" (the
 	// default, for "") or "1.3".
-	MinVersion string
+	MinVersion string `yaml:"min_version"`
 }
 
 // Options are a Reloader's optional settings; the zero value is usable.
