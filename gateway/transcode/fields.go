@@ -147,42 +147,6 @@ func parseScalar(fd protoreflect.FieldDescriptor, s string, newMessage func() pr
 			return bad(nil)
 		}
 		return protoreflect.ValueOfBool(b), nil
-	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		n, err := strconv.ParseInt(s, 10, 32)
-		if err != nil {
-			return bad(nil)
-		}
-		return protoreflect.ValueOfInt32(int32(n)), nil
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return bad(nil)
-		}
-		return protoreflect.ValueOfInt64(n), nil
-	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		n, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return bad(nil)
-		}
-		return protoreflect.ValueOfUint32(uint32(n)), nil
-	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return bad(nil)
-		}
-		return protoreflect.ValueOfUint64(n), nil
-	case protoreflect.FloatKind:
-		f, err := strconv.ParseFloat(s, 32)
-		if err != nil {
-			return bad(nil)
-		}
-		return protoreflect.ValueOfFloat32(float32(f)), nil
-	case protoreflect.DoubleKind:
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return bad(nil)
-		}
-		return protoreflect.ValueOfFloat64(f), nil
 	case protoreflect.EnumKind:
 		ed := fd.Enum()
 		if ev := ed.Values().ByName(protoreflect.Name(s)); ev != nil {
@@ -195,27 +159,74 @@ func parseScalar(fd protoreflect.FieldDescriptor, s string, newMessage func() pr
 		return protoreflect.ValueOfEnum(protoreflect.EnumNumber(n)), nil
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		v := newMessage()
-		m := v.Message()
-		switch m.Descriptor().FullName() {
-		case "google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask":
-			if !utf8.ValidString(s) {
-				return bad(nil)
-			}
-			text, _ := json.Marshal(s) // cannot fail on valid UTF-8
-			if err := protojson.Unmarshal(text, m.Interface()); err != nil {
-				return bad(err)
-			}
-		default: // a wrapper, whose one field is value
-			value := m.Descriptor().Fields().ByName("value")
-			inner, err := parseScalar(value, s, nil)
-			if err != nil {
-				return bad(nil)
-			}
-			m.Set(value, inner)
+		if ok, detail := parseMessage(v.Message(), s); !ok {
+			return bad(detail)
 		}
 		return v, nil
 	}
+	if v, ok := parseNumber(fd.Kind(), s); ok {
+		return v, nil
+	}
 	return bad(nil)
+}
+
+// parseNumber parses s as a number of kind k; ok is false if s is not
+// one, or k is not a number's kind.
+func parseNumber(k protoreflect.Kind, s string) (v protoreflect.Value, ok bool) {
+	var err error
+	switch k {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		var n int64
+		n, err = strconv.ParseInt(s, 10, 32)
+		v = protoreflect.ValueOfInt32(int32(n))
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		var n int64
+		n, err = strconv.ParseInt(s, 10, 64)
+		v = protoreflect.ValueOfInt64(n)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		var n uint64
+		n, err = strconv.ParseUint(s, 10, 32)
+		v = protoreflect.ValueOfUint32(uint32(n))
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		var n uint64
+		n, err = strconv.ParseUint(s, 10, 64)
+		v = protoreflect.ValueOfUint64(n)
+	case protoreflect.FloatKind:
+		var f float64
+		f, err = strconv.ParseFloat(s, 32)
+		v = protoreflect.ValueOfFloat32(float32(f))
+	case protoreflect.DoubleKind:
+		var f float64
+		f, err = strconv.ParseFloat(s, 64)
+		v = protoreflect.ValueOfFloat64(f)
+	default:
+		return protoreflect.Value{}, false
+	}
+	return v, err == nil
+}
+
+// parseMessage sets m, a well-known message, from s: a Timestamp,
+// Duration or FieldMask from its JSON string, a wrapper from its value's
+// text. ok is false if s is not one; detail, if not nil, says why.
+func parseMessage(m protoreflect.Message, s string) (ok bool, detail error) {
+	switch m.Descriptor().FullName() {
+	case "google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask":
+		if !utf8.ValidString(s) {
+			return false, nil
+		}
+		text, _ := json.Marshal(s) // cannot fail on valid UTF-8
+		if err := protojson.Unmarshal(text, m.Interface()); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	value := m.Descriptor().Fields().ByName("value") // a wrapper, whose one field is value
+	inner, err := parseScalar(value, s, nil)
+	if err != nil {
+		return false, nil
+	}
+	m.Set(value, inner)
+	return true, nil
 }
 
 // kindName names fd's type for errors: the kind, or the message or enum.
