@@ -11,24 +11,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/gateway/tlsreload"
-	"github.com/bouncerhq/bouncer/internal/filewatch"
-	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/rules"
-	"github.com/bouncerhq/bouncer/tracing"
 )
 
 // gatewayFlags are `bouncer gateway`'s flags: serve's, less the service's
@@ -78,36 +70,22 @@ func runGateway(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(stderr, c.logFormat, opts.level)
-	return untilSignal(log, func(ctx context.Context) (reload, shutdown func(), err error) {
-		gw, err := startGateway(ctx, c, opts, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		return gw.reload, gw.shutdown, nil
-	})
+	return untilSignal(log, func(ctx context.Context) (running, error) { return startGateway(ctx, c, opts, log) })
 }
 
-// gatewayService is a running `bouncer gateway`.
+// gatewayService is a running `bouncer gateway`: the app, and the
+// gateway's listeners. Its listeners and admin address are read once, at
+// start; a reload (the app's Reloader, with reloadGateway as its Also)
+// rebuilds the rest from the file.
 type gatewayService struct {
-	c        serveConfig
-	log      *slog.Logger
+	*app
 	current  atomic.Pointer[gateway.Gateway]
-	engine   *rules.Engine // nil when the config has no rules
-	rulesM   *metrics.Metrics
 	gm       *gateway.Metrics
-	store    io.Closer
+	tracer   trace.Tracer   // nil unless --otel-endpoint
 	servers  []*http.Server // the listeners', in config order
 	inflight sync.WaitGroup // requests being served, WebSockets included
-	admin    *http.Server   // nil without an admin address
 	certs    []*tlsreload.Reloader
 	addrs    []string // the listeners' addresses, in config order, then the admin's
-	mu       sync.Mutex
-	wg       sync.WaitGroup
-	stopW    context.CancelFunc
-	drain    atomic.Bool
-
-	tracer      trace.Tracer // nil unless --otel-endpoint
-	stopTracing func(context.Context) error
 }
 
 func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logger) (*gatewayService, error) {
@@ -115,43 +93,89 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	metrics.RegisterBuildInfo(reg)
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &gatewayService{c: c, log: log, gm: gateway.NewMetrics(reg)}
-	st, err := openStore(c, o, log, reg)
+	// The gateway sees every request end: it can hold concurrency leases.
+	a, err := openApp(ctx, c, o, log, cfg.Rules, rules.LoadOptions{AllowConcurrency: true})
 	if err != nil {
 		return nil, err
 	}
-	s.store = st.closer
-	fail := func(err error) (*gatewayService, error) {
-		s.closeAll()
-		return nil, err
+	s := &gatewayService{app: a, gm: gateway.NewMetrics(a.reg)}
+	a.close = s.closeGateway
+	if a.tracing {
+		s.tracer = otel.Tracer(gateway.TracerName)
 	}
-	if c.otelEndpoint != "" {
-		stop, err := tracing.Start(ctx, tracing.Options{Endpoint: c.otelEndpoint, Insecure: c.otelInsecure, SampleRatio: c.otelSample})
-		if err != nil {
-			return fail(err)
-		}
-		s.stopTracing, st.lim, s.tracer = stop, tracing.Limiter(st.lim), otel.Tracer(gateway.TracerName)
-	}
-	if cfg.Rules != "" {
-		rc, err := s.loadRules(cfg.Rules)
-		if err != nil {
-			return fail(err)
-		}
-		s.rulesM = metrics.New(reg)
-		s.rulesM.Serving(rc)
-		s.engine = rules.NewEngine(rc, s.rulesM.Limiter(st.lim))
-		s.engine.Observe = s.rulesM.Observe
-		s.engine.Logger = log
-	}
-	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: log, Metrics: s.gm, Tracer: s.tracer, MaxHeaderBytes: c.maxHeaderBytes})
+	g, err := s.build(cfg)
 	if err != nil {
-		return fail(err)
+		a.shutdown()
+		return nil, err
 	}
 	s.current.Store(g)
+	a.reloader.Also, a.reloader.AlsoFiles = s.reloadGateway, []string{cfg.File}
+	if err := s.listen(cfg); err != nil {
+		a.shutdown()
+		return nil, err
+	}
+	upstreams := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.current.Load().Health())
+	})
+	if err := a.serveAdmin(cfg.Admin, map[string]http.Handler{"GET /v1/upstreams": upstreams}); err != nil {
+		a.shutdown()
+		return nil, fmt.Errorf("%s: admin: %w", cfg.File, err)
+	}
+	if a.adminAddr != "" {
+		s.addrs = append(s.addrs, a.adminAddr)
+	}
+	a.watch(ctx)
+	log.Info("gateway serving", "listeners", s.addrs, "routes", len(cfg.Routes), "store", redactURL(c.store), "config", c.config)
+	return s, nil
+}
 
+// build builds the gateway of cfg on the app's engine (none without
+// rules).
+func (s *gatewayService) build(cfg *gateway.Config) (*gateway.Gateway, error) {
+	var e *rules.Engine
+	if cfg.Rules != "" {
+		e = s.engine
+	}
+	return gateway.New(cfg, gateway.Options{Engine: e, Logger: s.log, Metrics: s.gm, Tracer: s.tracer, MaxHeaderBytes: s.c.maxHeaderBytes})
+}
+
+// reloadGateway is the gateway's part of a reload (the Reloader's Also):
+// it reads the config again and swaps in a gateway built from it, on the
+// rules the engine now serves. A config that fails anywhere is rejected
+// whole, and the old one keeps serving. It rebuilds every time: the
+// files the config names (keys, JWKS, descriptor sets) may have changed.
+func (s *gatewayService) reloadGateway(*rules.Config) (changed bool, err error) {
+	cfg, err := gateway.Load(s.c.config)
+	if err != nil {
+		return false, gatewayProblems(s.c.config, err)
+	}
+	if cfg.Rules != s.reloader.Path {
+		return false, gatewayProblems(cfg.File, fmt.Errorf("rules: the file named is %q, %q when the gateway started: restart the gateway to serve other rules", cfg.Rules, s.reloader.Path))
+	}
+	g, err := s.build(cfg)
+	if err != nil {
+		return false, gatewayProblems(cfg.File, err)
+	}
+	s.current.Swap(g).Close()
+	for _, r := range s.certs {
+		_ = r.Reload()
+	}
+	return true, nil
+}
+
+// gatewayProblems is err as a *rules.ConfigError, so that the reload
+// reports each problem with its file and line: a gateway.ConfigError's
+// own, else err as one problem of file.
+func gatewayProblems(file string, err error) error {
+	if ce, ok := errors.AsType[*gateway.ConfigError](err); ok {
+		return &rules.ConfigError{Problems: ce.Problems}
+	}
+	return &rules.ConfigError{Problems: []rules.Problem{{File: file, Reason: err.Error()}}}
+}
+
+// listen serves the listeners of cfg.
+func (s *gatewayService) listen(cfg *gateway.Config) error {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Counted for the shutdown, which net/http's does not wait for
 		// once a connection is hijacked: a WebSocket's handler runs as
@@ -160,199 +184,55 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		defer s.inflight.Done()
 		s.current.Load().ServeHTTP(w, r)
 	})
+	s.drain = s.drainGateway
 	for _, l := range cfg.Listeners {
-		ln, err := net.Listen("tcp", l.Addr)
+		ln, err := s.listener(l)
 		if err != nil {
-			return fail(fmt.Errorf("%s:%d: listeners: %w", cfg.File, l.Line, err))
+			return fmt.Errorf("%s:%d: listeners: %w", cfg.File, l.Line, err)
 		}
-		srv := c.httpServer(handler)
+		srv := s.c.httpServer(handler)
 		// The gateway answers headers over the bound itself, in JSON;
 		// net/http's plain 431 is for those twice as large.
-		srv.MaxHeaderBytes = 2 * c.maxHeaderBytes
+		srv.MaxHeaderBytes = 2 * s.c.maxHeaderBytes
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetHTTP2(true)
-		if l.TLS != nil {
-			r, err := tlsreload.New(tlsreload.Config{CertFile: l.TLS.CertFile, KeyFile: l.TLS.KeyFile, ClientCAFile: l.TLS.ClientCAFile,
-				ClientAuth: l.TLS.ClientAuth, MinVersion: l.TLS.MinVersion}, tlsreload.Options{Logger: log})
-			if err != nil {
-				ln.Close()
-				return fail(fmt.Errorf("%s:%d: listeners: %w", cfg.File, l.Line, err))
-			}
-			s.certs = append(s.certs, r)
-			ln = tls.NewListener(ln, r.TLSConfig())
-		} else {
-			// gRPC clients speak HTTP/2 without TLS (h2c) to a plain
-			// listener.
-			srv.Protocols.SetUnencryptedHTTP2(true)
-		}
+		// gRPC clients speak HTTP/2 without TLS (h2c) to a plain
+		// listener.
+		srv.Protocols.SetUnencryptedHTTP2(l.TLS == nil)
 		s.servers = append(s.servers, srv)
 		s.addrs = append(s.addrs, ln.Addr().String())
-		s.serve(srv, ln)
+		s.serve(func() error { return srv.Serve(ln) })
 	}
-	if cfg.Admin != "" {
-		ln, err := net.Listen("tcp", cfg.Admin)
-		if err != nil {
-			return fail(fmt.Errorf("%s: admin: %w", cfg.File, err))
-		}
-		srv := c.httpServer(s.adminHandler(reg, st.degraded))
-		s.admin = srv
-		s.addrs = append(s.addrs, ln.Addr().String())
-		s.serve(srv, ln)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	s.stopW = cancel
-	if c.watch {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if err := s.watch(wctx, cfg); err != nil {
-				log.Warn("not watching the config for changes; reload with SIGHUP", "err", err)
-			}
-		}()
-	}
-	log.Info("gateway serving", "listeners", s.addrs, "routes", len(cfg.Routes), "store", redactURL(c.store), "config", c.config)
-	return s, nil
-}
-
-func (s *gatewayService) loadRules(path string) (*rules.Config, error) {
-	// The gateway sees every request end: it can hold concurrency leases.
-	rc, err := rules.LoadOptions{AllowConcurrency: true}.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	return rc, nil
-}
-
-// reload reads the config and its rules again and swaps in a gateway
-// built from them; a config that fails anywhere is rejected whole, and
-// the old one keeps serving.
-func (s *gatewayService) reload() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	reject := func(err error) { s.log.Error("config rejected; the old one keeps serving", "err", err) }
-	cfg, err := gateway.Load(s.c.config)
-	if err != nil {
-		reject(err)
-		return
-	}
-	var old *rules.Config
-	if cfg.Rules != "" {
-		if s.engine == nil {
-			reject(errors.New("the config now names a rules file: restart the gateway to add rules to one started without"))
-			return
-		}
-		rc, err := s.loadRules(cfg.Rules)
-		if err != nil {
-			reject(err)
-			return
-		}
-		old = s.engine.Swap(rc)
-	}
-	g, err := gateway.New(cfg, gateway.Options{Engine: s.engine, Logger: s.log, Metrics: s.gm, Tracer: s.tracer, MaxHeaderBytes: s.c.maxHeaderBytes})
-	if err != nil {
-		if old != nil {
-			s.engine.Swap(old)
-		}
-		reject(err)
-		return
-	}
-	if s.rulesM != nil {
-		s.rulesM.Serving(s.engine.Config())
-	}
-	prev := s.current.Swap(g)
-	prev.Close()
-	for _, r := range s.certs {
-		_ = r.Reload()
-	}
-	s.log.Info("config reloaded", "routes", len(cfg.Routes))
-}
-
-// watch reloads when the config file or its rules change.
-func (s *gatewayService) watch(ctx context.Context, cfg *gateway.Config) error {
-	files := []string{cfg.File}
-	var dirs map[string]func(string) bool
-	if cfg.Rules != "" {
-		if fi, err := os.Stat(cfg.Rules); err == nil && fi.IsDir() {
-			dirs = map[string]func(string) bool{cfg.Rules: rules.IsConfigFile}
-		} else {
-			files = append(files, cfg.Rules)
-		}
-	}
-	w, err := filewatch.New(files, dirs)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	// One reload for a write in several steps.
-	w.Run(ctx.Done(), 100*time.Millisecond, s.reload, func(err error) bool {
-		s.log.Warn("watching the config", "err", err)
-		return false
-	})
 	return nil
 }
 
-func (s *gatewayService) adminHandler(reg *prometheus.Registry, degraded func() []string) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"status":"ok"}`+"\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if s.drain.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `{"status":"draining"}`+"\n")
-			return
-		}
-		if degraded != nil {
-			if why := degraded(); len(why) > 0 {
-				fmt.Fprintf(w, "{\"status\":\"degraded\",\"reasons\":%q}\n", why)
-				return
-			}
-		}
-		io.WriteString(w, `{"status":"ready"}`+"\n")
-	})
-	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(s.current.Load().Health())
-	})
-	return mux
-}
-
-func (s *gatewayService) serve(srv *http.Server, ln net.Listener) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("listener stopped", "err", err)
-		}
-	}()
-}
-
-// shutdown stops accepting, lets in-flight requests finish (up to the
-// shutdown timeout), then closes the gateway and the store.
-func (s *gatewayService) shutdown() {
-	s.drain.Store(true)
-	if s.stopW != nil {
-		s.stopW()
+// listener opens l, with TLS (its certificates reloaded when their
+// files change) if it has it.
+func (s *gatewayService) listener(l gateway.Listener) (net.Listener, error) {
+	ln, err := net.Listen("tcp", l.Addr)
+	if err != nil || l.TLS == nil {
+		return ln, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.shutdownTimeout)
-	defer cancel()
+	r, err := tlsreload.New(*l.TLS, tlsreload.Options{Logger: s.log})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.certs = append(s.certs, r)
+	return tls.NewListener(ln, r.TLSConfig()), nil
+}
+
+// drainGateway stops the listeners, lets the requests in flight finish,
+// and gives WebSockets what is left of ctx's time.
+func (s *gatewayService) drainGateway(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, srv := range s.servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Shutdown(ctx); err != nil {
-				srv.Close()
-			}
-		}()
+		wg.Go(func() { shutdownServer(ctx, srv) })
 	}
 	wg.Wait()
 	// No request comes in now; those that hijacked their connection (a
-	// WebSocket) are still served. They get what is left of the timeout.
+	// WebSocket) are still served.
 	tunnels := make(chan struct{})
 	go func() {
 		s.inflight.Wait()
@@ -363,30 +243,14 @@ func (s *gatewayService) shutdown() {
 	case <-ctx.Done():
 		s.log.Warn("shutdown timeout: WebSockets still open are cut")
 	}
-	// The admin listener stays up while the others drain: /readyz says
-	// draining, and /metrics is still read.
-	if s.admin != nil {
-		if err := s.admin.Shutdown(ctx); err != nil {
-			s.admin.Close()
-		}
-	}
-	s.wg.Wait()
-	s.closeAll()
 }
 
-func (s *gatewayService) closeAll() {
+// closeGateway closes the gateway and the certificates' reloaders.
+func (s *gatewayService) closeGateway() {
 	if g := s.current.Load(); g != nil {
 		g.Close()
 	}
 	for _, r := range s.certs {
 		r.Close()
-	}
-	if s.store != nil {
-		s.store.Close()
-	}
-	if s.stopTracing != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.stopTracing(ctx)
 	}
 }

@@ -62,7 +62,7 @@ func startGatewayProc(t *testing.T, file, addr, admin string, args ...string) *g
 	})
 	c := &http.Client{Transport: &http.Transport{}, Timeout: 2 * time.Second}
 	defer c.CloseIdleConnections()
-	until(t, "bouncer gateway to be ready", func() {}, func() bool {
+	until(t, "bouncer gateway to be ready", func() bool {
 		select {
 		case <-p.done:
 			t.Fatalf("bouncer gateway exited before it was ready (%v):\n%s", p.err, p.logs)
@@ -327,7 +327,7 @@ func TestGatewaySIGTERMDropsNothing(t *testing.T) {
 	if err := gw.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "the gateway to start draining", func() {}, func() bool { return strings.Contains(gw.logs.String(), "shutting down") })
+	until(t, "the gateway to start draining", func() bool { return strings.Contains(gw.logs.String(), "shutting down") })
 
 	// A new connection now is refused, or reset before any answer, or
 	// answered; it is never left hanging.
@@ -594,13 +594,12 @@ func TestGatewayRejectsABadConfigWhileServing(t *testing.T) {
 		t.Fatalf("GET /old/x: %d %q, want 200 \"up:/old/x\"", code, body)
 	}
 
-	// Line 7 is the new route's, which has no path_prefix. The file is
-	// written again until the watch, which may start after the
-	// readiness, sees it.
+	// Line 7 is the new route's, which has no path_prefix. The watch
+	// may start after the readiness: the process says when it has.
+	until(t, "the watch to start", func() bool { return strings.Contains(gw.logs.String(), "watching the config for changes") })
 	broken := old + fmt.Sprintf("  - name: new\n    upstreams: [%s]\n", upstream.URL)
-	until(t, "the broken config to be rejected", func() { write(broken) }, func() bool {
-		return strings.Contains(gw.logs.String(), "config rejected")
-	})
+	write(broken)
+	until(t, "the broken config to be rejected", func() bool { return strings.Contains(gw.logs.String(), "config rejected") })
 	if logs := gw.logs.String(); !strings.Contains(logs, "gateway.yaml:7") || !strings.Contains(logs, "path_prefix") {
 		t.Errorf("logs: %s\nwant the rejection naming gateway.yaml:7 and path_prefix", logs)
 	}
@@ -612,7 +611,8 @@ func TestGatewayRejectsABadConfigWhileServing(t *testing.T) {
 	}
 
 	good := old + fmt.Sprintf("  - name: new\n    path_prefix: /new/\n    upstreams: [%s]\n", upstream.URL)
-	until(t, "the good config's route to answer", func() { write(good) }, func() bool {
+	write(good)
+	until(t, "the good config's route to answer", func() bool {
 		code, _ := get("/new/x")
 		return code == http.StatusOK
 	})

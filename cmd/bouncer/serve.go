@@ -11,17 +11,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -29,15 +23,11 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/jsonapi"
-	"github.com/bouncerhq/bouncer/memstore"
-	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/rls"
 	"github.com/bouncerhq/bouncer/rules"
-	"github.com/bouncerhq/bouncer/tracing"
 )
 
 // serveConfig is everything `bouncer serve` takes from flags and the
@@ -135,13 +125,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		debug.SetGCPercent(400)
 	}
 	log := newLogger(stderr, c.logFormat, opts.level)
-	return untilSignal(log, func(ctx context.Context) (reload, shutdown func(), err error) {
-		s, err := startService(ctx, c, opts, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		return func() { _ = s.reloader.Reload() }, s.shutdown, nil
-	})
+	return untilSignal(log, func(ctx context.Context) (running, error) { return startService(ctx, c, opts, log) })
 }
 
 // parseServeFlags parses args into c with fs (serve's flags or the
@@ -161,34 +145,6 @@ func parseServeFlags(name string, fs *flag.FlagSet, c *serveConfig, args []strin
 		return serveOptions{}, false
 	}
 	return opts, true
-}
-
-// untilSignal starts a command's service with start, reloads it on
-// SIGHUP, and shuts it down (draining what is in flight) on SIGTERM or
-// SIGINT; it returns the command's exit code.
-func untilSignal(log *slog.Logger, start func(ctx context.Context) (reload, shutdown func(), err error)) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	reload, shutdown, err := start(ctx)
-	if err != nil {
-		log.Error("cannot start", "err", err)
-		return exitFail
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for range hup {
-			log.Info("SIGHUP: reloading the config")
-			reload()
-		}
-	}()
-	<-ctx.Done()
-	stop()
-	log.Info("shutting down: draining what is in flight")
-	shutdown()
-	log.Info("stopped")
-	return exitOK
 }
 
 // serveOptions are the parsed forms of serveConfig's strings.
@@ -232,22 +188,16 @@ func (c serveConfig) validate() (serveOptions, error) {
 	default:
 		return o, fmt.Errorf("--unknown-domain: want allow or error, got %q", c.unknownDomain)
 	}
-	if c.storeTimeout <= 0 {
-		return o, fmt.Errorf("--store-timeout: want a positive duration, got %v", c.storeTimeout)
-	}
 	if c.otelSample < 0 || c.otelSample > 1 {
 		return o, fmt.Errorf("--otel-sample-ratio: want 0 to 1, got %v", c.otelSample)
 	}
 	if c.adminKeys < 0 {
 		return o, fmt.Errorf("--admin-keys: want 0 or more, got %d", c.adminKeys)
 	}
-	if c.shutdownTimeout <= 0 {
-		return o, fmt.Errorf("--shutdown-timeout: want a positive duration, got %v", c.shutdownTimeout)
-	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"read-header-timeout", c.readHeaderTimeout}, {"read-timeout", c.readTimeout}, {"write-timeout", c.writeTimeout}, {"idle-timeout", c.idleTimeout}} {
+	}{{"store-timeout", c.storeTimeout}, {"shutdown-timeout", c.shutdownTimeout}, {"read-header-timeout", c.readHeaderTimeout}, {"read-timeout", c.readTimeout}, {"write-timeout", c.writeTimeout}, {"idle-timeout", c.idleTimeout}} {
 		if d.v <= 0 {
 			return o, fmt.Errorf("--%s: want a positive duration, got %v", d.flag, d.v)
 		}
@@ -289,105 +239,59 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, ho))
 }
 
-// service is a running `bouncer serve`: its listeners, engine and store.
+// service is a running `bouncer serve`: the app, and the RLS and JSON
+// API listeners.
 type service struct {
-	log      *slog.Logger
-	engine   *rules.Engine
-	reloader *rules.Reloader
-	store    io.Closer
-
-	grpc       *grpc.Server
-	health     *health.Server
-	httpSrv    *http.Server
-	adminSrv   *http.Server
-	grpcAddr   string
-	httpAddr   string
-	adminAddr  string
-	draining   atomic.Bool
-	watchStop  context.CancelFunc
-	wg         sync.WaitGroup
-	shutdownIn time.Duration
-
-	stopTracing func(context.Context) error // nil when tracing is off
+	*app
+	grpc     *grpc.Server
+	health   *health.Server
+	httpSrv  *http.Server // nil without --http-addr
+	grpcAddr string
+	httpAddr string
 }
+
+// redisStreamWorkers is how many gRPC stream workers serve with a Redis
+// store: as many calls as are commonly in flight at once, each waiting
+// for its round trip (see grpcServer).
+const redisStreamWorkers = 256
 
 // startService loads the config, opens the store and the listeners, and
 // starts serving; ctx ends the config watch.
-// redisStreamWorkers is how many gRPC stream workers serve with a Redis
-// store: as many calls as are commonly in flight at once, each waiting
-// for its round trip (see startService).
-const redisStreamWorkers = 256
-
 func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logger) (*service, error) {
-	cfg, err := rules.Load(c.config)
+	a, err := openApp(ctx, c, o, log, c.config, rules.LoadOptions{})
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	metrics.RegisterBuildInfo(reg)
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
-	m.Serving(cfg)
+	a.engine.Concurrent = o.redisAddrs != nil // a request's descriptors wait for one round trip, not one each
+	a.engine.RejectUnknownDomains = o.rejectUnknown
+	s := &service{app: a}
+	if err := s.listen(o); err != nil {
+		a.shutdown()
+		return nil, err
+	}
+	if err := a.serveAdmin(c.adminAddr, nil); err != nil {
+		a.shutdown()
+		return nil, err
+	}
+	a.watch(ctx)
+	log.Info("serving", "grpc", s.grpcAddr, "http", s.httpAddr, "admin", a.adminAddr,
+		"store", redactURL(c.store), "config", c.config, "version", a.engine.Config().Version)
+	return s, nil
+}
 
-	st, err := openStore(c, o, log, reg)
+// listen serves RLS (with gRPC health and reflection) and, with
+// --http-addr, the JSON API.
+func (s *service) listen(o serveOptions) error {
+	c := s.c
+	gl, err := net.Listen("tcp", c.grpcAddr)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	lim, closer, degraded := st.lim, st.closer, st.degraded
-	var stopTracing func(context.Context) error
-	if c.otelEndpoint != "" {
-		stop, err := tracing.Start(ctx, tracing.Options{Endpoint: c.otelEndpoint, Insecure: c.otelInsecure, SampleRatio: c.otelSample})
-		if err != nil {
-			closer.Close()
-			return nil, err
-		}
-		stopTracing, lim = stop, tracing.Limiter(lim)
-	}
-	e := rules.NewEngine(cfg, m.Limiter(lim))
-	if c.adminKeys > 0 {
-		e.Keys = rules.NewKeyIndex(c.adminKeys)
-	}
-	e.Concurrent = o.redisAddrs != nil // a request's descriptors wait for one round trip, not one each
-	e.RejectUnknownDomains = o.rejectUnknown
-	e.Observe = m.Observe
-	e.Logger = log
-	s := &service{log: log, engine: e, store: closer, shutdownIn: c.shutdownTimeout, stopTracing: stopTracing}
-	s.reloader = &rules.Reloader{Path: c.config, Engine: e, OnReload: m.Reloaded,
-		OnResult: func(res rules.ReloadResult) {
-			attrs := []any{"version", res.Config.Version}
-			switch res.Outcome {
-			case rules.Rejected, rules.WatchFailed:
-				// One attribute per problem, each with its file and line.
-				for i, p := range res.Problems {
-					attrs = append(attrs, fmt.Sprintf("problem.%d", i+1), p.String())
-				}
-				log.Error(res.Outcome.String(), attrs...)
-			default: // reloaded, unchanged (a SIGHUP with nothing new), fixed back
-				log.Info(res.Outcome.String(), attrs...)
-			}
-		}}
-
-	listeners, err := listen(c.grpcAddr, c.httpAddr, c.adminAddr)
-	if err != nil {
-		closer.Close()
-		return nil, err
-	}
-	// Stream workers reuse goroutines (and their grown stacks) across
-	// calls instead of starting one per call. A call that finds every
-	// worker busy gets a goroutine of its own, which grows its stack
-	// again: with the memory store a call never waits, so one worker per
-	// CPU keeps up; with Redis each call waits a round trip, so as many
-	// workers as calls are commonly in flight.
-	workers := uint32(runtime.GOMAXPROCS(0))
-	if o.redisAddrs != nil {
-		workers = max(workers, redisStreamWorkers)
-	}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(workers),
-		grpc.ConnectionTimeout(c.readHeaderTimeout), grpc.MaxHeaderListSize(uint32(c.maxHeaderBytes)))
-	rlsServer := rls.New(e, o.headers)
+	s.grpc = s.grpcServer(o)
+	rlsServer := rls.New(s.engine, o.headers)
 	rlsServer.DynamicMetadata = c.respMetadata
-	jsonHandler := &jsonapi.Handler{Engine: e, Headers: o.headers}
-	if stopTracing != nil {
+	jsonHandler := &jsonapi.Handler{Engine: s.engine, Headers: o.headers}
+	if s.tracing {
 		rlsServer.Tracer = otel.Tracer(rls.TracerName)
 		jsonHandler.Tracer = otel.Tracer(jsonapi.TracerName)
 	}
@@ -395,119 +299,44 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
-	s.grpcAddr = listeners[0].Addr().String()
-	s.serve(func() error { return s.grpc.Serve(listeners[0]) })
-	if l := listeners[1]; l != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/v1/check", jsonHandler)
-		s.httpSrv = c.httpServer(mux)
-		s.httpAddr = l.Addr().String()
-		s.serve(func() error { return s.httpSrv.Serve(l) })
+	s.grpcAddr = gl.Addr().String()
+	s.serve(func() error { return s.grpc.Serve(gl) })
+	s.drain = s.drainRLS
+	if c.httpAddr == "" {
+		return nil
 	}
-	if l := listeners[2]; l != nil {
-		h := admin.Handler(admin.Options{Engine: e, Gatherer: reg, Ready: func() bool { return !s.draining.Load() }, Degraded: degraded, Reloads: s.reloader.History})
-		s.adminSrv = c.httpServer(h)
-		s.adminAddr = l.Addr().String()
-		s.serve(func() error { return s.adminSrv.Serve(l) })
-	}
-	watchCtx, cancel := context.WithCancel(ctx)
-	s.watchStop = cancel
-	if c.watch {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if err := s.reloader.Watch(watchCtx); err != nil {
-				log.Warn("not watching the config for changes; reload with SIGHUP", "err", err)
-			}
-		}()
-	}
-	log.Info("serving", "grpc", s.grpcAddr, "http", s.httpAddr, "admin", s.adminAddr,
-		"store", redactURL(c.store), "config", c.config, "version", cfg.Version)
-	return s, nil
-}
-
-// store is the limiter a command counts in, and what it can tell of it.
-type store struct {
-	lim      bouncer.Limiter
-	closer   io.Closer
-	degraded func() []string // why decisions are made without the store now; nil: never
-}
-
-// openStore opens the store of --store: memory, or Redis, whose
-// collector it registers with reg. A Redis store starts whether or not
-// Redis answers, and connects in the background; meanwhile checks decide
-// by policy.
-func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.Registerer) (store, error) {
-	if o.redisAddrs == nil {
-		ms := memstore.New(memstore.Options{})
-		return store{lim: ms, closer: ms}, nil
-	}
-	co := redisstore.ClientOption(o.redisAddrs)
-	co.Username, co.Password = o.redisUser, o.redisPassword
-	rs, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
+	hl, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
-		return store{}, err
+		return err
 	}
-	reg.MustRegister(newRedisCollector(rs))
-	return store{
-		lim: rs, closer: rs,
-		degraded: func() []string { return rs.Health().Degraded() },
-	}, nil
+	mux := http.NewServeMux()
+	mux.Handle("/v1/check", jsonHandler)
+	s.httpSrv = c.httpServer(mux)
+	s.httpAddr = hl.Addr().String()
+	s.serve(func() error { return s.httpSrv.Serve(hl) })
+	return nil
 }
 
-// httpServer is an HTTP server of h with the listeners' timeouts and
-// header bound, so that a client that sends slowly, or never finishes,
-// holds a connection (and a goroutine) for a bounded time.
-func (c serveConfig) httpServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: c.readHeaderTimeout,
-		ReadTimeout:       c.readTimeout,
-		WriteTimeout:      c.writeTimeout,
-		IdleTimeout:       c.idleTimeout,
-		MaxHeaderBytes:    c.maxHeaderBytes,
+// grpcServer is the RLS listener's server. Stream workers reuse
+// goroutines (and their grown stacks) across calls instead of starting
+// one per call. A call that finds every worker busy gets a goroutine of
+// its own, which grows its stack again: with the memory store a call
+// never waits, so one worker per CPU keeps up; with Redis each call
+// waits a round trip, so as many workers as calls are commonly in
+// flight.
+func (s *service) grpcServer(o serveOptions) *grpc.Server {
+	workers := uint32(runtime.GOMAXPROCS(0))
+	if o.redisAddrs != nil {
+		workers = max(workers, redisStreamWorkers)
 	}
+	return grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(workers),
+		grpc.ConnectionTimeout(s.c.readHeaderTimeout), grpc.MaxHeaderListSize(uint32(s.c.maxHeaderBytes)))
 }
 
-// listen opens the listeners; an empty address gives a nil listener.
-func listen(addrs ...string) ([]net.Listener, error) {
-	out := make([]net.Listener, len(addrs))
-	for i, a := range addrs {
-		if a == "" {
-			continue
-		}
-		l, err := net.Listen("tcp", a)
-		if err != nil {
-			for _, o := range out[:i] {
-				if o != nil {
-					o.Close()
-				}
-			}
-			return nil, err
-		}
-		out[i] = l
-	}
-	return out, nil
-}
-
-func (s *service) serve(f func() error) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("listener stopped", "err", err)
-		}
-	}()
-}
-
-// shutdown stops accepting, lets in-flight calls finish (up to the
-// shutdown timeout), then closes the store.
-func (s *service) shutdown() {
-	s.draining.Store(true)
+// drainRLS says NOT_SERVING to gRPC health checks, lets the calls in
+// flight finish until ctx ends, and then cuts them.
+func (s *service) drainRLS(ctx context.Context) {
 	s.health.Shutdown()
-	s.watchStop()
-	ctx, cancel := context.WithTimeout(context.Background(), s.shutdownIn)
-	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
@@ -521,19 +350,5 @@ func (s *service) shutdown() {
 	case <-ctx.Done():
 		s.grpc.Stop()
 		<-done
-	}
-	if s.adminSrv != nil {
-		_ = s.adminSrv.Shutdown(ctx)
-	}
-	s.wg.Wait()
-	if err := s.store.Close(); err != nil {
-		s.log.Warn("closing the store", "err", err)
-	}
-	if s.stopTracing != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.stopTracing(ctx); err != nil {
-			s.log.Warn("flushing traces", "err", err)
-		}
 	}
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -125,6 +127,7 @@ type testService struct {
 	rls  pb.RateLimitServiceClient
 	conn *grpc.ClientConn
 	web  *http.Client
+	logs chan string // the messages the service logs, in order
 
 	stopOnce sync.Once
 }
@@ -153,7 +156,9 @@ func startTest(t *testing.T, files map[string]string, opts ...func(*serveConfig)
 	if err != nil {
 		t.Fatalf("validate: %v", err)
 	}
-	s, err := startService(t.Context(), c, o, newLogger(t.Output(), c.logFormat, o.level))
+	logs := make(chan string, 1000) // more than a test logs
+	log := slog.New(&tapHandler{Handler: newLogger(t.Output(), c.logFormat, o.level).Handler(), msgs: logs})
+	s, err := startService(t.Context(), c, o, log)
 	if err != nil {
 		t.Fatalf("startService: %v", err)
 	}
@@ -163,7 +168,7 @@ func startTest(t *testing.T, files map[string]string, opts ...func(*serveConfig)
 		t.Fatalf("grpc.NewClient: %v", err)
 	}
 	ts := &testService{
-		service: s, dir: dir, conn: conn,
+		service: s, dir: dir, conn: conn, logs: logs,
 		rls: pb.NewRateLimitServiceClient(conn),
 		web: &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second},
 	}
@@ -173,6 +178,45 @@ func startTest(t *testing.T, files map[string]string, opts ...func(*serveConfig)
 		ts.stop()
 	})
 	return ts
+}
+
+// tapHandler passes each record on to Handler and its message to msgs,
+// so that a test can wait for what the service says it did.
+type tapHandler struct {
+	slog.Handler
+	msgs chan<- string
+}
+
+func (h *tapHandler) Handle(ctx context.Context, r slog.Record) error {
+	select {
+	case h.msgs <- r.Message:
+	default: // a test that does not read them
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *tapHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &tapHandler{Handler: h.Handler.WithAttrs(as), msgs: h.msgs}
+}
+
+func (h *tapHandler) WithGroup(name string) slog.Handler {
+	return &tapHandler{Handler: h.Handler.WithGroup(name), msgs: h.msgs}
+}
+
+// awaitLog waits, 10s at most, until the service logs msg.
+func (ts *testService) awaitLog(t *testing.T, msg string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-ts.logs:
+			if m == msg {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the service has not logged %q after 10s", msg)
+		}
+	}
 }
 
 // defaultServeConfig is the configuration `bouncer serve` runs with when
@@ -1023,25 +1067,47 @@ func TestServeAdmin(t *testing.T) {
 	})
 }
 
-// until calls poke, then polls cond until it holds, calling poke again
-// every quarter second: the config watch may start after the test's
-// first write, and file events arrive when the kernel sends them, so the
-// test waits for the outcome, not for a time.
-func until(t *testing.T, what string, poke func(), cond func() bool) {
+// counter counts the calls of a test's workers, and tells a waiter of
+// each.
+type counter struct {
+	n    atomic.Int64
+	tick chan struct{} // a token after a call, if none is waiting
+}
+
+func newCounter() *counter { return &counter{tick: make(chan struct{}, 1)} }
+
+func (c *counter) add() {
+	c.n.Add(1)
+	select {
+	case c.tick <- struct{}{}:
+	default:
+	}
+}
+
+// await waits, 10s at most, until the workers have made n calls.
+func (c *counter) await(t *testing.T, n int64) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for c.n.Load() < n {
+		select {
+		case <-c.tick:
+		case <-deadline:
+			t.Fatalf("the workers made %d calls in 10s, want %d", c.n.Load(), n)
+		}
+	}
+}
+
+// until polls cond, for 10s at most, until it holds: what a process
+// does (its readiness, its answers, its log) is seen from outside, with
+// no channel to wait on.
+func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		poke()
-		again := time.Now().Add(250 * time.Millisecond)
-		for time.Now().Before(again) {
-			if cond() {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
+			t.Fatalf("gave up waiting for %s after 10s", what)
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -1069,9 +1135,12 @@ func TestServeReloadOnChange(t *testing.T) {
 		ts.getJSON(t, "/v1/config", http.StatusOK, &out)
 		return out.Version
 	}
-	until(t, "the new config to be served",
-		func() { writeConfig(t, ts.dir, "d.yaml", limitTwo) },
-		func() bool { return version() != old })
+	ts.awaitLog(t, "watching the config for changes")
+	writeConfig(t, ts.dir, "d.yaml", limitTwo)
+	ts.awaitLog(t, rules.Reloaded.String())
+	if version() == old {
+		t.Fatalf("after the reload: serving version %s, the old one", old)
+	}
 	if got := limitServed(t, ts); got != 5 {
 		t.Errorf("after the change: got limit %d, want 5", got)
 	}
@@ -1096,9 +1165,12 @@ func TestServeReloadRejectsInvalidConfig(t *testing.T) {
 	ts := startTest(t, map[string]string{"d.yaml": limitOne})
 	old := ts.engine.Config().Version
 	failures := ts.metric(t, "bouncer_config_reloads_total", "result=failure")
-	until(t, "the invalid config to be rejected",
-		func() { writeConfig(t, ts.dir, "d.yaml", broken) },
-		func() bool { return ts.metric(t, "bouncer_config_reloads_total", "result=failure") > failures })
+	ts.awaitLog(t, "watching the config for changes")
+	writeConfig(t, ts.dir, "d.yaml", broken)
+	ts.awaitLog(t, rules.Rejected.String())
+	if got := ts.metric(t, "bouncer_config_reloads_total", "result=failure"); got != failures+1 {
+		t.Errorf("bouncer_config_reloads_total{result=failure}: got %v, want %v", got, failures+1)
+	}
 	var out struct{ Version string }
 	ts.getJSON(t, "/v1/config", http.StatusOK, &out)
 	if out.Version != old {
@@ -1117,18 +1189,22 @@ func TestServeReloadUnderLoad(t *testing.T) {
 	ts := startTest(t, map[string]string{"d.yaml": limitOne})
 	const workers = 8
 	var (
-		calls  atomic.Int64
+		calls  = newCounter()
 		stop   atomic.Bool
 		wg     sync.WaitGroup
 		mu     sync.Mutex
 		failed []string
 	)
+	defer func() { // also when a wait below fails
+		stop.Store(true)
+		wg.Wait()
+	}()
 	for w := range workers {
 		wg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
 				req := request("d", desc(fmt.Sprintf("k=%d", i%3)), desc(fmt.Sprintf("k=w%d", w)))
 				resp, err := ts.rls.ShouldRateLimit(t.Context(), req)
-				calls.Add(1)
+				calls.add()
 				if err == nil && len(resp.GetStatuses()) == 2 {
 					continue
 				}
@@ -1138,24 +1214,19 @@ func TestServeReloadUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	waitCalls := func(n int64) {
-		for calls.Load() < n {
-			time.Sleep(time.Millisecond)
-		}
-	}
 	configs := []string{limitTwo, limitOne, limitTwo, limitOne, limitTwo}
 	for _, c := range configs {
-		waitCalls(calls.Load() + 50) // some calls between swaps
+		calls.await(t, calls.n.Load()+50) // some calls between swaps
 		writeConfig(t, ts.dir, "d.yaml", c)
 		if err := ts.reloader.Reload(); err != nil {
 			t.Errorf("Reload: %v", err)
 		}
 	}
-	waitCalls(calls.Load() + 50)
+	calls.await(t, calls.n.Load()+50)
 	stop.Store(true)
 	wg.Wait()
 	if len(failed) > 0 {
-		t.Errorf("%d of %d calls failed during reloads; the first: %s", len(failed), calls.Load(), failed[0])
+		t.Errorf("%d of %d calls failed during reloads; the first: %s", len(failed), calls.n.Load(), failed[0])
 	}
 	if got := limitServed(t, ts); got != 5 {
 		t.Errorf("after the last swap: got limit %d, want 5", got)
@@ -1169,18 +1240,22 @@ func TestServeShutdownDrains(t *testing.T) {
 	ts := startTest(t, map[string]string{"app.yaml": appConfig})
 	const workers = 16
 	var (
-		calls    atomic.Int64
+		calls    = newCounter()
 		stopping atomic.Bool
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		bad      []string
 	)
+	defer func() { // also when the wait below fails: the workers end with the service
+		ts.stop()
+		wg.Wait()
+	}()
 	for w := range workers {
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				// Mostly over the limit: answers, not errors.
 				resp, err := ts.rls.ShouldRateLimit(t.Context(), request("app", desc(fmt.Sprintf("user=%d", w)), desc("team=all")))
-				calls.Add(1)
+				calls.add()
 				if err == nil {
 					if len(resp.GetStatuses()) != 2 {
 						mu.Lock()
@@ -1199,9 +1274,7 @@ func TestServeShutdownDrains(t *testing.T) {
 			}
 		})
 	}
-	for calls.Load() < 200 {
-		time.Sleep(time.Millisecond)
-	}
+	calls.await(t, 200)
 	stopping.Store(true)
 	ts.stop()
 	wg.Wait()

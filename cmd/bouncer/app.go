@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/admin"
+	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/metrics"
+	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/tracing"
+)
+
+// app is what every service command runs (in the spirit of
+// benbjohnson/wtf's Main): the metrics registry with the build info and
+// the Go and process collectors, the store, tracing, the rules engine
+// and its reloads (SIGHUP and the file watch, through one
+// rules.Reloader, so that every reload has a history and metrics), the
+// admin listener, and the drain and close at the end. `bouncer serve`
+// and `bouncer gateway` each add only their own listeners and handlers.
+type app struct {
+	c   serveConfig
+	log *slog.Logger
+
+	reg      *prometheus.Registry
+	metrics  *metrics.Metrics
+	store    store
+	tracing  bool // --otel-endpoint is set
+	engine   *rules.Engine
+	reloader *rules.Reloader
+
+	adminSrv  *http.Server // nil without an admin address
+	adminAddr string
+	draining  atomic.Bool
+	wg        sync.WaitGroup // the listeners and the watch
+	stopWatch context.CancelFunc
+
+	// drain, if not nil, drains the command's listeners on shutdown,
+	// until ctx ends at most; close, if not nil, then closes what the
+	// command opened, before the store closes.
+	drain func(ctx context.Context)
+	close func()
+
+	stopTracing func(context.Context) error // nil when tracing is off
+}
+
+// openApp loads the rules at rulesPath ("" for none) with lo, opens the
+// store and tracing, and builds the engine and its reloader. The
+// command then adds its listeners, serves the admin API, and starts.
+func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logger, rulesPath string, lo rules.LoadOptions) (*app, error) {
+	var cfg *rules.Config
+	if rulesPath != "" {
+		var err error
+		if cfg, err = lo.Load(rulesPath); err != nil {
+			return nil, err
+		}
+	}
+	a := &app{c: c, log: log, reg: prometheus.NewRegistry()}
+	metrics.RegisterBuildInfo(a.reg)
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.metrics = metrics.New(a.reg)
+	var err error
+	if a.store, err = openStore(c, o, log, a.reg); err != nil {
+		return nil, err
+	}
+	lim := a.store.lim
+	if c.otelEndpoint != "" {
+		stop, err := tracing.Start(ctx, tracing.Options{Endpoint: c.otelEndpoint, Insecure: c.otelInsecure, SampleRatio: c.otelSample})
+		if err != nil {
+			a.store.closer.Close()
+			return nil, err
+		}
+		a.stopTracing, a.tracing, lim = stop, true, tracing.Limiter(lim)
+	}
+	a.engine = rules.NewEngine(cfg, a.metrics.Limiter(lim))
+	if c.adminKeys > 0 {
+		a.engine.Keys = rules.NewKeyIndex(c.adminKeys)
+	}
+	a.engine.Observe = a.metrics.Observe
+	a.engine.Logger = log
+	a.metrics.Serving(a.engine.Config())
+	a.reloader = &rules.Reloader{Path: rulesPath, Engine: a.engine, Options: lo,
+		OnReload: a.metrics.Reloaded, OnResult: a.logReload}
+	return a, nil
+}
+
+// logReload logs what a reload attempt did: a rejection with one
+// attribute per problem, each with its file and line.
+func (a *app) logReload(res rules.ReloadResult) {
+	attrs := []any{"version", res.Config.Version}
+	switch res.Outcome {
+	case rules.Rejected, rules.WatchFailed:
+		for i, p := range res.Problems {
+			attrs = append(attrs, fmt.Sprintf("problem.%d", i+1), p.String())
+		}
+		a.log.Error(res.Outcome.String(), attrs...)
+	default: // reloaded, unchanged (a SIGHUP with nothing new), fixed back
+		a.log.Info(res.Outcome.String(), attrs...)
+	}
+}
+
+// serveAdmin serves the admin API on addr ("" for none), with the
+// command's own endpoints in extra (pattern → handler).
+func (a *app) serveAdmin(addr string, extra map[string]http.Handler) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	h := admin.Handler(admin.Options{Engine: a.engine, Gatherer: a.reg, Ready: func() bool { return !a.draining.Load() },
+		Degraded: a.store.degraded, Reloads: a.reloader.History})
+	if len(extra) > 0 {
+		mux := http.NewServeMux()
+		for pattern, eh := range extra {
+			mux.Handle(pattern, eh)
+		}
+		mux.Handle("/", h)
+		h = mux
+	}
+	a.adminSrv = a.c.httpServer(h)
+	a.adminAddr = ln.Addr().String()
+	a.serve(func() error { return a.adminSrv.Serve(ln) })
+	return nil
+}
+
+// serve runs a listener's serve loop until shutdown stops it.
+func (a *app) serve(f func() error) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+			a.log.Error("listener stopped", "err", err)
+		}
+	}()
+}
+
+// watch reloads the config whenever its files change (with --watch),
+// until ctx ends or shutdown begins.
+func (a *app) watch(ctx context.Context) {
+	ctx, a.stopWatch = context.WithCancel(ctx)
+	if !a.c.watch {
+		return
+	}
+	a.reloader.Watching = func() { a.log.Info("watching the config for changes") }
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := a.reloader.Watch(ctx); err != nil {
+			a.log.Warn("not watching the config for changes; reload with SIGHUP", "err", err)
+		}
+	}()
+}
+
+// reload loads the config again; the reloader logs and counts what it
+// did.
+func (a *app) reload() { _ = a.reloader.Reload() }
+
+// shutdown stops accepting, lets what is in flight finish (up to the
+// shutdown timeout), then closes what the command opened, the store and
+// tracing. The admin listener stays up while the others drain: /readyz
+// says draining, and /metrics is still read. It is also how a command
+// that failed to start closes what it had opened.
+func (a *app) shutdown() {
+	a.draining.Store(true)
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.c.shutdownTimeout)
+	defer cancel()
+	if a.drain != nil {
+		a.drain(ctx)
+	}
+	if a.adminSrv != nil {
+		shutdownServer(ctx, a.adminSrv)
+	}
+	a.wg.Wait()
+	if a.close != nil {
+		a.close()
+	}
+	if err := a.store.closer.Close(); err != nil {
+		a.log.Warn("closing the store", "err", err)
+	}
+	if a.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.stopTracing(ctx); err != nil {
+			a.log.Warn("flushing traces", "err", err)
+		}
+	}
+}
+
+// shutdownServer lets srv's requests finish until ctx ends, then cuts
+// the connections left.
+func shutdownServer(ctx context.Context, srv *http.Server) {
+	if err := srv.Shutdown(ctx); err != nil {
+		srv.Close()
+	}
+}
+
+// running is a command's service, as untilSignal runs it: an app.
+type running interface {
+	reload()
+	shutdown()
+}
+
+// untilSignal starts a command's service with start, reloads it on
+// SIGHUP, and shuts it down (draining what is in flight) on SIGTERM or
+// SIGINT; it returns the command's exit code.
+func untilSignal(log *slog.Logger, start func(ctx context.Context) (running, error)) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// Before the start: a SIGHUP that comes once the service answers, and
+	// before it would be caught, would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	a, err := start(ctx)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitFail
+	}
+	go func() {
+		for range hup {
+			log.Info("SIGHUP: reloading the config")
+			a.reload()
+		}
+	}()
+	<-ctx.Done()
+	stop()
+	log.Info("shutting down: draining what is in flight")
+	a.shutdown()
+	log.Info("stopped")
+	return exitOK
+}
+
+// store is the limiter a command counts in, and what it can tell of it.
+type store struct {
+	lim      bouncer.Limiter
+	closer   io.Closer
+	degraded func() []string // why decisions are made without the store now; nil: never
+}
+
+// openStore opens the store of --store: memory, or Redis, whose
+// collector it registers with reg. A Redis store starts whether or not
+// Redis answers, and connects in the background; meanwhile checks decide
+// by policy.
+func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.Registerer) (store, error) {
+	if o.redisAddrs == nil {
+		ms := memstore.New(memstore.Options{})
+		return store{lim: ms, closer: ms}, nil
+	}
+	co := redisstore.ClientOption(o.redisAddrs)
+	co.Username, co.Password = o.redisUser, o.redisPassword
+	rs, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
+	if err != nil {
+		return store{}, err
+	}
+	reg.MustRegister(newRedisCollector(rs))
+	return store{
+		lim: rs, closer: rs,
+		degraded: func() []string { return rs.Health().Degraded() },
+	}, nil
+}
+
+// httpServer is an HTTP server of h with the listeners' timeouts and
+// header bound, so that a client that sends slowly, or never finishes,
+// holds a connection (and a goroutine) for a bounded time.
+func (c serveConfig) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.readHeaderTimeout,
+		ReadTimeout:       c.readTimeout,
+		WriteTimeout:      c.writeTimeout,
+		IdleTimeout:       c.idleTimeout,
+		MaxHeaderBytes:    c.maxHeaderBytes,
+	}
+}
