@@ -16,6 +16,8 @@ import (
 //	remaining = Rate − active', reset-after = the last lease's expiry − now
 //	retry-after (denied) = until enough leases expire, if none is released
 //
+// (reset-after and retry-after at most Far ticks: see Far.)
+//
 // Releasing the oldest lease rather than the releasing request's own keeps
 // the in-flight count exact; it can only make a lost lease live longer,
 // never shorter. State.Log holds the leases ordered by expiry.
@@ -24,7 +26,7 @@ import (
 // key.
 func Concurrency(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
-	return p.concurrency(s, now, cost)
+	return p.concurrency(s, p.at(now), cost)
 }
 
 func (p *Params) concurrency(s State, now, cost int64) (State, Result) {
@@ -33,7 +35,7 @@ func (p *Params) concurrency(s State, now, cost int64) (State, Result) {
 	active := sum(s.Log)
 	reset := int64(0)
 	if len(s.Log) > 0 {
-		reset = s.Log[len(s.Log)-1].At - now
+		reset = min(s.Log[len(s.Log)-1].At-now, p.far)
 	}
 	if cost > l.Rate {
 		return s, never(l.Rate-active, reset)
@@ -42,12 +44,12 @@ func (p *Params) concurrency(s State, now, cost int64) (State, Result) {
 		return s, Result{
 			Remaining:  max(l.Rate-active, 0),
 			ResetAfter: time.Duration(reset),
-			RetryAfter: time.Duration(max(freedAt(s.Log, over)-now, 0)),
+			RetryAfter: time.Duration(min(max(freedAt(s.Log, over)-now, 0), p.far)),
 		}
 	}
 	if cost > 0 {
 		s.Log = insert(s.Log, Entry{At: now + p.period, N: cost})
-		reset = s.Log[len(s.Log)-1].At - now
+		reset = min(s.Log[len(s.Log)-1].At-now, p.far)
 	}
 	return s, Result{Allowed: true, Remaining: l.Rate - active - cost, ResetAfter: time.Duration(reset)}
 }

@@ -34,7 +34,7 @@ import (
 func FixedWindow(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	var r Result
-	s.T = p.fixedWindow(s.T, now, cost, &r)
+	s.T = p.word((*Params).fixedWindow, s.T, now, cost, &r)
 	return s, r
 }
 

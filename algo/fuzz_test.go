@@ -147,6 +147,8 @@ func invalidNoPanic(l bouncer.Limit, steps []fuzzStep, fn algorithmFunc) {
 
 func checkSequence(t *testing.T, l bouncer.Limit, steps []fuzzStep, fn algorithmFunc) {
 	capacity := l.Capacity()
+	p := algo.Prepare(l)
+	tick := p.Tick()
 	m := storetest.NewModel(l)
 	var s algo.State
 	now := storetest.Start.UnixNano()
@@ -199,8 +201,10 @@ func checkSequence(t *testing.T, l bouncer.Limit, steps []fuzzStep, fn algorithm
 			t.Fatalf("step %d (%v, at +%d, cost %d): got %v, want %v", i, l, now-storetest.Start.UnixNano(), cost, got, want)
 		}
 		s = next
-		if _, peek := algo.Check(l, s, now, 0); time.Duration(max(algo.Expiry(l, s)-now, 0)) != peek.ResetAfter {
-			t.Fatalf("step %d: Expiry is %v from now, want the ResetAfter %v of a peek", i, time.Duration(algo.Expiry(l, s)-now), peek.ResetAfter)
+		// The check's now: rounded down to the limit's tick.
+		at := now - now%tick
+		if _, peek := algo.Check(l, s, now, 0); time.Duration(max(algo.Expiry(l, s)-at, 0)) != peek.ResetAfter {
+			t.Fatalf("step %d: Expiry is %v from now, want the ResetAfter %v of a peek", i, time.Duration(algo.Expiry(l, s)-at), peek.ResetAfter)
 		}
 	}
 }

@@ -23,7 +23,7 @@ import (
 func GCRA(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	var r Result
-	s.T = p.gcra(s.T, now, cost, &r)
+	s.T = p.word((*Params).gcra, s.T, now, cost, &r)
 	return s, r
 }
 

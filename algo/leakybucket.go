@@ -26,7 +26,7 @@ import (
 func LeakyBucket(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	var r Result
-	s.T = p.leakyBucket(s.T, now, cost, &r)
+	s.T = p.word((*Params).leakyBucket, s.T, now, cost, &r)
 	return s, r
 }
 

@@ -44,7 +44,12 @@ import (
 // 31 621 per second, 244 947 per minute, 1.9 million per hour.
 func SlidingWindowCounter(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
-	return p.slidingWindowCounter(s, now, cost)
+	if p.OneWord() {
+		var r Result
+		s.T = p.word((*Params).checkWord, s.T, now, cost, &r)
+		return s, r
+	}
+	return p.counter(s, now, cost)
 }
 
 func (p *Params) slidingWindowCounter(s State, now, cost int64) (State, Result) {
@@ -135,10 +140,10 @@ func slidingWindowReset(start, period, now, curr, prev int64) int64 {
 // otherwise in the next window, once this window's count weighs little
 // enough.
 func (p *Params) slidingWindowRetry(start, now, curr, prev, cost int64) int64 {
-	period := p.period
+	period, ticks := p.period, p.period/p.tick
 	if room := p.Limit.Rate - curr - cost; room >= 0 && prev > 0 {
-		// ⌈prev×(P−e)/P⌉ ≤ room ⇔ P − e ≤ ⌊room×P/prev⌋.
-		at := period - mulDiv(room, period, prev, period)
+		// ⌈prev×(P−e)/P⌉ ≤ room ⇔ P − e ≤ ⌊room×P/prev⌋, in ticks.
+		at := period - mulDiv(room, ticks, prev, ticks)*p.tick
 		if at < period {
 			return max(start+at-now, 0)
 		}
@@ -146,7 +151,7 @@ func (p *Params) slidingWindowRetry(start, now, curr, prev, cost int64) int64 {
 	room := p.Limit.Rate - cost
 	at := int64(0)
 	if curr > room {
-		at = period - mulDiv(room, period, curr, period)
+		at = period - mulDiv(room, ticks, curr, ticks)*p.tick
 	}
 	return start + period + at - now
 }

@@ -15,12 +15,14 @@ import (
 //	retry-after (denied) = the instant enough of the oldest entries have
 //	  left the window, minus now
 //
+// (reset-after and retry-after at most Far ticks: see Far.)
+//
 // Trade-off: exact — never more than Rate in any window of length Period —
 // at the price of memory that grows with the admitted checks in a Period
 // (at most Rate entries per key): use it for small limits.
 func SlidingWindowLog(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
-	return p.slidingWindowLog(s, now, cost)
+	return p.slidingWindowLog(s, p.at(now), cost)
 }
 
 func (p *Params) slidingWindowLog(s State, now, cost int64) (State, Result) {
@@ -29,7 +31,7 @@ func (p *Params) slidingWindowLog(s State, now, cost int64) (State, Result) {
 	used := sum(s.Log)
 	reset := int64(0)
 	if len(s.Log) > 0 {
-		reset = s.Log[len(s.Log)-1].At + period - now
+		reset = min(s.Log[len(s.Log)-1].At+period-now, p.far)
 	}
 	if cost > l.Rate {
 		return s, never(l.Rate-used, reset)
@@ -38,7 +40,7 @@ func (p *Params) slidingWindowLog(s State, now, cost int64) (State, Result) {
 		return s, Result{
 			Remaining:  max(l.Rate-used, 0),
 			ResetAfter: time.Duration(reset),
-			RetryAfter: time.Duration(max(freedAt(s.Log, over)+period-now, 0)),
+			RetryAfter: time.Duration(min(max(freedAt(s.Log, over)+period-now, 0), p.far)),
 		}
 	}
 	if cost > 0 {

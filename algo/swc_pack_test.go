@@ -78,7 +78,8 @@ func TestSlidingWindowCounterPacksWhenTheCountsFit(t *testing.T) {
 
 // The packing unit of a fixed window: ⌊P/(Rate+1)⌋, or ⌊P/(Rate+2)⌋ when
 // denied checks are charged, so that a count of Rate+1 fits; limits
-// without ChargeDenied keep theirs.
+// without ChargeDenied keep theirs. A window of Fine or more counts in
+// whole microseconds.
 func TestFixedWindowPacking(t *testing.T) {
 	for _, tt := range []struct {
 		rate   int64
@@ -90,7 +91,9 @@ func TestFixedWindowPacking(t *testing.T) {
 		{10, time.Second, true, 83_333_333},
 		{10, 11, false, 1},
 		{10, 12, true, 1},
-		{bouncer.MaxRate, bouncer.MaxPeriod, true, int64(bouncer.MaxPeriod) / (bouncer.MaxRate + 2)},
+		{bouncer.MaxRate, bouncer.MaxPeriod, true, int64(bouncer.MaxPeriod) / Microsecond / (bouncer.MaxRate + 2) * Microsecond},
+		{1, Fine - 1, false, (Fine - 1) / 2},
+		{1, Fine + 1, false, (Fine/Microsecond + 1) / 2 * Microsecond},
 	} {
 		p := Prepare(bouncer.Limit{Algorithm: bouncer.FixedWindow, Rate: tt.rate, Period: tt.period, ChargeDenied: tt.charge})
 		if unit, _ := p.Packing(); unit != tt.want {

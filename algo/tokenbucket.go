@@ -22,7 +22,7 @@ import (
 func TokenBucket(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 	p := Prepare(l)
 	var r Result
-	s.T = p.tokenBucket(s.T, now, cost, &r)
+	s.T = p.word((*Params).tokenBucket, s.T, now, cost, &r)
 	return s, r
 }
 

@@ -102,7 +102,10 @@ func LaneInFlight(s *Store) []int {
 func GroupOf(key string) int { return int(digestOf(key, DefaultBuckets).bucket % DefaultGroups) }
 
 // LimitDef is a limit's definition as the library reads it.
-func LimitDef(l bouncer.Limit) string { return limitDef(l) }
+func LimitDef(l bouncer.Limit) string {
+	def, _ := limitDef(l)
+	return def
+}
 
 // CheckCall returns the keys and arguments of one check call deciding rs,
 // each a request of one group.

@@ -30,48 +30,51 @@ import (
 // ARGV[2] is the limit's definition (algo.lua's params), then three
 // arguments per step: the instant (Unix ns), "c" (check) or "r"
 // (refund), and the cost. Per step the reply holds six strings: allowed
-// ("1" or "0"), remaining, reset-after, retry-after ("never") and delay,
-// then the state kept after the step: "" for a fresh one, a word, or a
-// log's members and scores, "member=score" joined by spaces.
+// ("1" or "0"), remaining, reset-after, retry-after ("never") and delay
+// (in the limit's ticks), then the state kept after the step: "" for a
+// fresh one, a word, or a log's members and scores, "member=score" joined
+// by spaces. A word more than FAR ticks ahead, which a check reads as
+// fresh, is kept as it is.
 const harnessLua = `
 local p = A.params(ARGV[2])
 local alg = A[p.alg]
 local key = KEYS[1]
 local word = ''
 local out = {}
-local function fresh(q, st)
+local r = {}
+local function fresh(st)
 	if st == nil then
 		return true
 	end
-	local e = alg.expiry(q, st)
-	return e == nil or N.le(e, 0)
+	local e = alg.expiry(p, st)
+	return e == nil or e <= 0
 end
 for i = 3, #ARGV, 3 do
 	ARGV[1] = ARGV[i]
 	T.init()
 	local op, cost = ARGV[i + 1], tonumber(ARGV[i + 2])
-	local st, q = nil, p
+	local st = nil
 	if alg.log then
-		st = L.open(key)
+		st = L.open(key, p)
 	elseif word ~= '' then
-		st, q = S.decode(p, word)
+		st = alg.decode(p, word)
 	end
-	local ok, rem, reset, retry, delay = false, 0, 0, 0, 0
+	r.allowed, r.remaining, r.reset, r.retry, r.delay = false, 0, 0, 0, 0
 	local save = true
 	if op == 'r' then
-		st = A.refund(q, st, cost)
+		st = A.refund(p, st, cost)
 	else
 		local orig = st
-		st, ok, rem, reset, retry, delay = alg.check(q, st, cost)
-		save = cost > 0 and (ok or q.cd and st ~= orig)
+		st = alg.check(p, st, cost, r)
+		save = cost > 0 and (r.allowed or p.cd and st ~= orig)
 	end
 	if save then
 		if alg.log then
-			st:save(alg.expiry(q, st))
-		elseif fresh(q, st) then
+			st:save(alg.expiry(p, st))
+		elseif fresh(st) then
 			word = ''
 		else
-			word = alg.encode(q, st)
+			word = alg.encode(p, st)
 		end
 	end
 	local kept = ''
@@ -82,20 +85,23 @@ for i = 3, #ARGV, 3 do
 			parts[#parts + 1] = zs[j] .. '=' .. zs[j + 1]
 		end
 		kept = table.concat(parts, ' ')
-	elseif word ~= '' and not fresh(A.widen(p, alg.decode(p, word)), alg.decode(p, word)) then
-		kept = word
+	elseif word ~= '' then
+		local ds = alg.decode(p, word)
+		if ds == nil or not fresh(ds) then
+			kept = word
+		end
 	end
 	local rs = 'never'
-	if retry then
-		rs = N.format(retry)
+	if r.retry then
+		rs = string.format('%d', r.retry)
 	end
 	local b = '0'
-	if ok then
+	if r.allowed then
 		b = '1'
 	end
 	local n = #out
 	out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] =
-		b, N.format(rem), N.format(reset), rs, N.format(delay), kept
+		b, string.format('%d', r.remaining), string.format('%d', r.reset), rs, string.format('%d', r.delay), kept
 end
 return out
 `
@@ -142,6 +148,8 @@ func runLua(t tb, c rueidis.Client, key string, l bouncer.Limit, steps []luaStep
 		t.Fatalf("harness: %d values for %d steps", len(res), len(steps))
 	}
 	out := make([]luaOutcome, len(steps))
+	p := algo.Prepare(l)
+	tick := p.Tick()
 	for i := range steps {
 		f := res[6*i : 6*i+6]
 		num := func(s string) int64 {
@@ -154,13 +162,19 @@ func runLua(t tb, c rueidis.Client, key string, l bouncer.Limit, steps []luaStep
 			}
 			return v
 		}
+		ticks := func(s string) time.Duration {
+			if s == "never" {
+				return bouncer.Never
+			}
+			return time.Duration(num(s) * tick)
+		}
 		out[i] = luaOutcome{
 			want: storetest.Want{
 				Allowed:    f[0] == "1",
 				Remaining:  num(f[1]),
-				ResetAfter: time.Duration(num(f[2])),
-				RetryAfter: time.Duration(num(f[3])),
-				Delay:      time.Duration(num(f[4])),
+				ResetAfter: ticks(f[2]),
+				RetryAfter: ticks(f[3]),
+				Delay:      ticks(f[4]),
 			},
 			kept: f[5],
 		}

@@ -13,8 +13,7 @@ import (
 )
 
 // The store's Lua is one Redis function library (Redis 7 and later),
-// composed from the files of lua/: the exact integers, the call's clock,
-// the algorithms (one file each, each the twin of its Go definition in
+// composed from the files of lua/: the call's clock, the algorithms (one file each, each the twin of its Go definition in
 // package algo), how states are stored, and one function per operation
 // (check, refund, reset). A library is loaded once per node, so a call
 // (FCALL) runs only the function, where a script sent with EVALSHA would
@@ -28,7 +27,7 @@ var luaFiles embed.FS
 
 // luaLibrary is the library's code, in order, before its entry points.
 var luaLibrary = []string{
-	"num.lua", "time.lua", "algo.lua",
+	"time.lua", "algo.lua",
 	"tokenbucket.lua", "gcra.lua", "leakybucket.lua", "fixedwindow.lua",
 	"slidingwindowcounter.lua", "slidingwindowlog.lua", "concurrency.lua",
 	"log.lua", "store.lua",

@@ -492,10 +492,11 @@ func (s *Store) Health() Health {
 
 // limitInfo is what a call sends of a limit, computed once.
 type limitInfo struct {
-	id  string // in its Redis keys (limitID)
-	def string // its definition (lua/algo.lua's params)
-	log bool   // its state is a log, in a key of its own
-	err error
+	id   string // in its Redis keys (limitID)
+	def  string // its definition (lua/algo.lua's params)
+	tick int64  // its unit of time in ns (algo.Params.Tick): the reply's durations count it
+	log  bool   // its state is a log, in a key of its own
+	err  error
 }
 
 func (s *Store) info(l *bouncer.Limit) *limitInfo {
@@ -508,7 +509,7 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 	} else {
 		li.id = limitID(*l)
 		li.log = l.Algorithm == bouncer.SlidingWindowLog || l.Algorithm == bouncer.Concurrency
-		li.def = limitDef(*l)
+		li.def, li.tick = limitDef(*l)
 	}
 	if s.cached.Load() >= maxCachedLimits {
 		return li // limits are config, not input; but stay bounded regardless
@@ -521,10 +522,12 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 }
 
 // limitDef returns l's definition for the library (lua/algo.lua's
-// params).
-func limitDef(l bouncer.Limit) string {
+// params), and its tick: every duration of it counts ticks.
+func limitDef(l bouncer.Limit) (string, int64) {
 	p := algo.Prepare(l)
+	tick := p.Tick()
 	unit, pair := p.Packing()
+	period, interval := p.Period(), p.Interval()
 	flag := 0
 	switch {
 	case l.Shape:
@@ -532,14 +535,16 @@ func limitDef(l bouncer.Limit) string {
 	case l.ChargeDenied:
 		flag = 2
 	}
-	return fmt.Sprintf("%d %d %d %d %d %d %d %d", algorithmCode(l.Algorithm), l.Rate, l.Burst,
-		int64(l.Period), int64(l.Interval()), unit, pair, flag)
+	return fmt.Sprintf("%d %d %d %d %d %d %d %d %d", algorithmCode(l.Algorithm), l.Rate, l.Burst,
+		tick, period/tick, interval/tick, unit/tick, pair/tick, flag), tick
 }
 
 // maxCachedLimits bounds how many limits a store remembers the
 // definitions of; beyond it they are computed per check.
 const maxCachedLimits = 1 << 14
 
+// algorithmCode is an algorithm's code in the library (lua/algo.lua's
+// TOKEN_BUCKET and the others).
 func algorithmCode(a bouncer.Algorithm) int {
 	switch a {
 	case bouncer.TokenBucket:

@@ -90,14 +90,11 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
-// A limit's part of a check's reply (lua/check.lua's pack): a byte (bit
-// 0: allowed, bit 1: wide), remaining (a double), then reset-after,
-// retry-after (-1: never) and delay as doubles of nanoseconds or, wide,
-// each as two doubles, seconds and nanoseconds.
-const (
-	limitReplyLen     = 1 + 8*4
-	wideLimitReplyLen = 1 + 8*7
-)
+// A limit's part of a check's reply (lua/check.lua's pack): a byte (1:
+// allowed), then remaining, reset-after, retry-after (-1: never) and delay
+// as little-endian doubles, durations in the limit's ticks (algo's
+// Params.Tick), each below 2⁵³ and so exact.
+const limitReplyLen = 1 + 8*4
 
 var errMalformed = errors.New("redisstore: malformed script reply")
 
@@ -115,22 +112,20 @@ func decodeReply(cs []*check, b string) ([][]result, error) {
 			rs = make([]result, 0, len(c.refs))
 		}
 		for j := range c.refs {
-			if len(b) < limitReplyLen || b[0] > 3 {
+			if len(b) < limitReplyLen || b[0] > 1 {
 				return nil, errMalformed
 			}
-			r := result{ref: &c.refs[j], allowed: b[0]&1 == 1, remaining: int64(f64(b[1:]))}
-			n := limitReplyLen
-			if b[0]&2 == 0 {
-				r.reset, r.retry, r.delay = nanos(b[9:]), nanos(b[17:]), nanos(b[25:])
-			} else {
-				n = wideLimitReplyLen
-				if len(b) < n {
-					return nil, errMalformed
-				}
-				r.reset, r.retry, r.delay = durationOf(b[9:], b[17:]), durationOf(b[25:], b[33:]), durationOf(b[41:], b[49:])
-			}
-			rs = append(rs, r)
-			b = b[n:]
+			ref := &c.refs[j]
+			tick := ref.info.tick
+			rs = append(rs, result{
+				ref:       ref,
+				allowed:   b[0] == 1,
+				remaining: int64(f64(b[1:])),
+				reset:     ticks(b[9:], tick),
+				retry:     ticks(b[17:], tick),
+				delay:     ticks(b[25:], tick),
+			})
+			b = b[limitReplyLen:]
 		}
 		out[i] = rs
 	}
@@ -140,26 +135,17 @@ func decodeReply(cs []*check, b string) ([][]result, error) {
 	return out, nil
 }
 
-// nanos reads a duration as a double of nanoseconds; -1 is never.
-func nanos(b string) time.Duration {
+// ticks reads a duration as a double of ticks; -1 is never.
+func ticks(b string, tick int64) time.Duration {
 	v := f64(b)
 	if v < 0 {
 		return -1
 	}
-	return time.Duration(v)
+	return time.Duration(int64(v) * tick)
 }
 
 func f64(b string) float64 {
 	u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 	return math.Float64frombits(u)
-}
-
-// durationOf reads seconds and nanoseconds; seconds -1 is never.
-func durationOf(s, n string) time.Duration {
-	sec := f64(s)
-	if sec < 0 {
-		return -1
-	}
-	return time.Duration(int64(sec)*1e9 + int64(f64(n)))
 }

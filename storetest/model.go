@@ -12,7 +12,9 @@ import (
 // from its code: buckets count tokens as exact rationals, windows keep a
 // map from window to count, the log algorithms keep one entry per unit.
 // Times are Unix nanoseconds and must never decrease from one call to the
-// next. A Model is not safe for concurrent use.
+// next. A limit whose state reaches 2⁵¹ ns or more from now (see
+// microseconds) is modelled as the same limit counted in microseconds.
+// A Model is not safe for concurrent use.
 type Model interface {
 	// Check decides a check of cost units at now, charging it if allowed.
 	Check(now int64, cost int64) Want
@@ -27,6 +29,16 @@ func NewModel(l bouncer.Limit) Model {
 	if err := l.Validate(); err != nil {
 		panic(fmt.Sprintf("storetest: NewModel: %v", err))
 	}
+	if microseconds(l) {
+		// The same limit with every duration in microseconds, read as
+		// nanoseconds: its period rounded up, every instant down.
+		l.Period = (l.Period + time.Microsecond - 1) / time.Microsecond
+		return &microModel{newModel(l)}
+	}
+	return newModel(l)
+}
+
+func newModel(l bouncer.Limit) Model {
 	switch l.Algorithm {
 	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
 		return newBucketModel(l)
@@ -60,4 +72,43 @@ func earliest(lo, hi int64, ok func(int64) bool) int64 {
 		}
 	}
 	return lo
+}
+
+// microseconds reports whether l counts in microseconds: when its state
+// can reach 2⁵¹ ns (about 26 days) from now or more — a bucket's Burst
+// intervals, a window's Period (twice it for a sliding window counter),
+// a log's Period — so that every number the Redis store's Lua forms fits
+// a double (docs/redis.md).
+func microseconds(l bouncer.Limit) bool {
+	const fine = 1 << 51
+	switch l.Algorithm {
+	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
+		return l.Burst*int64(l.Interval()) >= fine
+	case bouncer.SlidingWindowCounter:
+		return 2*l.Period >= fine
+	}
+	return l.Period >= fine
+}
+
+// microModel runs a model of a limit counted in microseconds.
+type microModel struct{ m Model }
+
+func (u *microModel) Check(now, cost int64) Want {
+	w := u.m.Check(floorMicro(now), cost)
+	w.ResetAfter *= time.Microsecond
+	if w.RetryAfter != bouncer.Never {
+		w.RetryAfter *= time.Microsecond
+	}
+	w.Delay *= time.Microsecond
+	return w
+}
+
+func (u *microModel) Refund(now, n int64) { u.m.Refund(floorMicro(now), n) }
+
+func floorMicro(t int64) int64 {
+	q := t / 1000
+	if t%1000 < 0 {
+		q--
+	}
+	return q
 }

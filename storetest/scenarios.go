@@ -100,7 +100,20 @@ func bucketScenarios(a bouncer.Algorithm) []Scenario {
 	// than 3 pass in any second.
 	third := bouncer.Limit{Name: "third", Algorithm: a, Rate: 3, Period: s, Burst: 1}
 	const i3 = 333333334 * ns
+	// 2 per 60 days and a nanosecond, burst 2: a span of 2^51 ns or more
+	// counts in microseconds (docs/redis.md): the interval rounds up to
+	// 30 days and a microsecond, and every instant down to a microsecond.
+	const month = 30 * 24 * time.Hour
+	long := bouncer.Limit{Name: "long", Algorithm: a, Rate: 2, Period: 2*month + ns, Burst: 2}
+	const iLong = month + time.Microsecond
 	return []Scenario{
+		{Name: a.String() + "/long_span_in_microseconds", Limit: long, Steps: []Step{
+			allow(0, 1, 1, iLong),
+			allow(1500*ns, 1, 0, 2*iLong-time.Microsecond),
+			deny(1999*ns, 1, 0, 2*iLong-time.Microsecond, iLong-time.Microsecond),
+			refund(2*time.Microsecond, 1),
+			allow(2*time.Microsecond, 0, 1, iLong-2*time.Microsecond),
+		}},
 		{Name: a.String() + "/burst_then_refill", Limit: l, Steps: []Step{
 			allow(0, 1, 4, 100*ms),
 			allow(0, 4, 0, 500*ms),

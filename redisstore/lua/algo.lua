@@ -1,61 +1,79 @@
--- algo.lua: what the algorithms share — their table A, indexed by the
--- store's algorithm code, and a limit's parameters. Each algorithm, in a
--- file of its own, is the Lua twin of its Go definition in package algo,
--- on instants relative to now (time.lua) and exact integers (num.lua):
+-- algo.lua: what the algorithms share. Each algorithm, in a file of its
+-- own, is the Lua twin of its Go definition in package algo. A limit
+-- counts time in ticks (p.tick nanoseconds: algo's Params.Tick, 1 or
+-- 1000), and a check sees every instant relative to now (time.lua), so
+-- that every number it forms stays below 2^53 and plain Lua numbers,
+-- doubles, are exact integers (docs/redis.md).
 --
---   A[code].check(p, st, cost) -> st', allowed, remaining, reset-after,
---                                 retry-after (false: never), delay
---   A[code].refund(p, st, n) -> st' (A.refund bounds n first)
---   A[code].expiry(p, st) -> relative instant from which st is fresh (nil: now)
+-- The algorithms' codes, as redisstore's algorithmCode sends them:
+local TOKEN_BUCKET, GCRA, LEAKY_BUCKET, FIXED_WINDOW = 1, 2, 3, 4
+local SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, CONCURRENCY = 5, 6, 7
+
+-- A[code] is an algorithm's table:
+--
+--   check(p, st, cost, r) -> st': decides a check of cost on the state st
+--     under the limit of parameters p, fills in the result table r
+--     (allowed, remaining, reset, retry — false: never — and delay,
+--     durations in ticks), and returns the new state (st itself when the
+--     check changes nothing)
+--   refund(p, st, n) -> st' (A.refund bounds n first)
+--   expiry(p, st) -> ticks from now until st is fresh (nil: it is)
 --
 -- and, for the one-word algorithms, decode(p, raw) and encode(p, st)
 -- between a state and the hash field that stores it (Go's algo.State,
--- written as decimal instants). A nil state is a fresh key. An algorithm
--- computes with p.N: num.lua's N, or its plain-number twin N.small for a
--- limit whose spans stay below 2^51 ns and a state near now (A.widen).
-
+-- written as decimal nanoseconds). A nil state is a fresh key, and so is
+-- a word more than FAR ticks ahead of now (algo.Far: only a clock that
+-- jumped by weeks writes one).
 local A = {}
 
--- params reads a limit's definition: "algorithm rate burst period interval
--- unit pair flag", the numbers of Go's algo.Params (flag 1: shape, 2:
--- charge denied checks), durations in nanoseconds, of any size.
+-- params reads a limit's definition: "algorithm rate burst tick period
+-- interval unit pair flag", the numbers of Go's algo.Params (flag 1:
+-- shape, 2: charge denied checks), durations in ticks.
 function A.params(def)
 	local f = {}
 	for w in string.gmatch(def, '%S+') do
-		f[#f + 1] = w
+		f[#f + 1] = tonumber(w)
 	end
 	local p = {
-		alg = tonumber(f[1]),
-		rate = tonumber(f[2]),
-		burst = tonumber(f[3]),
-		period = N.parse(f[4]),
-		interval = N.parse(f[5]),
-		unit = N.parse(f[6]),
-		pair = N.parse(f[7]),
-		shape = f[8] == '1',
-		cd = f[8] == '2',
+		alg = f[1],
+		rate = f[2],
+		burst = f[3],
+		tick = f[4],
+		period = f[5],
+		interval = f[6],
+		unit = f[7],
+		pair = f[8],
+		shape = f[9] == 1,
+		cd = f[9] == 2,
 	}
-	p.span = N.mul(p.interval, p.burst)
+	p.span = p.interval * p.burst
 	p.top = p.rate
-	if p.cd and (p.alg == 4 or p.alg == 6) then
+	if p.cd and (p.alg == FIXED_WINDOW or p.alg == SLIDING_WINDOW_COUNTER) then
 		p.top = p.rate + 1 -- a denied check leaves a window's count at Rate+1
 	end
-	-- The farthest a state's expiry lies from now, in ms (a bucket's span,
-	-- a fixed window's period, a sliding window counter's two), and the
-	-- step of its TTLs (store.lua).
+	p.ms = 1000000 / p.tick -- ticks in a millisecond
+	p.idle = -60000 * p.ms -- a minute before now (store.lua)
+	-- The farthest a state's expiry lies from now (a bucket's span, a
+	-- window's period, a sliding window counter's two), and the step of
+	-- its TTLs in ms (store.lua): a sixteenth of it, at least a minute.
 	local horizon = p.span
-	if p.alg == 4 then
+	if p.alg == FIXED_WINDOW then
 		horizon = p.period
-	elseif p.alg == 6 then
-		horizon = N.mul(p.period, 2)
+	elseif p.alg == SLIDING_WINDOW_COUNTER then
+		horizon = 2 * p.period
 	end
-	p.step = math.max(60000, N.fdiv(horizon, 16000000))
-	local small = 2251799813685248 -- 2^51
-	p.N = N
-	if type(p.period) == 'number' and p.period < small and type(p.span) == 'number' and p.span < small then
-		p.N = N.small
-	end
+	p.step = max(60000, fdiv(horizon, 16 * p.ms))
 	return p
+end
+
+-- result fills in the result table r.
+local function result(r, allowed, remaining, reset, retry, delay)
+	r.allowed, r.remaining, r.reset, r.retry, r.delay = allowed, remaining, reset, retry, delay
+end
+
+-- never is a check that costs more than the capacity.
+local function never(r, remaining, reset)
+	r.allowed, r.remaining, r.reset, r.retry, r.delay = false, max(remaining, 0), max(reset, 0), false, 0
 end
 
 -- refund gives n units back to st, the state of a limit of parameters p,
@@ -63,71 +81,54 @@ end
 -- no state holds more than (algo's Params.Refund).
 function A.refund(p, st, n)
 	local most = p.rate
-	if p.alg <= 3 then
+	if p.alg <= LEAKY_BUCKET then
 		most = p.burst
 	end
 	if p.cd then
 		most = most + 1
 	end
-	return A[p.alg].refund(p, st, math.min(n, 2 * most))
+	return A[p.alg].refund(p, st, min(n, 2 * most))
 end
 
 -- The bucket algorithms' state: d, the stored instant minus now.
-function A.decodeInstant(_, raw)
-	return T.relRaw(raw)
+local function decodeInstant(p, raw)
+	local d = T.rel(p, raw)
+	if d > FAR then
+		return nil
+	end
+	return d
 end
 
-function A.encodeInstant(_, d)
-	return T.rawAt(d)
+local function encodeInstant(p, d)
+	return T.raw(p, d)
 end
 
 -- refundTime moves a bucket's instant back by n intervals, never before
 -- now: a bucket cannot hold more than its capacity (algo's refundTime).
-function A.refundTime(p, d, n)
-	local N = p.N
-	if d == nil or N.le(d, 0) then
+local function refundTime(p, d, n)
+	if d == nil or d <= 0 then
 		return d
 	end
-	return N.max(N.sub(d, N.mul(p.interval, n)), 0)
+	return max(d - p.interval * n, 0)
 end
 
-function A.expiryInstant(_, d)
+local function expiryInstant(_, d)
 	return d
 end
 
 -- bucket returns a new bucket algorithm's table, its check to add: the
 -- state of the token bucket, GCRA and the leaky bucket is one instant.
 function A.bucket()
-	return { decode = A.decodeInstant, encode = A.encodeInstant, refund = A.refundTime, expiry = A.expiryInstant }
+	return { decode = decodeInstant, encode = encodeInstant, refund = refundTime, expiry = expiryInstant }
 end
 
--- decodeWindow returns a stored window instant's window start relative to
--- now and its offset.
-function A.decodeWindow(p, raw)
-	return T.windowRaw(raw, p.period)
-end
-
--- widen returns p, or for a limit of plain numbers whose state st holds a
--- value of 2^51 or more (written by a clock far ahead of or behind this
--- one), p's twin on wide numbers, so that every sum stays exact.
-function A.widen(p, st)
-	if p.N ~= N.small or st == nil then
-		return p
+-- window returns how far now moves forward — to the start of a state's
+-- window that lies ahead, written by a clock ahead of this one (algo's
+-- notBeforeWindow) — and the start of the window a check works in, both
+-- relative to now.
+function A.window(p, st)
+	if st ~= nil and st.ws > 0 then
+		return st.ws, st.ws
 	end
-	local x = st
-	if type(st) == 'table' and st.ws ~= nil then
-		x = st.ws
-	end
-	if type(x) == 'number' and x > -2251799813685248 and x < 2251799813685248 then
-		return p
-	end
-	if p.wide == nil then
-		local w = {}
-		for k, v in pairs(p) do
-			w[k] = v
-		end
-		w.N = N
-		p.wide = w
-	end
-	return p.wide
+	return 0, -T.offset(p)
 end

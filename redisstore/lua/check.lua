@@ -12,29 +12,18 @@
 -- then per limit its result (pack). A limit that would have allowed a
 -- denied check reports itself as it was, peeked at with cost 0.
 
--- pack writes a limit's result: a byte (1: allowed, 2: wide), remaining
--- (a double), then reset-after, retry-after (-1: never) and delay as
--- doubles of nanoseconds or, if one of them is wide (2^53 ns or more:
--- long limits, clocks far apart), each as two doubles, seconds and
--- nanoseconds.
-local function pack(ok, rem, reset, retry, delay)
+-- pack writes a limit's result r: a byte (1: allowed), then remaining,
+-- reset-after, retry-after (-1: never) and delay as doubles, durations in
+-- the limit's ticks.
+local function pack(r)
 	local b = 0
-	if ok then
+	if r.allowed then
 		b = 1
 	end
-	if type(reset) == 'number' and type(retry or 0) == 'number' and type(delay) == 'number' then
-		return struct.pack('<Bdddd', b, rem, reset, retry or -1, delay)
-	end
-	local rs, rn = N.wide(reset)
-	local ys, yn = -1, 0
-	if retry then
-		ys, yn = N.wide(retry)
-	end
-	local ds, dn = N.wide(delay)
-	return struct.pack('<Bddddddd', b + 2, rem, rs, rn, ys, yn, ds, dn)
+	return struct.pack('<Bdddd', b, r.remaining, r.reset, r.retry or -1, r.delay)
 end
 
-local oks, replies = {}, {}
+local oks, replies, res = {}, {}, {}
 
 -- check decides the check of call argument arg and appends its reply to
 -- out, a list of strings from n on; it returns the list's new length.
@@ -52,11 +41,10 @@ local function check(D, arg, mark, out, n)
 			if s.log then
 				st = s.log
 			end
-			local nst, ok, rem, reset, retry, delay = A[p.alg].check(p, st, cost)
-			s.cur = nst
-			oks[i] = ok
-			replies[i] = pack(ok, rem, reset, retry, delay)
-			allowed = allowed and ok
+			s.cur = A[p.alg].check(p, st, cost, res)
+			oks[i] = res.allowed
+			replies[i] = pack(res)
+			allowed = allowed and res.allowed
 		end
 	end
 	if cost > 0 then
@@ -78,8 +66,9 @@ local function check(D, arg, mark, out, n)
 			if s.log then
 				st = s.log:view()
 			end
-			local _, _, rem, reset, retry, delay = A[p.alg].check(p, st, 0)
-			replies[i] = pack(true, rem, reset, retry, delay)
+			A[p.alg].check(p, st, 0, res)
+			res.allowed = true
+			replies[i] = pack(res)
 		end
 	end
 	if allowed then

@@ -1,24 +1,26 @@
 -- gcra.lua: algo.GCRA. The state d is the theoretical arrival time
 -- relative to now.
-A[2] = A.bucket()
+A[GCRA] = A.bucket()
 
-A[2].check = function(p, d, cost)
-	local N = p.N
+A[GCRA].check = function(p, d, cost, r)
 	local interval, capacity = p.interval, p.span
 	local tat = 0
-	if d ~= nil and N.lt(0, d) then
+	if d ~= nil and d > 0 then
 		tat = d
 	end
 	if cost > p.burst then
-		return d, false, N.max(N.fdiv(N.sub(capacity, tat), interval), 0), tat, false, 0
+		never(r, fdiv(capacity - tat, interval), tat)
+		return d
 	end
-	local nxt = N.add(tat, N.mul(interval, cost))
-	local over = N.sub(nxt, capacity)
-	if N.lt(0, over) then
-		return d, false, N.max(N.fdiv(N.sub(capacity, tat), interval), 0), tat, over, 0
+	local nxt = tat + interval * cost
+	local over = nxt - capacity
+	if over > 0 then
+		result(r, false, max(fdiv(capacity - tat, interval), 0), tat, over, 0)
+		return d
 	end
 	if cost > 0 then
 		d = nxt
 	end
-	return d, true, N.max(N.fdiv(N.sub(capacity, nxt), interval), 0), nxt, 0, 0
+	result(r, true, max(fdiv(capacity - nxt, interval), 0), nxt, 0, 0)
+	return d
 end

@@ -1,29 +1,31 @@
 -- leakybucket.lua: algo.LeakyBucket. The state d is the instant the bucket
 -- is empty, relative to now; the level is max(0, d). Shape mode admits the
 -- same checks as police mode, with a delay of the level.
-A[3] = A.bucket()
+A[LEAKY_BUCKET] = A.bucket()
 
-A[3].check = function(p, d, cost)
-	local N = p.N
+A[LEAKY_BUCKET].check = function(p, d, cost, r)
 	local interval, depth = p.interval, p.span
 	local level = 0
-	if d ~= nil and N.lt(0, d) then
+	if d ~= nil and d > 0 then
 		level = d
 	end
 	if cost > p.burst then
-		return d, false, N.max(N.fdiv(N.sub(depth, level), interval), 0), level, false, 0
+		never(r, fdiv(depth - level, interval), level)
+		return d
 	end
-	local over = N.sub(N.add(level, N.mul(interval, cost)), depth)
-	if N.lt(0, over) then
-		return d, false, N.max(N.fdiv(N.sub(depth, level), interval), 0), level, over, 0
+	local over = level + interval * cost - depth
+	if over > 0 then
+		result(r, false, max(fdiv(depth - level, interval), 0), level, over, 0)
+		return d
 	end
 	local delay = 0
 	if p.shape and cost > 0 then
 		delay = level
 	end
-	level = N.add(level, N.mul(interval, cost))
+	level = level + interval * cost
 	if cost > 0 then
 		d = level
 	end
-	return d, true, N.fdiv(N.sub(depth, level), interval), level, 0, delay
+	result(r, true, fdiv(depth - level, interval), level, 0, delay)
+	return d
 end

@@ -13,38 +13,47 @@
 -- A log object reads the set as needed; what a check appends stays
 -- pending until the check is committed (commit) or dropped with it.
 -- Dropping aged-out entries and refunds write at once: they change no
--- decision but the state.
+-- decision but the state. Instants a log hands out are relative to now,
+-- in its limit's ticks (time.lua); a stored instant is rewritten only
+-- from its own digits.
 
 local L = {}
 L.__index = L
 
-local function member(instant, count)
-	local s = N.format(instant)
-	return string.rep('0', 20 - #s) .. s .. ':' .. string.format('%d', count)
+local function member(inst, count)
+	return inst .. ':' .. string.format('%d', count)
 end
 
+-- entry returns a member's instant (its 20 digits) and count.
 local function entry(m)
 	local i = string.find(m, ':', 1, true)
-	return N.parse(string.sub(m, 1, i - 1)), tonumber(string.sub(m, i + 1))
+	return string.sub(m, 1, i - 1), tonumber(string.sub(m, i + 1))
 end
 
-local function ms(instant) -- an instant's score: floor(instant / 10^6)
-	return N.fdiv(instant, 1000000)
+-- score returns an instant's score: its first 14 of 20 digits, in ms.
+local function score(inst)
+	return tonumber(string.sub(inst, 1, 14))
 end
 
-function L.open(key)
-	local score = R('ZSCORE', key, '#')
+-- instant writes now + d (ticks of p) in 20 digits.
+local function instant(p, d)
+	local s = T.raw(p, d)
+	return string.rep('0', 20 - #s) .. s
+end
+
+function L.open(key, p)
+	local sc = R('ZSCORE', key, '#')
 	local total = 0
-	if score then
-		total = -tonumber(score) - 1
+	if sc then
+		total = -tonumber(sc) - 1
 	end
-	return setmetatable({ key = key, total = total, has = score ~= false, pend = {} }, L)
+	return setmetatable({ key = key, p = p, total = total, has = sc ~= false, pend = {} }, L)
 end
 
 -- view returns the log without what is pending: the state before the
 -- check, for a peek.
 function L:view()
-	return setmetatable({ key = self.key, total = self.total, has = self.has, pend = {} }, L)
+	return setmetatable({ key = self.key, p = self.p, total = self.total, has = self.has, pend = {} }, L)
 end
 
 -- adjust adds delta to the stored total.
@@ -63,12 +72,12 @@ end
 
 -- dropThrough removes the entries at or before now + d.
 function L:dropThrough(d)
-	local cut = T.at(d)
-	local found = R('ZRANGEBYSCORE', self.key, 0, ms(cut))
+	local p = self.p
+	local found = R('ZRANGEBYSCORE', self.key, 0, T.ms(p, d))
 	local gone, freed = {}, 0
 	for _, m in ipairs(found) do
 		local at, c = entry(m)
-		if N.le(at, cut) then
+		if T.rel(p, at) <= d then
 			gone[#gone + 1] = m
 			freed = freed + c
 		end
@@ -79,7 +88,7 @@ function L:dropThrough(d)
 	self:adjust(-freed)
 	local kept = {}
 	for _, e in ipairs(self.pend) do
-		if N.lt(cut, e.at) then
+		if e.d > d then
 			kept[#kept + 1] = e
 		end
 	end
@@ -108,28 +117,29 @@ end
 function L:newest()
 	local n = #self.pend
 	if n > 0 then
-		return T.rel(self.pend[n].at)
+		return self.pend[n].d
 	end
 	local m, at = self:stored()
 	if m == nil then
 		return nil
 	end
-	return T.rel(at)
+	return T.rel(self.p, at)
 end
 
 -- freedAt returns, relative to now, the instant by which the oldest
 -- entries hold count units (the newest entry's when they hold fewer; far
 -- in the past when the log is empty).
 function L:freedAt(count)
+	local p = self.p
 	local last
 	local off = 0
 	while true do
 		local r = R('ZRANGEBYSCORE', self.key, 0, '+inf', 'LIMIT', off, 64)
 		for _, m in ipairs(r) do
 			local at, c = entry(m)
-			count, last = count - c, at
+			count, last = count - c, T.rel(p, at)
 			if count <= 0 then
-				return T.rel(at)
+				return last
 			end
 		end
 		if #r < 64 then
@@ -138,36 +148,38 @@ function L:freedAt(count)
 		off = off + 64
 	end
 	for _, e in ipairs(self.pend) do
-		count, last = count - e.count, e.at
+		count, last = count - e.count, e.d
 		if count <= 0 then
-			return T.rel(e.at)
+			return e.d
 		end
 	end
 	if last == nil then
-		return -N.MAX
+		return -FAR
 	end
-	return T.rel(last)
+	return last
 end
 
 -- append adds count units at now + d, or at the newest entry's instant if
 -- that is later (a clock that stepped back), pending.
 function L:append(d, count)
-	local at = T.at(d)
 	local n = #self.pend
 	if n > 0 then
 		local e = self.pend[n]
-		if N.le(at, e.at) then
+		if d <= e.d then
 			e.count = e.count + count
 			return
 		end
 	else
-		local m, sat, sc = self:stored()
-		if m ~= nil and N.le(at, sat) then
-			self.pend[1] = { at = sat, count = count, merge = m, base = sc }
-			return
+		local m, at, sc = self:stored()
+		if m ~= nil then
+			local sd = T.rel(self.p, at)
+			if d <= sd then
+				self.pend[1] = { d = sd, inst = at, count = count, merge = m, base = sc }
+				return
+			end
 		end
 	end
-	self.pend[n + 1] = { at = at, count = count }
+	self.pend[n + 1] = { d = d, count = count }
 end
 
 -- commit writes what is pending.
@@ -179,7 +191,8 @@ function L:commit()
 			R('ZREM', self.key, e.merge)
 			c = c + e.base
 		end
-		R('ZADD', self.key, ms(e.at), member(e.at, c))
+		local inst = e.inst or instant(self.p, e.d)
+		R('ZADD', self.key, score(inst), member(inst, c))
 		added = added + e.count
 	end
 	self.pend = {}
@@ -205,7 +218,7 @@ function L:take(n, newest)
 		local t = math.min(n, c)
 		R('ZREM', self.key, r[1])
 		if c > t then
-			R('ZADD', self.key, ms(at), member(at, c - t))
+			R('ZADD', self.key, score(at), member(at, c - t))
 		end
 		n, freed = n - t, freed + t
 	end
@@ -224,15 +237,16 @@ end
 -- nil: the log is empty, and the key goes).
 function L:save(expiry)
 	self:commit()
-	if expiry == nil or N.le(expiry, 0) then
+	if expiry == nil or expiry <= 0 then
 		R('DEL', self.key)
 		return
 	end
+	local p = self.p
 	if T.pinned then
 		-- Redis expires keys on its own clock, which a pinned time does
 		-- not drive: keep them for the test instead.
-		R('PEXPIRE', self.key, math.max(N.fdiv(expiry, 1000000) + 1, 600000))
+		R('PEXPIRE', self.key, math.max(fdiv(expiry, p.ms) + 1, 600000))
 		return
 	end
-	R('PEXPIREAT', self.key, ms(T.at(expiry)) + 1)
+	R('PEXPIREAT', self.key, T.ms(p, expiry) + 1)
 end

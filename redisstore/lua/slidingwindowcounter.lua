@@ -2,33 +2,78 @@
 -- Go's State: T alone when the two counts pack into it (pair > 0: start +
 -- (prev × (top+1) + curr) × pair), else "T:N" (T = start + curr × unit, N
 -- = prev). Decoded, the state is {ws, curr, prev}.
-A[6] = {}
+A[SLIDING_WINDOW_COUNTER] = {}
 
-A[6].decode = function(p, raw)
-	local N = p.N
+A[SLIDING_WINDOW_COUNTER].decode = function(p, raw)
 	local i = string.find(raw, ':', 1, true)
 	local t, prev = raw, 0
 	if i then
 		t, prev = string.sub(raw, 1, i - 1), tonumber(string.sub(raw, i + 1))
 	end
-	local ws, m = A.decodeWindow(p, t)
+	local ws, m = T.window(p, t)
 	if ws == nil then
 		return nil
 	end
-	if N.lt(0, p.pair) then
-		local pv, curr = N.divmod(N.fdiv(m, p.pair), p.top + 1)
-		return { ws = ws, curr = curr, prev = pv }
+	if p.pair > 0 then
+		local packed = fdiv(m, p.pair)
+		local pv = fdiv(packed, p.top + 1)
+		return { ws = ws, curr = packed - pv * (p.top + 1), prev = pv }
 	end
-	return { ws = ws, curr = N.fdiv(m, p.unit), prev = prev }
+	return { ws = ws, curr = fdiv(m, p.unit), prev = prev }
 end
 
-A[6].encode = function(p, st)
-	local N = p.N
-	if N.lt(0, p.pair) then
-		local packed = N.add(N.mul(N.mul(p.pair, p.top + 1), st.prev), N.mul(p.pair, st.curr))
-		return T.rawAt(N.add(st.ws, packed))
+A[SLIDING_WINDOW_COUNTER].encode = function(p, st)
+	if p.pair > 0 then
+		return T.raw(p, st.ws + (st.prev * (p.top + 1) + st.curr) * p.pair)
 	end
-	return T.rawAt(N.add(st.ws, N.mul(p.unit, st.curr))) .. ':' .. string.format('%d', st.prev)
+	return T.raw(p, st.ws + p.unit * st.curr) .. ':' .. string.format('%d', st.prev)
+end
+
+-- muldiv returns floor(a × b / c), or its ceiling when up is true, capped
+-- at limit, for a count 0 <= a < 2^41 and 0 <= b, 0 < c below 2^51: at
+-- once when a × b is below 2^53, else a × floor(b / c) plus the rest
+-- computed bit by bit, so that no partial sum exceeds 2c.
+local function muldiv(a, b, c, limit, up)
+	local ab = a * b
+	if ab < 9007199254740992 then
+		local q = fdiv(ab, c)
+		if up and q * c < ab then
+			q = q + 1
+		end
+		return min(q, limit)
+	end
+	local base = 0
+	if c <= b then
+		local bq = fdiv(b, c)
+		if a * bq > limit then
+			return limit
+		end
+		base, b = a * bq, b - bq * c
+	end
+	local bits = {}
+	while a > 0 do
+		local bit = a % 2
+		bits[#bits + 1] = bit
+		a = (a - bit) / 2
+	end
+	local q, r = 0, 0 -- prefix(a) × b = q × c + r, 0 <= r < c
+	for i = #bits, 1, -1 do
+		q, r = q * 2, r * 2
+		if r >= c then
+			q, r = q + 1, r - c
+		end
+		if bits[i] == 1 then
+			r = r + b
+			if r >= c then
+				q, r = q + 1, r - c
+			end
+		end
+	end
+	q = base + q
+	if up and r > 0 then
+		q = q + 1
+	end
+	return min(q, limit)
 end
 
 -- counts returns st's (curr, prev) for the window starting at start.
@@ -36,69 +81,71 @@ local function counts(p, st, start)
 	if st == nil then
 		return 0, 0
 	end
-	if A.same(p.N, st.ws, start) then
+	if st.ws == start then
 		return st.curr, st.prev
-	elseif A.same(p.N, st.ws, p.N.sub(start, p.period)) then
+	elseif st.ws == start - p.period then
 		return 0, st.curr
 	end
 	return 0, 0
 end
 
-local function reset(p, start, now, curr, prev)
-	local N = p.N
+-- reset is until both counts have aged out, e ticks into the window.
+local function reset(p, e, curr, prev)
 	if curr > 0 then
-		return N.sub(N.add(start, N.mul(p.period, 2)), now)
+		return 2 * p.period - e
 	elseif prev > 0 then
-		return N.sub(N.add(start, p.period), now)
+		return p.period - e
 	end
 	return 0
 end
 
--- retry is algo's slidingWindowRetry: later in this window if the previous
--- window's weight can fall far enough, otherwise in the next one.
-local function retry(p, start, now, curr, prev, cost)
-	local N = p.N
+-- retry is algo's slidingWindowRetry, e ticks into the window: later in
+-- this window if the previous window's weight can fall far enough,
+-- otherwise in the next one.
+local function retry(p, e, curr, prev, cost)
 	local period = p.period
 	local room = p.rate - curr - cost
 	if room >= 0 and prev > 0 then
-		local at = N.sub(period, N.muldiv(room, period, prev, period, false))
-		if N.lt(at, period) then
-			return N.max(N.sub(N.add(start, at), now), 0)
+		local at = period - muldiv(room, period, prev, period, false)
+		if at < period then
+			return max(at - e, 0)
 		end
 	end
 	room = p.rate - cost
 	local at = 0
 	if curr > room then
-		at = N.sub(period, N.muldiv(room, period, curr, period, false))
+		at = period - muldiv(room, period, curr, period, false)
 	end
-	return N.sub(N.add(N.add(start, period), at), now)
+	return period + at - e
 end
 
-A[6].check = function(p, st, cost)
-	local N = p.N
+A[SLIDING_WINDOW_COUNTER].check = function(p, st, cost, r)
 	local rate, period = p.rate, p.period
 	local now, start = A.window(p, st)
+	local e = now - start
 	local curr, prev = counts(p, st, start)
-	local weighted = N.muldiv(prev, N.sub(period, N.sub(now, start)), period, p.top, true)
+	local weighted = muldiv(prev, period - e, period, p.top, true)
 	if cost > rate or weighted + curr + cost > rate then
 		if p.cd and cost > 0 and curr < p.top then
-			curr = math.min(curr + math.min(cost, p.top), p.top)
+			curr = min(curr + min(cost, p.top), p.top)
 			st = { ws = start, curr = curr, prev = prev }
 		end
-		local rs = reset(p, start, now, curr, prev)
 		if cost > rate then
-			return st, false, math.max(rate - weighted - curr, 0), N.max(rs, 0), false, 0
+			never(r, rate - weighted - curr, reset(p, e, curr, prev))
+			return st
 		end
-		return st, false, math.max(rate - weighted - curr, 0), rs, retry(p, start, now, curr, prev, cost), 0
+		result(r, false, max(rate - weighted - curr, 0), reset(p, e, curr, prev), retry(p, e, curr, prev, cost), 0)
+		return st
 	end
 	curr = curr + cost
 	if cost > 0 then
 		st = { ws = start, curr = curr, prev = prev }
 	end
-	return st, true, rate - weighted - curr, reset(p, start, now, curr, prev), 0, 0
+	result(r, true, rate - weighted - curr, reset(p, e, curr, prev), 0, 0)
+	return st
 end
 
-A[6].refund = function(p, st, n)
+A[SLIDING_WINDOW_COUNTER].refund = function(p, st, n)
 	if st == nil then
 		return st
 	end
@@ -107,18 +154,18 @@ A[6].refund = function(p, st, n)
 	if curr == 0 and prev == 0 then
 		return st
 	end
-	local take = math.min(n, curr)
-	return { ws = start, curr = curr - take, prev = math.max(prev - (n - take), 0) }
+	local take = min(n, curr)
+	return { ws = start, curr = curr - take, prev = max(prev - (n - take), 0) }
 end
 
-A[6].expiry = function(p, st)
+A[SLIDING_WINDOW_COUNTER].expiry = function(p, st)
 	if st == nil then
 		return nil
 	end
 	if st.curr > 0 then
-		return p.N.add(st.ws, p.N.mul(p.period, 2))
+		return st.ws + 2 * p.period
 	elseif st.prev > 0 then
-		return p.N.add(st.ws, p.period)
+		return st.ws + p.period
 	end
 	return nil
 end

@@ -16,7 +16,7 @@
 -- writes read, and a hash that holds the field has not expired since.
 --
 -- A state written fresh is deleted. A write that adds a field samples two
--- others and deletes those that are idle, fresh for a minute (IDLE), so
+-- others and deletes those that are idle, fresh for a minute (p.idle), so
 -- that a busy hash keeps no idle keys. A state that has only just
 -- refilled stays: its key, a client below its limit, is likely to come
 -- back soon, and deleting it would make that check add a field and
@@ -24,21 +24,11 @@
 
 local S = {}
 
-local IDLE = -60000000000 -- a minute before now, in ns
-
 -- granule returns, in Unix ms, where a hash of states of a limit of
--- parameters p goes for an expiry e (relative to now): past a multiple of
--- p.step after floor((now + e) / 10^6).
-local sfdiv = N.small.fdiv
-
+-- parameters p goes for an expiry e (ticks from now): past a multiple of
+-- p.step after the expiry's millisecond.
 local function granule(p, e)
-	local ms
-	if type(e) == 'number' and e > -2251799813685248 and e < 2251799813685248 then
-		ms = sfdiv(T.n + e, 1000000)
-	else
-		ms = N.fdiv(N.add(T.n, e), 1000000)
-	end
-	local at = T.s * 1000 + ms + 1
+	local at = T.ms(p, e) + 1
 	local step = p.step
 	return at - at % step + step
 end
@@ -51,7 +41,7 @@ function S.extend(p, key, e, existed, oe)
 	if T.pinned then
 		-- Redis expires keys on its own clock, which a pinned time does
 		-- not drive: keep them for the test instead.
-		local ttl = math.max(N.fdiv(e, 1000000) + 1, 600000)
+		local ttl = math.max(fdiv(e, p.ms) + 1, 600000)
 		if R('PEXPIRE', key, ttl, 'GT') == 0 then
 			return R('PEXPIRE', key, ttl, 'NX') == 1
 		end
@@ -60,7 +50,7 @@ function S.extend(p, key, e, existed, oe)
 	-- The field's old expiry oe, past or not, was covered by the write
 	-- that stored it, and the hash has not expired since (it holds the
 	-- field): its granule's TTL is still there.
-	if existed and oe ~= nil and p.N.le(e, oe) then
+	if existed and oe ~= nil and e <= oe then
 		return false -- a window's checks share one expiry
 	end
 	local g = granule(p, e)
@@ -77,13 +67,6 @@ end
 
 -- A word: the state of one limit of one key in a hash, loaded once per
 -- check and saved at its end.
--- decode returns the state a stored word holds under a limit of
--- parameters p, and the parameters to compute on it with (A.widen).
-function S.decode(p, raw)
-	local st = A[p.alg].decode(p, raw)
-	return st, A.widen(p, st)
-end
-
 function S.loadWord(p, key, field, w)
 	local raw = R('HGET', key, field)
 	local st = nil
@@ -101,7 +84,7 @@ function S.saveWord(p, w)
 	if w.cur ~= nil then
 		e = alg.expiry(p, w.cur)
 	end
-	if e == nil or p.N.le(e, 0) then
+	if e == nil or e <= 0 then
 		if w.existed then
 			R('HDEL', w.key, w.field)
 		end
@@ -116,9 +99,12 @@ function S.saveWord(p, w)
 		local sample = R('HRANDFIELD', w.key, 2, 'WITHVALUES')
 		for i = 1, #sample, 2 do
 			if sample[i] ~= w.field then
-				local st, sp = S.decode(p, sample[i + 1])
-				local x = alg.expiry(sp, st)
-				if x == nil or N.le(x, IDLE) then
+				local st = alg.decode(p, sample[i + 1])
+				local x = nil
+				if st ~= nil then
+					x = alg.expiry(p, st)
+				end
+				if x == nil or x <= p.idle then
 					R('HDEL', w.key, sample[i])
 				end
 			end
@@ -150,15 +136,12 @@ function S.refs(D, arg, pos, k)
 		end
 		if s == nil then
 			if A[p.alg].log then
-				s = { key = key, log = L.open(key) }
+				s = { key = key, log = L.open(key, p) }
 			else
 				-- The word of the i-th place is reused check after check.
 				s = S.loadWord(p, key, field, S.words[i])
 				S.words[i] = s
 			end
-		end
-		if not s.log then
-			p = A.widen(p, s.orig)
 		end
 		P[i], ST[i] = p, s
 	end

@@ -1,90 +1,117 @@
--- time.lua: the call's clock, instants relative to it, and windows.
+-- time.lua: the call's clock, and instants relative to it.
 --
 -- A call's ARGV[1] is "" to read Redis's clock (TIME), or a pinned instant
--- in Unix nanoseconds (tests only). The algorithms see every instant relative to
--- now: a state's instant minus now, small for every limit shorter than
--- about 104 days. Instants are stored as decimal nanoseconds; now is kept
--- as seconds and nanoseconds (T.s, T.n), so that converting a stored
--- instant to and from a relative one takes no wide arithmetic when they
--- are close.
+-- in Unix nanoseconds (tests only). Instants are stored as decimal
+-- nanoseconds; the algorithms see each one relative to now, in its
+-- limit's ticks (p.tick nanoseconds: 1, or 1000 for a long limit, algo.lua).
+-- Now is kept as seconds and nanoseconds (T.s, T.n) and as microseconds
+-- (T.us), so that a stored instant converts to a relative one by parts:
+-- every number formed stays below 2^53, exact in a double.
 
 local T = {}
+local BIG = 1152921504606846976 -- 2^60: beyond any relative instant a limit uses
+local FAR = 4503599627370496 -- 2^52 ticks: algo.Far
+-- The standard functions the library uses most, as locals: set by the
+-- first T.init, as a function library may not read them while it loads.
+local sub, format, floor, min, max
+
+-- fdiv returns floor(a / b) for b > 0, a and b integers below 2^53: the
+-- double quotient, corrected where it rounded across an integer.
+local function fdiv(a, b)
+	local q = floor(a / b)
+	local r = a - q * b
+	if r < 0 then
+		q = q - 1
+	elseif r >= b then
+		q = q + 1
+	end
+	return q
+end
+
+-- mod returns a mod b, in [0, b), for b > 0.
+local function mod(a, b)
+	return a - fdiv(a, b) * b
+end
 
 -- init reads the call's clock; each call's entry point calls it first.
 function T.init()
-	T.pinned = ARGV[1] ~= ''
+	if floor == nil then
+		sub, format, floor, min, max = string.sub, string.format, math.floor, math.min, math.max
+	end
+	local v = ARGV[1]
+	T.pinned = v ~= ''
 	if T.pinned then
-		T.s, T.n = N.wide(N.parse(ARGV[1]))
+		local len = #v
+		if len > 9 then
+			T.s, T.n = tonumber(sub(v, 1, len - 9)), tonumber(sub(v, len - 8))
+		else
+			T.s, T.n = 0, tonumber(v)
+		end
 	else
 		local t = redis.call('TIME')
 		T.s, T.n = tonumber(t[1]), tonumber(t[2]) * 1000
 	end
-	T.now = N.norm(T.s, T.n)
-	T.starts = nil
+	T.us = T.s * 1000000 + floor(T.n / 1000)
+	T.offsets = nil
 end
 
--- split returns a stored instant's seconds and nanoseconds.
-local function split(raw)
+-- rel returns a stored instant (decimal ns, leading zeros allowed) minus
+-- now, in p's ticks, rounded down to a tick; ±2^60 for an instant more
+-- than 104 days away from now in a limit of nanoseconds.
+function T.rel(p, raw)
 	local len = #raw
-	if len <= 9 then
-		return 0, tonumber(raw)
+	if p.tick ~= 1 then
+		if len <= 3 then
+			return -T.us
+		end
+		return tonumber(sub(raw, 1, len - 3)) - T.us
 	end
-	return tonumber(string.sub(raw, 1, len - 9)), tonumber(string.sub(raw, len - 8))
-end
-
--- rel returns the instant (s, n) minus now.
-local function rel(s, n)
-	local ds = s - T.s
-	if ds > -9000000 and ds < 9000000 then
-		return ds * 1000000000 + (n - T.n)
-	end
-	return N.norm(ds, n - T.n)
-end
-
--- relRaw returns a stored instant minus now: rel(split(raw)), with the
--- common case, an instant of this era, in one step.
-function T.relRaw(raw)
-	local len = #raw
+	local ds, n
 	if len > 9 then
-		local ds = tonumber(string.sub(raw, 1, len - 9)) - T.s
-		if ds > -9000000 and ds < 9000000 then
-			return ds * 1000000000 + (tonumber(string.sub(raw, len - 8)) - T.n)
-		end
-	end
-	return rel(split(raw))
-end
-
-function T.rel(instant)
-	return N.sub(instant, T.now)
-end
-
-function T.at(d)
-	return N.add(T.now, d)
-end
-
--- rawAt writes now + d as a stored instant.
-function T.rawAt(d)
-	local s, n
-	if type(d) == 'number' then
-		local q = math.floor(d / 1000000000)
-		s, n = T.s + q, T.n + (d - q * 1000000000)
-		if n >= 1000000000 then
-			s, n = s + 1, n - 1000000000
-		elseif n < 0 then
-			s, n = s - 1, n + 1000000000
-		end
+		ds, n = tonumber(sub(raw, 1, len - 9)) - T.s, tonumber(sub(raw, len - 8))
 	else
-		s, n = N.wide(N.add(T.now, d))
+		ds, n = -T.s, tonumber(raw)
+	end
+	if ds >= 9000000 then
+		return BIG
+	elseif ds <= -9000000 then
+		return -BIG
+	end
+	return ds * 1000000000 + (n - T.n)
+end
+
+-- raw writes now + d (ticks of p) as a stored instant.
+function T.raw(p, d)
+	if p.tick ~= 1 then
+		local us = T.us + d
+		if us == 0 then
+			return '0'
+		end
+		return format('%d000', us)
+	end
+	local q = floor(d / 1000000000)
+	local s, n = T.s + q, T.n + (d - q * 1000000000)
+	if n >= 1000000000 then
+		s, n = s + 1, n - 1000000000
+	elseif n < 0 then
+		s, n = s - 1, n + 1000000000
 	end
 	if s == 0 then
-		return string.format('%d', n)
+		return format('%d', n)
 	end
-	return string.format('%d%09d', s, n)
+	return format('%d%09d', s, n)
 end
 
--- modSmall returns (s * 10^9 + n) mod p for a small p, exactly: whole
--- seconds and divisors of a second directly, other periods by doubling.
-local function mulmod(a, b, m) -- (a * b) mod m, for 0 <= a, b < m < 2^52
+-- ms returns the instant now + d (ticks of p) in whole Unix milliseconds.
+function T.ms(p, d)
+	if p.tick ~= 1 then
+		return floor((T.us + d) / 1000)
+	end
+	return T.s * 1000 + floor((T.n + d) / 1000000)
+end
+
+-- mulmod returns (a * b) mod m for 0 <= a, b < m < 2^52, by doubling.
+local function mulmod(a, b, m)
 	local r = 0
 	local bits = {}
 	while b > 0 do
@@ -107,51 +134,43 @@ local function mulmod(a, b, m) -- (a * b) mod m, for 0 <= a, b < m < 2^52
 	return r
 end
 
-local function modSmall(s, n, p)
-	if p % 1000000000 == 0 then
-		local ps = p / 1000000000
-		return (s - math.floor(s / ps) * ps) * 1000000000 + n
-	elseif 1000000000 % p == 0 then
-		return n % p
+-- offset returns now's offset in its period-long window (aligned to the
+-- Unix epoch), in p's ticks; a call keeps it per period.
+function T.offset(p)
+	local period = p.period
+	local offs = T.offsets
+	if offs == nil then
+		offs = {}
+		T.offsets = offs
 	end
-	local sm = s - math.floor(s / p) * p
-	return (mulmod(sm, 1000000000 % p, p) + n % p) % p
+	local o = offs[period]
+	if o ~= nil then
+		return o
+	end
+	if p.tick ~= 1 then
+		o = mod(T.us, period)
+	elseif period % 1000000000 == 0 then
+		o = mod(T.s, period / 1000000000) * 1000000000 + T.n
+	elseif 1000000000 % period == 0 then
+		o = T.n % period
+	else
+		o = mod(mulmod(mod(T.s, period), 1000000000 % period, period) + T.n % period, period)
+	end
+	offs[period] = o
+	return o
 end
 
--- offset returns the instant (s, n)'s offset in its period-long window.
-local function offset(s, n, period)
-	if type(period) == 'number' and period < 4503599627370496 then -- 2^52
-		return modSmall(s, n, period)
+-- window returns the start of the window that holds a stored instant,
+-- relative to now, and the instant's offset in it (ticks of p); nil when
+-- the instant is more than FAR ahead of now (a state read as fresh,
+-- algo.lua).
+function T.window(p, raw)
+	local d = T.rel(p, raw)
+	if d > FAR then
+		return nil
+	elseif d < -FAR then
+		return d, 0 -- long gone: no window a check compares it with
 	end
-	return N.mod(N.norm(s, n), period)
-end
-
--- startOf returns, relative to now, the start of the period-long window
--- (aligned to the Unix epoch) that holds now + d.
-function T.startOf(d, period)
-	if d == 0 then
-		-- Every check of a call asks this for now and its period: the
-		-- call keeps the answers.
-		local starts = T.starts
-		if starts == nil then
-			starts = {}
-			T.starts = starts
-		end
-		local st = starts[period]
-		if st == nil then
-			st = N.sub(0, offset(T.s, T.n, period))
-			starts[period] = st
-		end
-		return st
-	end
-	local s, n = N.wide(N.add(T.now, d))
-	return N.sub(d, offset(s, n, period))
-end
-
--- windowRaw returns the start of the window that holds a stored instant,
--- relative to now, and the instant's offset from it.
-function T.windowRaw(raw, period)
-	local s, n = split(raw)
-	local m = offset(s, n, period)
-	return N.sub(rel(s, n), m), m
+	local m = mod(d + T.offset(p), p.period)
+	return d - m, m
 end

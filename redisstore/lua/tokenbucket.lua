@@ -1,25 +1,27 @@
 -- tokenbucket.lua: algo.TokenBucket. The state d is the instant the
--- bucket is full again, relative to now; the credit, in nanoseconds of
--- refill, is B×I − max(0, d).
-A[1] = A.bucket()
+-- bucket is full again, relative to now; the credit, in ticks of refill,
+-- is B×I − max(0, d).
+A[TOKEN_BUCKET] = A.bucket()
 
-A[1].check = function(p, d, cost)
-	local N = p.N
+A[TOKEN_BUCKET].check = function(p, d, cost, r)
 	local interval, full = p.interval, p.span
 	local credit = full
-	if d ~= nil and N.lt(0, d) then
-		credit = N.sub(full, d)
+	if d ~= nil and d > 0 then
+		credit = full - d
 	end
 	if cost > p.burst then
-		return d, false, N.max(N.fdiv(credit, interval), 0), N.max(N.sub(full, credit), 0), false, 0
+		never(r, fdiv(credit, interval), full - credit)
+		return d
 	end
-	local need = N.mul(interval, cost)
-	if N.lt(credit, need) then
-		return d, false, N.max(N.fdiv(credit, interval), 0), N.sub(full, credit), N.sub(need, credit), 0
+	local need = interval * cost
+	if need > credit then
+		result(r, false, max(fdiv(credit, interval), 0), full - credit, need - credit, 0)
+		return d
 	end
-	credit = N.sub(credit, need)
+	credit = credit - need
 	if cost > 0 then
-		d = N.sub(full, credit)
+		d = full - credit
 	end
-	return d, true, N.fdiv(credit, interval), N.sub(full, credit), 0, 0
+	result(r, true, fdiv(credit, interval), full - credit, 0, 0)
+	return d
 end
