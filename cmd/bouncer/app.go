@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -216,16 +217,28 @@ func shutdownServer(ctx context.Context, srv *http.Server) {
 	}
 }
 
-// running is a command's service, as untilSignal runs it: an app.
-type running interface {
+// runApp runs a service command: it parses args into c with fs (serve's
+// flags or the gateway's) and validates them, starts the service with
+// start, reloads it on SIGHUP, and shuts it down (draining what is in
+// flight) on SIGTERM or SIGINT. It returns the command's exit code.
+func runApp[S interface {
 	reload()
 	shutdown()
-}
-
-// untilSignal starts a command's service with start, reloads it on
-// SIGHUP, and shuts it down (draining what is in flight) on SIGTERM or
-// SIGINT; it returns the command's exit code.
-func untilSignal(log *slog.Logger, start func(ctx context.Context) (running, error)) int {
+}](name string, fs *flag.FlagSet, c *serveConfig, args []string, stderr io.Writer,
+	start func(context.Context, serveConfig, serveOptions, *slog.Logger) (S, error)) int {
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bouncer %s: unexpected argument %q\n", name, fs.Arg(0))
+		return exitUsage
+	}
+	o, err := c.validate()
+	if err != nil {
+		fmt.Fprintf(stderr, "bouncer %s: %v\n", name, err)
+		return exitUsage
+	}
+	log := newLogger(stderr, c.logFormat, o.level)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Before the start: a SIGHUP that comes once the service answers, and
@@ -233,7 +246,7 @@ func untilSignal(log *slog.Logger, start func(ctx context.Context) (running, err
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	a, err := start(ctx)
+	s, err := start(ctx, *c, o, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitFail
@@ -241,13 +254,13 @@ func untilSignal(log *slog.Logger, start func(ctx context.Context) (running, err
 	go func() {
 		for range hup {
 			log.Info("SIGHUP: reloading the config")
-			a.reload()
+			s.reload()
 		}
 	}()
 	<-ctx.Done()
 	stop()
 	log.Info("shutting down: draining what is in flight")
-	a.shutdown()
+	s.shutdown()
 	log.Info("stopped")
 	return exitOK
 }

@@ -65,12 +65,7 @@ func runGateway(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	var c serveConfig
-	opts, ok := parseServeFlags("gateway", gatewayFlags(&c, stderr), &c, args, stderr)
-	if !ok {
-		return exitUsage
-	}
-	log := newLogger(stderr, c.logFormat, opts.level)
-	return untilSignal(log, func(ctx context.Context) (running, error) { return startGateway(ctx, c, opts, log) })
+	return runApp("gateway", gatewayFlags(&c, stderr), &c, args, stderr, startGateway)
 }
 
 // gatewayService is a running `bouncer gateway`: the app, and the

@@ -113,38 +113,14 @@ func serveUsage(w io.Writer) {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	var c serveConfig
-	opts, ok := parseServeFlags("serve", serveFlags(&c, stderr), &c, args, stderr)
-	if !ok {
-		return exitUsage
-	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		// The service's heap is small (tens of MB) and churns with every
 		// call: collecting at 5× the live heap instead of 2× halves the
 		// collector's CPU for a few MB more. GOGC overrides it.
 		debug.SetGCPercent(400)
 	}
-	log := newLogger(stderr, c.logFormat, opts.level)
-	return untilSignal(log, func(ctx context.Context) (running, error) { return startService(ctx, c, opts, log) })
-}
-
-// parseServeFlags parses args into c with fs (serve's flags or the
-// gateway's) and validates them; it reports false, having said why on
-// stderr, when the command should exit with a usage error.
-func parseServeFlags(name string, fs *flag.FlagSet, c *serveConfig, args []string, stderr io.Writer) (serveOptions, bool) {
-	if err := fs.Parse(args); err != nil {
-		return serveOptions{}, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bouncer %s: unexpected argument %q\n", name, fs.Arg(0))
-		return serveOptions{}, false
-	}
-	opts, err := c.validate()
-	if err != nil {
-		fmt.Fprintf(stderr, "bouncer %s: %v\n", name, err)
-		return serveOptions{}, false
-	}
-	return opts, true
+	var c serveConfig
+	return runApp("serve", serveFlags(&c, stderr), &c, args, stderr, startService)
 }
 
 // serveOptions are the parsed forms of serveConfig's strings.
