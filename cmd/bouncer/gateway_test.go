@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/bouncerhq/bouncer/rules"
 )
 
 const gatewayRules = `domain: gw
@@ -136,9 +138,25 @@ func TestGatewayCommand(t *testing.T) {
 	if code, body, _ := get(admin + "/readyz"); code != 200 || !strings.Contains(body, "ready") {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
-	if code, body, _ := get(admin + "/metrics"); code != 200 || !strings.Contains(body, `bouncer_gateway_requests_total{code="200",route="first"} 3`) ||
+	code, body, _ := get(admin + "/metrics")
+	if code != 200 || !strings.Contains(body, `bouncer_gateway_requests_total{code="200",route="first"} 3`) ||
 		!strings.Contains(body, `bouncer_gateway_requests_total{code="404",route=""} 1`) {
 		t.Fatalf("/metrics: %d, want the requests by route and code:\n%s", code, body)
+	}
+	// The reloads are the app's, as serve's are: counted, and remembered
+	// for the live page, each problem with its file and line.
+	for _, result := range []string{"failure", "success"} {
+		if got, _ := sample(body, "bouncer_config_reloads_total", "result="+result); got != 1 {
+			t.Errorf("bouncer_config_reloads_total{result=%s}: got %v, want 1", result, got)
+		}
+	}
+	h := s.reloader.History()
+	if len(h) != 2 || h[0].Outcome != rules.Rejected || h[1].Outcome != rules.Reloaded ||
+		len(h[0].Problems) == 0 || !strings.HasSuffix(h[0].Problems[0].File, "gateway.yaml") || h[0].Problems[0].Line != 5 {
+		t.Errorf("reload history: got %+v, want a rejection at gateway.yaml:5, then a reload", h)
+	}
+	if code, body, _ := get(admin + "/v1/upstreams"); code != 200 || !strings.Contains(body, upstream.URL) {
+		t.Errorf("/v1/upstreams: %d %s, want the route's upstream", code, body)
 	}
 
 	// Shutdown lets the requests in flight finish.
@@ -289,4 +307,62 @@ func TestGatewayShutdownDrainsWebSockets(t *testing.T) {
 	}
 	conn.Close()
 	<-done
+}
+
+// A gateway's reload reads its rules and its own file together: rules
+// its routes cannot use are rejected with the file that refers to them,
+// and the engine keeps its rules; a rules file other than the one it
+// started with is rejected, not served.
+func TestGatewayReloadRules(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up") }))
+	defer upstream.Close()
+	dir := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw := strings.NewReplacer("ROUTE", "r", "UPSTREAM", upstream.URL).Replace(gatewayFile)
+	write("rules.yaml", gatewayRules)
+	write("gateway.yaml", gw)
+	var c serveConfig
+	if err := gatewayFlags(&c, io.Discard).Parse([]string{"--config", filepath.Join(dir, "gateway.yaml"), "--watch=false"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := startGateway(context.Background(), c, o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.shutdown()
+	started := s.engine.Config().Version
+	for _, step := range []struct {
+		name, rules, gateway string
+		want                 rules.ReloadOutcome
+		reason               string // in the rejection's problem
+		served               bool   // the new rules are served
+	}{
+		{"rules without the routes' domain", strings.Replace(gatewayRules, "domain: gw", "domain: other", 1), gw, rules.Rejected, `"gw"`, false},
+		{"another rules file", gatewayRules, strings.Replace(gw, "rules: rules.yaml", "rules: other.yaml", 1), rules.Rejected, "restart", false},
+		{"new limits", strings.Replace(gatewayRules, "rate: 5, burst: 5", "rate: 7, burst: 7", 1), gw, rules.Reloaded, "", true},
+	} {
+		write("rules.yaml", step.rules)
+		write("gateway.yaml", step.gateway)
+		s.reload()
+		h := s.reloader.History()
+		last := h[len(h)-1]
+		if last.Outcome != step.want {
+			t.Fatalf("%s: got %q %v, want %q", step.name, last.Outcome, last.Problems, step.want)
+		}
+		if step.reason != "" && (len(last.Problems) == 0 || !strings.Contains(last.Problems[0].Reason, step.reason)) {
+			t.Errorf("%s: problems %v, want one saying %s", step.name, last.Problems, step.reason)
+		}
+		if served := s.engine.Config().Version != started; served != step.served {
+			t.Errorf("%s: the new rules served: %v, want %v", step.name, served, step.served)
+		}
+	}
 }
