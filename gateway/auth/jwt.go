@@ -209,7 +209,7 @@ func (j *JWT) settings(c JWTConfig) error {
 // parserOptions are the checks of a token's claims that c asks for.
 func parserOptions(c JWTConfig, skew time.Duration, now func() time.Time) []jwt.ParserOption {
 	opts := []jwt.ParserOption{
-		jwt.WithValidMethods(Algorithms),
+		jwt.WithValidMethods(algorithms),
 		jwt.WithLeeway(skew),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),

@@ -25,9 +25,9 @@ const (
 	EdDSA = "EdDSA" // Ed25519
 )
 
-// Algorithms lists the algorithms a KeySource may name: the one list,
-// which the gateway's config checks against too.
-var Algorithms = []string{HS256, RS256, ES256, EdDSA}
+// algorithms are those a KeySource may name: the one list, which
+// bouncer gateway's config is checked against too (by NewJWT).
+var algorithms = []string{HS256, RS256, ES256, EdDSA}
 
 const (
 	minSecretBytes = 32   // RFC 7518, section 3.2: at least the hash's size
@@ -76,8 +76,8 @@ func checkAlgorithms(algs []string, optional bool) error {
 		return errors.New("no Algorithms")
 	}
 	for _, a := range algs {
-		if !slices.Contains(Algorithms, a) {
-			return fmt.Errorf("algorithm %q is not one of %s", a, strings.Join(Algorithms, ", "))
+		if !slices.Contains(algorithms, a) {
+			return fmt.Errorf("algorithm %q is not one of %s", a, strings.Join(algorithms, ", "))
 		}
 	}
 	return nil
