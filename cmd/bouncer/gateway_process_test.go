@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer/httpretry"
+	"github.com/bouncerhq/bouncer/internal/redistest"
 )
 
 // gatewayProc is a `bouncer gateway` child process: this test binary run
@@ -125,25 +126,11 @@ func gatewayConfig(t *testing.T, dir, name, rulesFile, addr, admin, routes strin
 	return path
 }
 
-// requireRedisAddr returns the shared test Redis's address; without one
-// it skips t, or fails it under BOUNCER_REQUIRE_REDIS.
-func requireRedisAddr(t *testing.T) string {
-	t.Helper()
-	addr := os.Getenv("BOUNCER_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
-			t.Fatal("BOUNCER_REDIS_ADDR is not set; run scripts/redis-up.sh and source .redis/env")
-		}
-		t.Skip("BOUNCER_REDIS_ADDR is not set; run scripts/redis-up.sh and source .redis/env")
-	}
-	return addr
-}
-
 // Three gateway processes on one Redis share one global limit: of 300
 // requests spread over them, exactly the limit's 50 reach the upstream,
 // and every other one is a 429 with Retry-After.
 func TestGatewayProcessesShareOneLimit(t *testing.T) {
-	redisAddr := requireRedisAddr(t)
+	redisAddr := redistest.Addr(t)
 	var reached atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)

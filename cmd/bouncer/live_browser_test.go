@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bouncerhq/bouncer/internal/redistest"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
@@ -41,7 +42,7 @@ func TestLivePageInBrowser(t *testing.T) {
 	bin := browser(t)
 	t.Run("memory", func(t *testing.T) { testLivePage(t, bin, "memory", "") })
 	t.Run("redis", func(t *testing.T) {
-		addr := requireRedisAddr(t)
+		addr := redistest.Addr(t)
 		testLivePage(t, bin, "redis://"+addr, addr)
 	})
 }

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/bouncerhq/bouncer/internal/redistest"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -369,32 +370,25 @@ func TestServeRLSAllowThenDeny(t *testing.T) {
 // are shared, so the domains are new on every run.
 func TestServeStores(t *testing.T) {
 	stores := []struct {
-		name string
-		env  string // the variable holding the addresses; "" for memory
+		name  string
+		addrs func(testing.TB) []string // the Redis nodes; nil for memory
 	}{
-		{"memory", ""},
-		{"redis", "BOUNCER_REDIS_ADDR"},
-		{"redis cluster", "BOUNCER_REDIS_CLUSTER_ADDRS"},
+		{"memory", func(testing.TB) []string { return nil }},
+		{"redis", func(t testing.TB) []string { return []string{redistest.Addr(t)} }},
+		{"redis cluster", redistest.ClusterAddrs},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
-			store := "memory"
-			if st.env != "" {
-				addrs := os.Getenv(st.env)
-				if addrs == "" {
-					if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
-						t.Fatalf("%s is not set; run scripts/redis-up.sh and source .redis/env", st.env)
-					}
-					t.Skipf("%s is not set; run scripts/redis-up.sh and source .redis/env", st.env)
-				}
-				store = "redis://" + addrs
+			addrs, store := st.addrs(t), "memory"
+			if addrs != nil {
+				store = "redis://" + strings.Join(addrs, ",")
 			}
 			run := fmt.Sprintf("e2e-%d-%d", os.Getpid(), time.Now().UnixNano())
 			ts := startTest(t, map[string]string{
 				"app.yaml":    strings.Replace(appConfig, "domain: app", "domain: "+run+"-envoy", 1),
 				"native.yaml": strings.Replace(nativeConfig, "domain: native", "domain: "+run+"-native", 1),
 			}, func(c *serveConfig) { c.store = store })
-			if st.env != "" {
+			if store != "memory" {
 				redisConnected(t, ts)
 			}
 			t.Run("envoy format", func(t *testing.T) { testAllowDeny(t, ts, run+"-envoy", "") })
@@ -402,7 +396,7 @@ func TestServeStores(t *testing.T) {
 			// The Redis store's own metrics are there with it, and only
 			// then: connected, every node's breaker closed and none slow.
 			_, body := ts.get(t, "/metrics")
-			redis := st.env != ""
+			redis := addrs != nil
 			for _, m := range []struct {
 				name string
 				want float64
@@ -414,7 +408,7 @@ func TestServeStores(t *testing.T) {
 			}
 			for _, name := range []string{"bouncer_redis_breaker_open", "bouncer_redis_node_slow"} {
 				nodes := 0
-				for _, addr := range strings.Split(os.Getenv(st.env), ",") {
+				for _, addr := range addrs {
 					if v, ok := sample(body, name, "node="+addr); ok {
 						nodes++
 						if v != 0 {
@@ -1369,19 +1363,16 @@ func TestServeArgs(t *testing.T) {
 // A year-long window, which envoyproxy/ratelimit configs have, is served
 // on Redis and on a Cluster as in memory: counted, not refused.
 func TestServeRedisCountsAYear(t *testing.T) {
-	for _, env := range []string{"BOUNCER_REDIS_ADDR", "BOUNCER_REDIS_CLUSTER_ADDRS"} {
-		t.Run(env, func(t *testing.T) {
-			addrs := os.Getenv(env)
-			if addrs == "" {
-				if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
-					t.Fatalf("%s is not set; run scripts/redis-up.sh and source .redis/env", env)
-				}
-				t.Skipf("%s is not set", env)
-			}
+	for name, addrs := range map[string]func(testing.TB) []string{
+		"standalone": func(t testing.TB) []string { return []string{redistest.Addr(t)} },
+		"cluster":    redistest.ClusterAddrs,
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := "redis://" + strings.Join(addrs(t), ",")
 			domain := fmt.Sprintf("year-%d-%d", os.Getpid(), time.Now().UnixNano())
 			ts := startTest(t, map[string]string{
 				"y.yaml": "domain: " + domain + "\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 2}\n",
-			}, func(c *serveConfig) { c.store = "redis://" + addrs })
+			}, func(c *serveConfig) { c.store = store })
 			redisConnected(t, ts)
 			for i, want := range []string{"OK: OK/1", "OK: OK/0", "OVER_LIMIT: OVER_LIMIT/0"} {
 				resp := ts.check(t, request(domain, desc("a=x")))
