@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bouncerhq/bouncer/internal/redistest"
+
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -33,27 +35,23 @@ import (
 // redisTopology is one Redis deployment.
 type redisTopology struct {
 	name    string
-	env     string
 	cluster bool
 }
 
 var redisTopologies = []redisTopology{
-	{"standalone", "BOUNCER_REDIS_ADDR", false},
-	{"cluster", "BOUNCER_REDIS_CLUSTER_ADDRS", true},
+	{"standalone", false},
+	{"cluster", true},
 }
 
-// redisAddrs returns the addresses of tp's servers, or skips tb (fails it
-// under BOUNCER_REQUIRE_REDIS) when they are not set.
+// redisAddrs returns the addresses of tp's servers (internal/redistest:
+// it skips tb, or fails it under BOUNCER_REQUIRE_REDIS, when they are not
+// set).
 func redisAddrs(tb testing.TB, tp redisTopology) []string {
 	tb.Helper()
-	v := os.Getenv(tp.env)
-	if v == "" {
-		if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
-			tb.Fatalf("%s is not set; run scripts/redis-up.sh and source .redis/env", tp.env)
-		}
-		tb.Skipf("%s is not set, so the Redis tests and benchmarks skip; run scripts/redis-up.sh and source .redis/env", tp.env)
+	if tp.cluster {
+		return redistest.ClusterAddrs(tb)
 	}
-	return strings.Split(v, ",")
+	return []string{redistest.Addr(tb)}
 }
 
 // runID keeps this process's Redis keys apart from every other run's.
