@@ -309,7 +309,10 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		"client auth":   {"listeners:\n  - addr: x\n    tls: {cert_file: c.pem, key_file: k.pem, client_auth: verify}\n" + plain, `g.yaml:3: listeners[0].tls.client_auth: tlsreload: ClientAuth "verify"`},
 		"proxies":       {top + "trusted_proxies: [10.0.0.0/33]\n" + plain, `g.yaml:1: trusted_proxies: `},
 		"health field":  {top + "routes:\n  - name: a\n    path_prefix: /\n    upstreams: [http://h:1]\n    health_check:\n      path: /h\n      intervl: 1s\n", `g.yaml:8: routes[0].health_check: unknown field "intervl" (did you mean interval?)`},
-		"no algorithms": {top + "auth:\n  u:\n    jwt:\n      keys:\n        - file: k.pem\n" + plain, `g.yaml:6: auth.u.jwt.keys[0].algorithms: auth: jwt "u": key source 0: file k.pem: no Algorithms`},
+		// New failing after it made parts of the gateway once closed a
+		// nil Gateway, and panicked.
+		"missing key file": {top + "auth:\n  u:\n    jwt:\n      keys: [{file: missing.pem, algorithms: [RS256]}]\n" + plain, `g.yaml:5: auth.u.jwt.keys[0].file: auth: jwt "u": key source 0: file missing.pem: open missing.pem: no such file`},
+		"no algorithms":    {top + "auth:\n  u:\n    jwt:\n      keys:\n        - file: k.pem\n" + plain, `g.yaml:6: auth.u.jwt.keys[0].algorithms: auth: jwt "u": key source 0: file k.pem: no Algorithms`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
