@@ -45,7 +45,7 @@ type Config struct {
 type Listener struct {
 	Addr string            `yaml:"addr"`
 	TLS  *tlsreload.Config `yaml:"tls"`
-	Line int               `yaml:"-"`
+	Line int               `yaml:"-"` // its line in the file; 0 for a Config made in Go
 }
 
 // Auth is one named way of authenticating callers: exactly one of JWT and
