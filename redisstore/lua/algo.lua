@@ -66,6 +66,11 @@ function A.params(def)
 	return p
 end
 
+-- Division: floor(a / b) of doubles is exact for integers a, b > 0 with
+-- |a| + b < 2^53 — the quotient cannot round across an integer — which
+-- every division of a check's values is (they stay below 2^52 + 2^51);
+-- fdiv (time.lua) corrects the quotient where that is not known.
+
 -- result fills in the result table r.
 local function result(r, allowed, remaining, reset, retry, delay)
 	r.allowed, r.remaining, r.reset, r.retry, r.delay = allowed, remaining, reset, retry, delay
@@ -90,19 +95,6 @@ function A.refund(p, st, n)
 	return A[p.alg].refund(p, st, min(n, 2 * most))
 end
 
--- The bucket algorithms' state: d, the stored instant minus now.
-local function decodeInstant(p, raw)
-	local d = T.rel(p, raw)
-	if d > FAR then
-		return nil
-	end
-	return d
-end
-
-local function encodeInstant(p, d)
-	return T.raw(p, d)
-end
-
 -- refundTime moves a bucket's instant back by n intervals, never before
 -- now: a bucket cannot hold more than its capacity (algo's refundTime).
 local function refundTime(p, d, n)
@@ -117,9 +109,10 @@ local function expiryInstant(_, d)
 end
 
 -- bucket returns a new bucket algorithm's table, its check to add: the
--- state of the token bucket, GCRA and the leaky bucket is one instant.
+-- state of the token bucket, GCRA and the leaky bucket is one instant,
+-- d, the stored instant minus now, which is also its expiry (instant).
 function A.bucket()
-	return { decode = decodeInstant, encode = encodeInstant, refund = refundTime, expiry = expiryInstant }
+	return { decode = T.word, encode = T.raw, refund = refundTime, expiry = expiryInstant, instant = true }
 end
 
 -- window returns how far now moves forward — to the start of a state's

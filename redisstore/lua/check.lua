@@ -42,15 +42,20 @@ local function check(D, arg, mark, out, n)
 				st = s.log
 			end
 			s.cur = A[p.alg].check(p, st, cost, res)
-			oks[i] = res.allowed
-			replies[i] = pack(res)
-			allowed = allowed and res.allowed
+			local ok = res.allowed
+			local b = 0
+			if ok then
+				b = 1
+			end
+			oks[i] = ok
+			replies[i] = struct.pack('<Bdddd', b, res.remaining, res.reset, res.retry or -1, res.delay) -- pack, written out
+			allowed = allowed and ok
 		end
 	end
 	if cost > 0 then
 		for i = 1, k do
 			local s = ST[i]
-			if allowed or P[i].cd and oks[i] ~= nil and s.cur ~= s.orig then
+			if (allowed or P[i].cd and oks[i] ~= nil and s.cur ~= s.orig) and s.saved ~= mark then
 				S.save(i, mark)
 			end
 		end

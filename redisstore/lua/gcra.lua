@@ -9,18 +9,22 @@ A[GCRA].check = function(p, d, cost, r)
 		tat = d
 	end
 	if cost > p.burst then
-		never(r, fdiv(capacity - tat, interval), tat)
+		never(r, floor((capacity - tat) / interval), tat)
 		return d
 	end
 	local nxt = tat + interval * cost
 	local over = nxt - capacity
 	if over > 0 then
-		result(r, false, max(fdiv(capacity - tat, interval), 0), tat, over, 0)
+		r.allowed, r.remaining, r.reset, r.retry, r.delay = false, max(floor((capacity - tat) / interval), 0), tat, over, 0
 		return d
 	end
 	if cost > 0 then
 		d = nxt
 	end
-	result(r, true, max(fdiv(capacity - nxt, interval), 0), nxt, 0, 0)
+	local rem = floor((capacity - nxt) / interval)
+	if rem < 0 then
+		rem = 0
+	end
+	r.allowed, r.remaining, r.reset, r.retry, r.delay = true, rem, nxt, 0, 0
 	return d
 end

@@ -10,12 +10,12 @@ A[LEAKY_BUCKET].check = function(p, d, cost, r)
 		level = d
 	end
 	if cost > p.burst then
-		never(r, fdiv(depth - level, interval), level)
+		never(r, floor((depth - level) / interval), level)
 		return d
 	end
 	local over = level + interval * cost - depth
 	if over > 0 then
-		result(r, false, max(fdiv(depth - level, interval), 0), level, over, 0)
+		r.allowed, r.remaining, r.reset, r.retry, r.delay = false, max(floor((depth - level) / interval), 0), level, over, 0
 		return d
 	end
 	local delay = 0
@@ -26,6 +26,6 @@ A[LEAKY_BUCKET].check = function(p, d, cost, r)
 	if cost > 0 then
 		d = level
 	end
-	result(r, true, fdiv(depth - level, interval), level, 0, delay)
+	r.allowed, r.remaining, r.reset, r.retry, r.delay = true, floor((depth - level) / interval), level, 0, delay
 	return d
 end

@@ -26,14 +26,18 @@ local S = {}
 
 -- granule returns, in Unix ms, where a hash of states of a limit of
 -- parameters p goes for an expiry e (ticks from now): past a multiple of
--- p.step after the expiry's millisecond.
+-- p.step after the expiry's millisecond (T.ms, written out: a check
+-- computes two).
 local function granule(p, e)
-	local at = T.ms(p, e) + 1
+	local at
+	if p.tick ~= 1 then
+		at = floor((T.us + e) / 1000) + 1
+	else
+		at = T.s * 1000 + floor((T.n + e) / 1000000) + 1
+	end
 	local step = p.step
 	return at - at % step + step
 end
-S.granule = granule
-
 -- extend keeps key's TTL at least until e, for a field that existed
 -- before (expiring at oe) or not. It returns true if the key had no TTL,
 -- which makes it a hash the call has just created.
@@ -53,9 +57,24 @@ function S.extend(p, key, e, existed, oe)
 	if existed and oe ~= nil and e <= oe then
 		return false -- a window's checks share one expiry
 	end
-	local g = granule(p, e)
-	if existed and oe ~= nil and granule(p, oe) >= g then
-		return false
+	local g
+	if existed and oe ~= nil then
+		-- granule(p, oe) >= granule(p, e), written out: a check that
+		-- keeps a bucket's granule, the common case, calls nothing.
+		local a, b
+		if p.tick ~= 1 then
+			a, b = floor((T.us + oe) / 1000) + 1, floor((T.us + e) / 1000) + 1
+		else
+			local base = T.s * 1000 + 1
+			a, b = base + floor((T.n + oe) / 1000000), base + floor((T.n + e) / 1000000)
+		end
+		local step = p.step
+		g = b - b % step + step
+		if a - a % step + step >= g then
+			return false
+		end
+	else
+		g = granule(p, e)
 	end
 	-- GT leaves a key without a TTL alone: only a new field may have made
 	-- the hash.
@@ -80,9 +99,9 @@ end
 
 function S.saveWord(p, w)
 	local alg = A[p.alg]
-	local e = nil
-	if w.cur ~= nil then
-		e = alg.expiry(p, w.cur)
+	local e = w.cur
+	if e ~= nil and not alg.instant then
+		e = alg.expiry(p, e)
 	end
 	if e == nil or e <= 0 then
 		if w.existed then
@@ -91,9 +110,9 @@ function S.saveWord(p, w)
 		return
 	end
 	local added = R('HSET', w.key, w.field, alg.encode(p, w.cur)) == 1
-	local oe = nil
-	if w.orig ~= nil then
-		oe = alg.expiry(p, w.orig)
+	local oe = w.orig
+	if oe ~= nil and not alg.instant then
+		oe = alg.expiry(p, oe)
 	end
 	if not S.extend(p, w.key, e, w.existed, oe) and added then
 		local sample = R('HRANDFIELD', w.key, 2, 'WITHVALUES')

@@ -15,6 +15,9 @@ local FAR = 4503599627370496 -- 2^52 ticks: algo.Far
 -- first T.init, as a function library may not read them while it loads.
 local sub, format, floor, min, max
 
+-- secs maps the seconds of stored instants to numbers, for a call.
+local secs = {}
+
 -- fdiv returns floor(a / b) for b > 0, a and b integers below 2^53: the
 -- double quotient, corrected where it rounded across an integer.
 local function fdiv(a, b)
@@ -53,31 +56,60 @@ function T.init()
 	end
 	T.us = T.s * 1000000 + floor(T.n / 1000)
 	T.offsets = nil
+	if next(secs) ~= nil then
+		secs = {}
+	end
 end
 
--- rel returns a stored instant (decimal ns, leading zeros allowed) minus
--- now, in p's ticks, rounded down to a tick; ±2^60 for an instant more
--- than 104 days away from now in a limit of nanoseconds.
-function T.rel(p, raw)
+-- word returns a stored instant (decimal ns, leading zeros allowed)
+-- minus now, in p's ticks, rounded down to a tick; nil when it lies more
+-- than FAR ahead (a word a check reads as fresh, algo.lua), and -2^60 for
+-- one more than 104 days before now in a limit of nanoseconds.
+function T.word(p, raw)
 	local len = #raw
 	if p.tick ~= 1 then
-		if len <= 3 then
-			return -T.us
+		local d = -T.us
+		if len > 3 then
+			d = tonumber(sub(raw, 1, len - 3)) + d
 		end
-		return tonumber(sub(raw, 1, len - 3)) - T.us
+		if d > FAR then
+			return nil
+		end
+		return d
 	end
 	local ds, n
 	if len > 9 then
-		ds, n = tonumber(sub(raw, 1, len - 9)) - T.s, tonumber(sub(raw, len - 8))
+		-- A call's instants share few seconds: each is read once.
+		local sp = sub(raw, 1, len - 9)
+		local sec = secs[sp]
+		if sec == nil then
+			sec = tonumber(sp)
+			secs[sp] = sec
+		end
+		ds, n = sec - T.s, tonumber(sub(raw, len - 8))
 	else
 		ds, n = -T.s, tonumber(raw)
 	end
 	if ds >= 9000000 then
-		return BIG
+		return nil
 	elseif ds <= -9000000 then
 		return -BIG
 	end
-	return ds * 1000000000 + (n - T.n)
+	local d = ds * 1000000000 + (n - T.n)
+	if d > FAR then
+		return nil
+	end
+	return d
+end
+
+-- rel is word for an instant that may lie further ahead (a log's entry):
+-- 2^60 then.
+function T.rel(p, raw)
+	local d = T.word(p, raw)
+	if d == nil then
+		return BIG
+	end
+	return d
 end
 
 -- raw writes now + d (ticks of p) as a stored instant.
@@ -165,8 +197,8 @@ end
 -- the instant is more than FAR ahead of now (a state read as fresh,
 -- algo.lua).
 function T.window(p, raw)
-	local d = T.rel(p, raw)
-	if d > FAR then
+	local d = T.word(p, raw)
+	if d == nil then
 		return nil
 	elseif d < -FAR then
 		return d, 0 -- long gone: no window a check compares it with

@@ -10,18 +10,18 @@ A[TOKEN_BUCKET].check = function(p, d, cost, r)
 		credit = full - d
 	end
 	if cost > p.burst then
-		never(r, fdiv(credit, interval), full - credit)
+		never(r, floor(credit / interval), full - credit)
 		return d
 	end
 	local need = interval * cost
 	if need > credit then
-		result(r, false, max(fdiv(credit, interval), 0), full - credit, need - credit, 0)
+		r.allowed, r.remaining, r.reset, r.retry, r.delay = false, max(floor(credit / interval), 0), full - credit, need - credit, 0
 		return d
 	end
 	credit = credit - need
 	if cost > 0 then
 		d = full - credit
 	end
-	result(r, true, fdiv(credit, interval), full - credit, 0, 0)
+	r.allowed, r.remaining, r.reset, r.retry, r.delay = true, floor(credit / interval), full - credit, 0, 0
 	return d
 end
