@@ -23,6 +23,7 @@ import (
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 // The adversarial suite: a hostile client against a real gateway (real
@@ -219,7 +220,7 @@ func newHostileEnv(t *testing.T, trusted string, readTimeout time.Duration) *hos
 		t.Fatal(err)
 	}
 	// A clock that stands still: a window never turns within a row.
-	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 30, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 30, 0, time.UTC))
 	store := memstore.New(memstore.Options{Now: clock.Now})
 	t.Cleanup(func() { store.Close() })
 	e.charges = &chargeLog{Limiter: store}

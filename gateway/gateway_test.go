@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -87,18 +87,6 @@ routes:
       descriptors: [[client_ip]]
 `
 
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
 // seen is what the upstream saw of a request.
 type seen struct {
 	Path, Subject, Plan, Method, ForwardedFor string
@@ -134,7 +122,7 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	srv := httptest.NewServer(newGateway(t, cfg, rc, clock.Now))
 	t.Cleanup(srv.Close)
 	return &env{srv, up}

@@ -27,6 +27,7 @@ import (
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 // gRPC calls and streams pass through the gateway to an h2c upstream and
@@ -58,7 +59,7 @@ routes:
 		t.Fatal(err)
 	}
 	// The hour's window must not turn during the test.
-	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 30, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 30, 0, 0, time.UTC))
 	srv := httptest.NewUnstartedServer(newGateway(t, cfg, rc, clock.Now))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)

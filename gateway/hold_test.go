@@ -13,6 +13,7 @@ import (
 
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 const holdRules = `domain: hold
@@ -31,7 +32,7 @@ rules:
 
 // holdGateway is a gateway with the three routes of holdRules in front of
 // upstream, counting on a store with the fake clock.
-func holdGateway(t *testing.T, upstream string, clock *fakeClock) *httptest.Server {
+func holdGateway(t *testing.T, upstream string, clock *storetest.Clock) *httptest.Server {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(holdRules), 0o600); err != nil {
@@ -84,7 +85,7 @@ func TestLeasesLiveWithTheRequest(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	srv := holdGateway(t, up.URL, &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)})
+	srv := holdGateway(t, up.URL, storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
 	ctx := context.Background()
 
 	done := make(chan int)
@@ -135,7 +136,7 @@ func TestRefundOn5xx(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	srv := holdGateway(t, up.URL, &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)})
+	srv := holdGateway(t, up.URL, storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
 	ctx := context.Background()
 	// Three failures (five in a row would eject the upstream).
 	for i := range 3 {
@@ -155,7 +156,7 @@ func TestRefundOn5xx(t *testing.T) {
 func TestShapingPastTheBoundIsRefused(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer up.Close()
-	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	srv := holdGateway(t, up.URL, clock)
 	ctx := context.Background()
 	if c, _ := statusOf(t, ctx, srv.URL+"/shaped/a"); c != 200 {
@@ -169,9 +170,7 @@ func TestShapingPastTheBoundIsRefused(t *testing.T) {
 	}
 	// The refused requests took no place in the queue: 2 s on, one is
 	// due at once again.
-	clock.mu.Lock()
-	clock.t = clock.t.Add(2 * time.Second)
-	clock.mu.Unlock()
+	clock.Advance(2 * time.Second)
 	if c, _ := statusOf(t, ctx, srv.URL+"/shaped/c"); c != 200 {
 		t.Fatalf("2 s later: %d, want 200", c)
 	}

@@ -21,31 +21,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bouncerhq/bouncer/storetest"
 	"github.com/golang-jwt/jwt/v5"
 )
 
 // t0 is the instant the tests' clocks start at.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// A clock is a fake Options.Now that moves only when told to.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock is the tests' fake Options.Now, at t0 until moved.
+func newClock() *storetest.Clock { return storetest.NewClock(t0) }
 
 // A signer is a private key with the algorithm it signs with.
 type signer struct {

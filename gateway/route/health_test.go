@@ -153,7 +153,7 @@ func TestEjection(t *testing.T) {
 	}
 	start := clock.Now()
 	for i, s := range steps {
-		clock.Add(s.advance)
+		clock.Advance(s.advance)
 		if s.fix {
 			failing.Store(false)
 		}

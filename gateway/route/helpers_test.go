@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer/gateway/route"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -201,24 +202,9 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// newClock is a clock the test moves by hand.
+func newClock() *storetest.Clock {
+	return storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // logBuffer collects log lines from any goroutine.
