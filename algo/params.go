@@ -159,7 +159,33 @@ func (p *Params) CheckWord(t, now, cost int64) (int64, Result) {
 // in registers: a store's hot path that fills in its own Result saves a
 // copy or two per check.
 func (p *Params) CheckWordInto(t, now, cost int64, r *Result) int64 {
-	return p.word((*Params).checkWord, t, now, cost, r)
+	now = p.at(now)
+	if t-now > p.far {
+		// Read as fresh (see Far), and kept unless the check charges (a
+		// charged state is never 0).
+		if n := p.CheckWordInto(0, now, cost, r); n != 0 {
+			return n
+		}
+		return t
+	}
+	switch p.Limit.Algorithm {
+	case bouncer.TokenBucket:
+		return p.tokenBucket(t, now, cost, r)
+	case bouncer.GCRA:
+		return p.gcra(t, now, cost, r)
+	case bouncer.LeakyBucket:
+		return p.leakyBucket(t, now, cost, r)
+	case bouncer.FixedWindow:
+		return p.fixedWindow(t, now, cost, r)
+	case bouncer.SlidingWindowCounter:
+		if p.pair > 0 {
+			var s State
+			s, *r = p.slidingWindowCounter(State{T: t}, now, cost)
+			return s.T
+		}
+	}
+	*r = Result{RetryAfter: bouncer.Never}
+	return t
 }
 
 // word runs check, one of the one-word algorithms, at now rounded down
@@ -188,27 +214,6 @@ func (p *Params) counter(s State, now, cost int64) (State, Result) {
 		n = s
 	}
 	return n, r
-}
-
-func (p *Params) checkWord(t, now, cost int64, r *Result) int64 {
-	switch p.Limit.Algorithm {
-	case bouncer.TokenBucket:
-		return p.tokenBucket(t, now, cost, r)
-	case bouncer.GCRA:
-		return p.gcra(t, now, cost, r)
-	case bouncer.LeakyBucket:
-		return p.leakyBucket(t, now, cost, r)
-	case bouncer.FixedWindow:
-		return p.fixedWindow(t, now, cost, r)
-	case bouncer.SlidingWindowCounter:
-		if p.pair > 0 {
-			var s State
-			s, *r = p.slidingWindowCounter(State{T: t}, now, cost)
-			return s.T
-		}
-	}
-	*r = Result{RetryAfter: bouncer.Never}
-	return t
 }
 
 // Refund gives n units back at now; see the package function Refund.

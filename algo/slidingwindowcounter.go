@@ -46,7 +46,7 @@ func SlidingWindowCounter(l bouncer.Limit, s State, now, cost int64) (State, Res
 	p := Prepare(l)
 	if p.OneWord() {
 		var r Result
-		s.T = p.word((*Params).checkWord, s.T, now, cost, &r)
+		s.T, r = p.CheckWord(s.T, now, cost)
 		return s, r
 	}
 	return p.counter(s, now, cost)
