@@ -2,7 +2,10 @@
 // (limit, state, now, cost) → (state, result): no locks, no I/O, no clock.
 // Times are int64 nanoseconds since the Unix epoch, durations int64
 // nanoseconds, so that no float drifts and every store (memory, Lua in
-// Redis) can compute the same numbers.
+// Redis) can compute the same numbers. A limit counts them in whole ticks,
+// nanoseconds or, for a limit whose state reaches Fine or more from now,
+// microseconds (Params.Tick), so that every number a check forms stays
+// below 2⁵³ ticks and a store computing in doubles gets the same integers.
 //
 // Every function assumes a limit that passed bouncer.Limit.Validate and a
 // cost in [0, bouncer.MaxRate]; on other input it returns some result

@@ -115,9 +115,9 @@ func (p *Params) at(now int64) int64 {
 func (p *Params) OneWord() bool { return OneWord(p.Limit.Algorithm) || p.pair > 0 }
 
 // Packing returns how the window algorithms pack counts into one instant:
-// unit is the nanoseconds (a whole number of ticks) that one unit of a fixed window's count (or of a
-// two-word sliding window counter's current count) adds to the window's
-// start, and pair the same for a one-word sliding window counter's packed
+// unit is the nanoseconds (whole ticks) that one unit of a fixed window's
+// count (or of a two-word sliding window counter's current count) adds to
+// the window's start, and pair the same for a one-word sliding window counter's packed
 // pair of counts (0 when they do not fit in one word). Counts go up to
 // Rate, or Rate+1 for a limit with ChargeDenied, whose packing therefore
 // differs. A store that keeps state outside Go, as the Redis store's

@@ -2,7 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
 )
@@ -137,4 +141,23 @@ end
 local t1 = redis.call('TIME')
 return (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])
 `)
+}
+
+// ResetFirst loads on c a library of the store's code under a name of
+// its own, so that nothing has called it yet, makes its first call a
+// reset of key's field under l, deletes the library again, and returns
+// the reset's error.
+func ResetFirst(ctx context.Context, c rueidis.Client, l bouncer.Limit, key string) error {
+	lib := newLibrary(luaSource("call.lua") + "\n-- " + strconv.FormatInt(time.Now().UnixNano(), 10) + "\n")
+	if err := lib.load(ctx, c); err != nil {
+		return err
+	}
+	defer func() {
+		for _, n := range c.Nodes() {
+			n.Do(ctx, n.B().FunctionDelete().LibraryName("bouncer_"+strings.TrimPrefix(lib.check, "bouncer_check_")).Build())
+		}
+	}()
+	def, _ := limitDef(l)
+	arg := "\x01\x01\x00\x01\x0012345678" // one reference: definition 1, key 1, its field
+	return fcall(ctx, c, lib.reset, []string{key}, []string{"", "1", def, "1", arg}).Error()
 }

@@ -425,3 +425,15 @@ func TestLuaFilesShort(t *testing.T) {
 		}
 	}
 }
+
+// A library's first call may be a reset, which reads no clock: it still
+// finds the standard functions the library keeps as locals (time.lua's
+// T.std).
+func TestResetFirst(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
+		l := bouncer.Limit{Name: "first", Algorithm: bouncer.GCRA, Rate: 1, Period: time.Second, Burst: 1}
+		if err := redisstore.ResetFirst(context.Background(), c, l, keyOn("reset-first")); err != nil {
+			t.Fatalf("a reset as the library's first call: %v", err)
+		}
+	})
+}

@@ -19,6 +19,7 @@ end
 
 local function resetCall(keys, args)
 	enter(keys, args)
+	T.std()
 	local D, base = S.limits()
 	for c = 1, tonumber(ARGV[base]) do
 		reset(D, ARGV[base + c])

@@ -36,11 +36,17 @@ local function mod(a, b)
 	return a - fdiv(a, b) * b
 end
 
--- init reads the call's clock; each call's entry point calls it first.
-function T.init()
+-- std sets the standard functions' locals; T.init calls it, and an entry
+-- point that reads no clock (reset) calls it first.
+function T.std()
 	if floor == nil then
 		sub, format, floor, min, max = string.sub, string.format, math.floor, math.min, math.max
 	end
+end
+
+-- init reads the call's clock; each call's entry point calls it first.
+function T.init()
+	T.std()
 	local v = ARGV[1]
 	T.pinned = v ~= ''
 	if T.pinned then
