@@ -17,7 +17,7 @@ import (
 //	remaining = ⌊(B×I − (tat' − now)) / I⌋, reset-after = tat' − now
 //	retry-after (denied) = tat' − now − B×I
 //
-// Trade-off: exact to the nanosecond, one int64 per key, bursts up to B,
+// Trade-off: exact to the tick, one int64 per key, bursts up to B,
 // then smooth at Rate. It decides exactly as TokenBucket; the two are kept
 // as separate code and checked against each other.
 func GCRA(l bouncer.Limit, s State, now, cost int64) (State, Result) {
