@@ -15,9 +15,6 @@ local FAR = 4503599627370496 -- 2^52 ticks: algo.Far
 -- first T.init, as a function library may not read them while it loads.
 local sub, format, floor, min, max
 
--- secs maps the seconds of stored instants to numbers, for a call.
-local secs = {}
-
 -- fdiv returns floor(a / b) for b > 0, a and b integers below 2^53: the
 -- double quotient, corrected where it rounded across an integer.
 local function fdiv(a, b)
@@ -62,9 +59,6 @@ function T.init()
 	end
 	T.us = T.s * 1000000 + floor(T.n / 1000)
 	T.offsets = nil
-	if next(secs) ~= nil then
-		secs = {}
-	end
 end
 
 -- word returns a stored instant (decimal ns, leading zeros allowed)
@@ -85,14 +79,7 @@ function T.word(p, raw)
 	end
 	local ds, n
 	if len > 9 then
-		-- A call's instants share few seconds: each is read once.
-		local sp = sub(raw, 1, len - 9)
-		local sec = secs[sp]
-		if sec == nil then
-			sec = tonumber(sp)
-			secs[sp] = sec
-		end
-		ds, n = sec - T.s, tonumber(sub(raw, len - 8))
+		ds, n = tonumber(sub(raw, 1, len - 9)) - T.s, tonumber(sub(raw, len - 8))
 	else
 		ds, n = -T.s, tonumber(raw)
 	end
