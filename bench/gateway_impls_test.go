@@ -171,8 +171,8 @@ func startGatewayRedis(tb testing.TB, upstream string) gwProxy {
 		tb.Fatalf("Redis at %v: %+v, want connected", addrs, h)
 	}
 	stats := func() error {
-		if st := s.Stats(); st.Failures > 0 || st.Degraded > 0 {
-			return fmt.Errorf("redis store stats: %+v, want no failures and nothing degraded", st)
+		if st := s.Health(); st.Failures > 0 || st.DegradedN > 0 {
+			return fmt.Errorf("redis store health: %+v, want no failures and nothing degraded", st)
 		}
 		return nil
 	}

@@ -100,8 +100,8 @@ func BenchmarkRedisCheck(b *testing.B) {
 								})
 							}
 							if s, ok := l.(*redisBouncer); ok {
-								if st := s.s.Stats(); st.Failures > 0 || st.Degraded > 0 {
-									b.Fatalf("store stats: %+v, want no failures", st)
+								if st := s.s.Health(); st.Failures > 0 || st.DegradedN > 0 {
+									b.Fatalf("store health: %+v, want no failures", st)
 								}
 							}
 						})

@@ -65,11 +65,11 @@ func TestClusterChargeDeniedAcrossBuckets(t *testing.T) {
 				keys[0], keys[1] = keys[1], keys[0]
 			}
 			check(2, bouncer.KeyLimits{Key: ip, Limits: []bouncer.Limit{tight}})
-			before := s.Stats().Calls
+			before := s.Health().Calls
 			if d := check(3, keys...); d.Allowed || d.Key != ip || d.LimitName != "tight" {
 				t.Fatalf("got allowed %t by %q %q, want denied by %q %q", d.Allowed, d.Key, d.LimitName, ip, "tight")
 			}
-			if got := s.Stats().Calls - before; got != tc.calls {
+			if got := s.Health().Calls - before; got != tc.calls {
 				t.Errorf("script calls: got %d, want %d", got, tc.calls)
 			}
 			for _, l := range tc.userLimits {
@@ -124,7 +124,7 @@ func TestClusterCanceledBetweenCallsIsRefunded(t *testing.T) {
 			t.Errorf("%s after the canceled check: %+v, %v; want all 3 remaining, decided by Redis", key, d, err)
 		}
 	}
-	if st := s.Stats(); st.Degraded != 0 || st.Failures != 0 || st.Slow != 0 {
+	if st := s.Health(); st.DegradedN != 0 || st.Failures != 0 || st.SlowN != 0 {
 		t.Errorf("stats %+v; want nothing degraded, failed or slow", st)
 	}
 }

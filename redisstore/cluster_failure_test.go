@@ -82,7 +82,7 @@ func testFailureClusterMasterKilled(t *testing.T, pr *privateRedis) {
 	for _, tg := range targets {
 		for start := time.Now(); !failureAllByRedis(t, tg.s, keys, always); {
 			if time.Since(start) > recoverBound {
-				t.Fatalf("%s: checks degraded with the cluster healthy: %+v", tg.name, tg.s.Stats())
+				t.Fatalf("%s: checks degraded with the cluster healthy: %+v", tg.name, tg.s.Health())
 			}
 		}
 	}
@@ -159,7 +159,7 @@ func testFailureClusterMasterKilled(t *testing.T, pr *privateRedis) {
 	for _, tg := range targets {
 		for !failureAllByRedis(t, tg.s, keys, always) {
 			if time.Since(killed) > recoverBound+5*time.Second {
-				t.Fatalf("%s: checks still degraded %v after the kill: %+v", tg.name, time.Since(killed), tg.s.Stats())
+				t.Fatalf("%s: checks still degraded %v after the kill: %+v", tg.name, time.Since(killed), tg.s.Health())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -233,7 +233,7 @@ func testFailureClusterMasterKilled(t *testing.T, pr *privateRedis) {
 	stopBackground()
 	for _, tg := range targets {
 		tg.bg.report(t)
-		t.Logf("%s: %+v", tg.name, tg.s.Stats())
+		t.Logf("%s: %+v", tg.name, tg.s.Health())
 	}
 }
 
@@ -350,7 +350,7 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 				case err != nil:
 					fail("phase %d: check of %q: %v", ph, keys[k], err)
 				case d.Degraded:
-					fail("phase %d: check of %q degraded (%v): %+v", ph, keys[k], s.Stats().LastError, d)
+					fail("phase %d: check of %q degraded (%v): %+v", ph, keys[k], s.Health().LastErr, d)
 				case d.Allowed:
 					count[k].Add(1)
 				case migrated.Load():
@@ -401,7 +401,7 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 				d := failureCheck(t, probe, r)
 				if d.Degraded {
 					probeDegraded[i][ph]++
-					if e := probe.Stats().LastError; e != nil {
+					if e := probe.Health().LastErr; e != nil {
 						tryAgain = e.Error()
 					}
 				}
@@ -478,7 +478,7 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 	if n := probeDegraded[0][1] + probeDegraded[0][2]; n != 0 {
 		t.Errorf("%d checks of one fresh limit degraded during the migration, want none (ASK serves them)", n)
 	}
-	if st := s.Stats(); st.Degraded != 0 || st.Failures != 0 {
+	if st := s.Health(); st.DegradedN != 0 || st.Failures != 0 {
 		t.Errorf("stats %+v: want no degraded checks and no failures", st)
 	}
 	for _, m := range moves {

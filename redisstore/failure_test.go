@@ -128,23 +128,23 @@ func failureWaitRedis(t *testing.T, s *redisstore.Store, key string, l bouncer.L
 			return time.Since(start)
 		}
 		if time.Since(start) > recoverBound {
-			t.Fatalf("Redis does not decide checks again %v after it came back (stats %+v)", recoverBound, s.Stats())
+			t.Fatalf("Redis does not decide checks again %v after it came back (stats %+v)", recoverBound, s.Health())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
 // failureWaitBreaker polls s until its breaker is in state, within bound.
-func failureWaitBreaker(t *testing.T, name string, s *redisstore.Store, state string, bound time.Duration) redisstore.Stats {
+func failureWaitBreaker(t *testing.T, name string, s *redisstore.Store, state string, bound time.Duration) redisstore.Health {
 	t.Helper()
 	deadline := time.Now().Add(bound)
 	for {
-		st := s.Stats()
-		if st.Breaker == state {
+		st := s.Health()
+		if breakerOf(st) == state {
 			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: breaker %s after %v, want %s (stats %+v)", name, st.Breaker, bound, state, st)
+			t.Fatalf("%s: breaker %s after %v, want %s (stats %+v)", name, breakerOf(st), bound, state, st)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -169,14 +169,14 @@ func failureWantExact(t *testing.T, ps *failurePolicyStore, key string) {
 		// Each round starts with Redis deciding and no probe in flight.
 		failureWaitRedis(t, ps.s, "ready-"+key, ps.limit("always", bouncer.MaxRate))
 		redisstore.Settle(ps.s)
-		before := ps.s.Stats()
+		before := ps.s.Health()
 		k := fmt.Sprintf("%s-%d", key, round)
-		late := before.Breaker != redisstore.BreakerClosed // a probe failed as it settled
+		late := breakerOf(before) != redisstore.BreakerClosed // a probe failed as it settled
 		for i := 0; i < 4 && !late; i++ {
 			d := failureCheck(t, ps.s, failureRequest(k, l))
 			switch {
 			case d.Degraded:
-				if st := ps.s.Stats(); st.Slow == before.Slow {
+				if st := ps.s.Health(); st.SlowN == before.SlowN {
 					t.Fatalf("%s: check %d of %q with Redis up: degraded, but no call missed its deadline: %+v (stats %+v, before the round %+v)", ps.name, i+1, k, d, st, before)
 				}
 				late = true
@@ -188,7 +188,7 @@ func failureWantExact(t *testing.T, ps *failurePolicyStore, key string) {
 			return
 		}
 		if round == failureRounds {
-			t.Fatalf("%s: calls missed their deadline in each of %d rounds with Redis up (stats %+v)", ps.name, round, ps.s.Stats())
+			t.Fatalf("%s: calls missed their deadline in each of %d rounds with Redis up (stats %+v)", ps.name, round, ps.s.Health())
 		}
 		t.Logf("%s: round %d on %q: a call missed its deadline (a loaded machine); again on a fresh key", ps.name, round, k)
 	}
@@ -366,13 +366,13 @@ func testFailureStandalone(t *testing.T, pr *privateRedis) {
 		t.Helper()
 		each(phase+"-breaker-opens", func(t *testing.T, ps *failurePolicyStore) {
 			st := failureWaitBreaker(t, ps.name, ps.s, redisstore.BreakerOpen, returnBound)
-			if st.BreakerOpens <= ps.opens {
-				t.Errorf("BreakerOpens %d, want more than %d", st.BreakerOpens, ps.opens)
+			if opensOf(st) <= ps.opens {
+				t.Errorf("BreakerOpens %d, want more than %d", opensOf(st), ps.opens)
 			}
-			if st.LastError == nil {
+			if st.LastErr == nil {
 				t.Error("no LastError")
 			}
-			ps.opens = st.BreakerOpens
+			ps.opens = opensOf(st)
 		})
 	}
 	// recovered waits for Redis to decide every store's checks again.
@@ -438,9 +438,9 @@ func testFailureStandalone(t *testing.T, pr *privateRedis) {
 		// one goes to Redis again, and closes it.
 		redisstore.Settle(ps.s)
 		failureWaitRedis(t, ps.s, "final", always(ps))
-		st := ps.s.Stats()
+		st := ps.s.Health()
 		t.Logf("%s: %+v", ps.name, st)
-		if st.Degraded == 0 || st.Failures == 0 || st.Slow == 0 || st.Breaker != redisstore.BreakerClosed {
+		if st.DegradedN == 0 || st.Failures == 0 || st.SlowN == 0 || breakerOf(st) != redisstore.BreakerClosed {
 			t.Errorf("%s: stats %+v: want Degraded, Failures and Slow > 0, breaker closed", ps.name, st)
 		}
 	}
@@ -541,7 +541,7 @@ func testFailureFrozenReconnect(t *testing.T, pr *privateRedis) {
 				wg.Wait()
 				pr.resumeAll(t)
 				t.Logf("attempt %d: slowest of %d guarded checks with Redis frozen: %v; %d unguarded, slowest %v (deadline %v); stats %+v",
-					attempt, 20*parallel-unguarded, slowest.Round(time.Millisecond), unguarded, firstSlowest.Round(time.Millisecond), timeout, s.Stats())
+					attempt, 20*parallel-unguarded, slowest.Round(time.Millisecond), unguarded, firstSlowest.Round(time.Millisecond), timeout, s.Health())
 				if unguarded == 20*parallel {
 					t.Fatalf("all %d checks ran unguarded: the calls after a failure are not guarded", unguarded)
 				}
@@ -568,7 +568,7 @@ func frozenStore(t *testing.T, pr *privateRedis, addr []string, timeout time.Dur
 	})
 	for start := time.Now(); failureCheck(t, s, failureRequest("warm", l)).Degraded; {
 		if time.Since(start) > recoverBound {
-			t.Fatalf("no check decided by Redis within %v: %+v", recoverBound, s.Stats())
+			t.Fatalf("no check decided by Redis within %v: %+v", recoverBound, s.Health())
 		}
 	}
 	pr.freeze(t, pr.port)

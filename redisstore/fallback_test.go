@@ -230,15 +230,15 @@ func TestStoreErrorStats(t *testing.T) {
 			mustCheck(t, s, r, true)
 		}
 		redisstore.Settle(s)
-		st := s.Stats()
-		if st.Calls != 4 || st.Slow != 4 || st.Failures != 0 || st.Degraded != 4 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError == nil {
+		st := s.Health()
+		if st.Calls != 4 || st.SlowN != 4 || st.Failures != 0 || st.DegradedN != 4 || breakerOf(st) != redisstore.BreakerClosed || opensOf(st) != 0 || st.LastErr == nil {
 			t.Fatalf("after 4 checks past their deadline on a live Redis: %+v; want 4 calls, 4 slow, no failure, 4 degraded, breaker closed, a last error", st)
 		}
 		if err := s.Refund(ctx, r); err == nil {
 			t.Fatal("Refund past its deadline: no error")
 		}
-		st = s.Stats()
-		if st.Calls != 5 || st.Slow != 5 || st.Degraded != 4 {
+		st = s.Health()
+		if st.Calls != 5 || st.SlowN != 5 || st.DegradedN != 4 {
 			t.Fatalf("after a late refund: %+v; want 5 calls, 5 slow, still 4 degraded", st)
 		}
 		h := s.Health()
@@ -254,14 +254,14 @@ func TestStoreErrorStats(t *testing.T) {
 		for range 4 {
 			mustCheck(t, s, r, true)
 		}
-		st := s.Stats()
-		if st.Calls != 1 || st.Slow != 1 || st.Degraded != 5 || st.Breaker != redisstore.BreakerOpen || st.BreakerOpens != 1 || st.LastError == nil {
+		st := s.Health()
+		if st.Calls != 1 || st.SlowN != 1 || st.DegradedN != 5 || breakerOf(st) != redisstore.BreakerOpen || opensOf(st) != 1 || st.LastErr == nil {
 			t.Fatalf("after 5 checks, the first opening the breaker: %+v; want 1 call, 1 slow, 5 degraded, breaker open once, a last error", st)
 		}
 		if err := s.Refund(ctx, r); err == nil {
 			t.Fatal("Refund with the breaker open: no error")
 		}
-		if st := s.Stats(); st.Calls != 1 {
+		if st := s.Health(); st.Calls != 1 {
 			t.Fatalf("Refund with the breaker open called Redis: %+v", st)
 		}
 		reasons := s.Health().Degraded()
@@ -275,7 +275,7 @@ func TestStoreErrorStats(t *testing.T) {
 		for range 4 {
 			mustCheck(t, s, r, false)
 		}
-		if st := s.Stats(); st.Calls != 4 || st.Failures != 0 || st.Slow != 0 || st.Degraded != 0 || st.Breaker != redisstore.BreakerClosed || st.LastError != nil {
+		if st := s.Health(); st.Calls != 4 || st.Failures != 0 || st.SlowN != 0 || st.DegradedN != 0 || breakerOf(st) != redisstore.BreakerClosed || st.LastErr != nil {
 			t.Fatalf("after 4 checks on a healthy Redis: %+v; want 4 calls and nothing else", st)
 		}
 		if reasons := s.Health().Degraded(); reasons != nil {
@@ -323,8 +323,8 @@ func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 	wantNothingLeft := func(t *testing.T, s *redisstore.Store, local bouncer.Limiter) {
 		t.Helper()
 		redisstore.Settle(s)
-		st := s.Stats()
-		if st.Failures != 0 || st.Slow != 0 || st.Degraded != 0 || st.Breaker != redisstore.BreakerClosed || st.BreakerOpens != 0 || st.LastError != nil {
+		st := s.Health()
+		if st.Failures != 0 || st.SlowN != 0 || st.DegradedN != 0 || breakerOf(st) != redisstore.BreakerClosed || opensOf(st) != 0 || st.LastErr != nil {
 			t.Fatalf("after checks of a canceled caller: %+v; want no failure, nothing slow or degraded, no probe and the breaker closed", st)
 		}
 		if n := redisstore.LaneInFlight(s); n[0] != 0 {
@@ -340,7 +340,7 @@ func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("check after the canceled ones: %+v, %v; want allowed", d, err)
 		}
-		if st := s.Stats(); d.Degraded && st.Slow+st.Failures == 0 {
+		if st := s.Health(); d.Degraded && st.SlowN+st.Failures == 0 {
 			t.Fatalf("check after the canceled ones: %+v, degraded with no slow or failed call (%+v): the canceled checks left something in its way", d, st)
 		}
 	}
@@ -387,20 +387,20 @@ func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 		s := downStore(t, c, openFor, clock.Now)
 		mustCheck(t, s, r, true)
 		redisstore.Settle(s)
-		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen {
+		if st := s.Health(); breakerOf(st) != redisstore.BreakerOpen {
 			t.Fatalf("after a missed deadline and a failed probe: %+v; want the breaker open", st)
 		}
 		clock.Advance(openFor) // the next call is a trial
 		s.Check(canceled, r)
-		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Slow != 1 {
+		if st := s.Health(); breakerOf(st) != redisstore.BreakerOpen || st.SlowN != 1 {
 			t.Fatalf("after a canceled trial: %+v; want the breaker still open and 1 slow call: a trial whose caller gave up did not reach Redis", st)
 		}
 		mustCheck(t, s, r, true) // the next trial misses its deadline
-		if st := s.Stats(); st.Breaker != redisstore.BreakerOpen || st.Slow != 2 || st.BreakerOpens != 1 {
+		if st := s.Health(); breakerOf(st) != redisstore.BreakerOpen || st.SlowN != 2 || opensOf(st) != 1 {
 			t.Fatalf("after a late trial: %+v; want the breaker open (once) and 2 slow calls", st)
 		}
 		mustCheck(t, s, r, true) // refused: OpenFor has not passed again
-		if st := s.Stats(); st.Calls != 3 {
+		if st := s.Health(); st.Calls != 3 {
 			t.Fatalf("a call went to Redis right after a late trial: %+v; want the 3 calls before", st)
 		}
 	})
@@ -441,7 +441,7 @@ func TestNewWhileRedisUnreachable(t *testing.T) {
 	if h.Connected || h.ConnectError == nil || !strings.Contains(h.ConnectError.Error(), "connection refused") || len(h.Degraded()) != 1 {
 		t.Fatalf("Health() = %+v, degraded %q; want not connected, with the connection error", h, h.Degraded())
 	}
-	if st := s.Stats(); st.Connected || st.Calls != 0 || st.Degraded != 4 {
+	if st := s.Health(); st.Connected || st.Calls != 0 || st.DegradedN != 4 {
 		t.Fatalf("Stats() = %+v; want not connected, no call, 4 degraded", st)
 	}
 	if _, err := s.Check(context.Background(), bouncer.Request{Cost: 1}); !errors.Is(err, bouncer.ErrInvalidRequest) {

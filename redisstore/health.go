@@ -65,7 +65,7 @@ type BreakerOptions struct {
 	OpenFor time.Duration
 }
 
-// Breaker states, as Stats and Health report them.
+// Breaker states, as Health reports them.
 const (
 	BreakerClosed   = "closed"    // calls go to Redis
 	BreakerOpen     = "open"      // calls fall back at once

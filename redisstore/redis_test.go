@@ -88,3 +88,27 @@ func newStore(t testing.TB, c rueidis.Client, o redisstore.Options) *redisstore.
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// breakerOf is the worst of h's nodes' breakers: open, half-open, or
+// closed.
+func breakerOf(h redisstore.Health) string {
+	worst := redisstore.BreakerClosed
+	for _, n := range h.Nodes {
+		switch {
+		case n.Breaker == redisstore.BreakerOpen:
+			worst = redisstore.BreakerOpen
+		case n.Breaker == redisstore.BreakerHalfOpen && worst == redisstore.BreakerClosed:
+			worst = redisstore.BreakerHalfOpen
+		}
+	}
+	return worst
+}
+
+// opensOf is how many times the breakers of h's nodes opened, in all.
+func opensOf(h redisstore.Health) uint64 {
+	var n uint64
+	for _, nh := range h.Nodes {
+		n += nh.Opens
+	}
+	return n
+}

@@ -407,45 +407,16 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Stats are a store's counters.
-type Stats struct {
-	Calls        uint64 // checks and refunds sent to Redis (a batched call of n checks counts n)
-	Failures     uint64 // calls that ended in an error
-	Slow         uint64 // calls that missed their deadline
-	Degraded     uint64 // checks decided by policy without Redis
-	Breaker      string // the worst of the nodes' breakers: BreakerOpen, BreakerHalfOpen or BreakerClosed
-	BreakerOpens uint64 // times a node's breaker opened, all nodes together
-	Connected    bool   // the store has a client (see Options.ClientOption)
-	LastError    error  // the last failure or missed deadline, or nil
-}
-
-// Stats returns the store's counters.
-func (s *Store) Stats() Stats {
-	st := Stats{
-		Calls: s.calls.Load(), Failures: s.failures.Load(), Slow: s.slow.Load(),
-		Degraded: s.degraded.Load(), Breaker: BreakerClosed,
-		Connected: s.ready.Load(),
-	}
-	for _, n := range s.Health().Nodes {
-		st.BreakerOpens += n.Opens
-		switch {
-		case n.Breaker == BreakerOpen:
-			st.Breaker = BreakerOpen
-		case n.Breaker == BreakerHalfOpen && st.Breaker == BreakerClosed:
-			st.Breaker = BreakerHalfOpen
-		}
-	}
-	if e := s.lastErr.Load(); e != nil {
-		st.LastError = *e
-	}
-	return st
-}
-
-// Health is what a store knows of Redis: whether it has connected, and
-// each node's breaker and counts.
+// Health is what a store knows of Redis: whether it has connected, its
+// counts, and each node's breaker and counts.
 type Health struct {
 	Connected    bool         // false until the store first connects
 	ConnectError error        // while not connected: why the last attempt failed
+	Calls        uint64       // checks, refunds and resets sent to Redis (a batched call of n checks counts n)
+	Failures     uint64       // calls that ended in an error
+	SlowN        uint64       // calls that missed their deadline
+	DegradedN    uint64       // checks decided by policy without Redis (Decision.Degraded)
+	LastErr      error        // the last failure or missed deadline, or nil
 	Nodes        []NodeHealth // the nodes calls went to, in the order the store met them
 }
 
@@ -479,7 +450,14 @@ func (h Health) Degraded() []string {
 // Health returns what the store knows of Redis now. It is cheap enough to
 // call on every readiness probe or metrics scrape.
 func (s *Store) Health() Health {
-	h := Health{Connected: s.ready.Load()}
+	h := Health{
+		Connected: s.ready.Load(),
+		Calls:     s.calls.Load(), Failures: s.failures.Load(), SlowN: s.slow.Load(),
+		DegradedN: s.degraded.Load(),
+	}
+	if e := s.lastErr.Load(); e != nil {
+		h.LastErr = *e
+	}
 	if !h.Connected {
 		h.ConnectError = s.errConnecting()
 		return h
