@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 	"github.com/throttled/throttled/v2"
 	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
 	ulule "github.com/ulule/limiter/v3"
@@ -57,30 +56,22 @@ func redisAddrs(tb testing.TB, tp redisTopology) []string {
 // runID keeps this process's Redis keys apart from every other run's.
 var runID = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
 
-// redisConn is one connection of each client library to one deployment:
-// rueidis for Bouncer, go-redis v9 for the peers, both with their
-// libraries' default settings.
+// redisConn is one deployment: go-redis v9 connected for the peers, with
+// its library's default settings, and the addresses Bouncer's store
+// connects to itself (with redisstore.ClientOption, as users do).
 type redisConn struct {
 	goredis redis.UniversalClient
-	rueidis rueidis.Client
+	addrs   []string
 }
 
 func dialRedis(tb testing.TB, addrs []string, cluster bool) *redisConn {
 	tb.Helper()
-	c := &redisConn{}
+	c := &redisConn{addrs: addrs}
 	if cluster {
 		c.goredis = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	} else {
 		c.goredis = redis.NewClient(&redis.Options{Addr: addrs[0]})
 	}
-	// The rueidis client as redisstore makes and recommends it
-	// (redisstore.ClientOption); the peers use their libraries' defaults.
-	rc, err := rueidis.NewClient(redisstore.ClientOption(addrs))
-	if err != nil {
-		c.goredis.Close()
-		tb.Fatalf("connecting to %v: %v", addrs, err)
-	}
-	c.rueidis = rc
 	if err := c.goredis.Ping(context.Background()).Err(); err != nil {
 		c.close()
 		tb.Fatalf("connecting to %v: %v", addrs, err)
@@ -90,7 +81,6 @@ func dialRedis(tb testing.TB, addrs []string, cluster bool) *redisConn {
 
 func (c *redisConn) close() {
 	c.goredis.Close()
-	c.rueidis.Close()
 }
 
 // The Redis benchmarks' limits, in every implementation's terms (see
@@ -176,7 +166,7 @@ func newRedisBouncer(c *redisConn, keyPrefix string, sp spec, buckets int) (redi
 	}
 	// The store's defaults (deadline, failure policy), as users get it,
 	// but under -short (smokeTimeout).
-	s, err := redisstore.New(redisstore.Options{Client: c.rueidis, Prefix: prefix, Buckets: buckets, Timeout: smokeTimeout()})
+	s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(c.addrs), Prefix: prefix, Buckets: buckets, Timeout: smokeTimeout()})
 	if err != nil {
 		return nil, "", err
 	}

@@ -64,11 +64,7 @@ func BenchmarkRedisCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(c.Close)
-			s, err := redisstore.New(redisstore.Options{Client: c, Prefix: freshPrefix()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { s.Close() })
+			s := newStore(b, c, redisstore.Options{Prefix: freshPrefix(), Timeout: redisstore.DefaultTimeout})
 			reqs := make([]bouncer.Request, bc.keys)
 			for i := range reqs {
 				reqs[i] = bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "cost-" + strconv.Itoa(i), Limits: []bouncer.Limit{bc.limit}}}, Cost: 1}

@@ -31,8 +31,7 @@
 // limit; or allow, or deny), and the decision is marked Degraded. A late
 // reply is slow, not a failure: one circuit breaker per Redis node opens
 // only when the node fails a liveness probe or most of its calls fail,
-// and tries it again after OpenFor. A store that connects itself starts
-// while Redis is down and connects in the background. Store.Health says
+// and tries it again after OpenFor. A store starts while Redis is down and connects in the background. Store.Health says
 // what the store knows of each node.
 //
 // docs/redis.md describes deployment, key layout, memory and failure

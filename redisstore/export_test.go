@@ -11,6 +11,10 @@ import (
 	"github.com/bouncerhq/bouncer"
 )
 
+// UseClient makes the store made from o use c, which it does not close,
+// instead of connecting with o.ClientOption.
+func UseClient(o *Options, c rueidis.Client) { o.client = c }
+
 // PinClock makes the store made from o decide at now() instead of Redis's
 // TIME, so that the conformance suite's fake clock drives it.
 func PinClock(o *Options, now func() time.Time) { o.now = now }

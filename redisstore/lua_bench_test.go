@@ -54,7 +54,7 @@ func BenchmarkLuaLoop(b *testing.B) {
 					warm = 1 << 29
 				}
 			}
-			s := newStore(b, c, redisstore.Options{Client: c, Prefix: freshPrefix(), Buckets: 1})
+			s := newStore(b, c, redisstore.Options{Prefix: freshPrefix(), Buckets: 1})
 			rs := make([]bouncer.Request, batch)
 			for i := range rs {
 				rs[i] = bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "loop-" + strconv.Itoa(i), Limits: []bouncer.Limit{l}}}, Cost: warm}

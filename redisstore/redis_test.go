@@ -71,7 +71,7 @@ func freshPrefix() string {
 // newStore makes a store on c with a generous deadline, closed with t.
 func newStore(t testing.TB, c rueidis.Client, o redisstore.Options) *redisstore.Store {
 	t.Helper()
-	o.Client = c
+	redisstore.UseClient(&o, c)
 	if o.Prefix == "" {
 		o.Prefix = freshPrefix()
 	}

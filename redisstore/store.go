@@ -29,24 +29,15 @@ const DefaultBuckets = 1 << 14
 
 // Options configure a Store.
 type Options struct {
-	// Client is the Redis connection: standalone, Cluster or Sentinel,
-	// as rueidis.NewClient makes it. If nil, New connects to Addrs (or
-	// ClientOption).
-	Client rueidis.Client
-
-	// Addrs are the Redis addresses to connect to when Client is nil:
-	// one standalone server, or any nodes of a Cluster. The store closes
-	// the client it makes on Close.
-	Addrs []string
-
-	// ClientOption, when Client is nil and its InitAddress is set, is the
-	// rueidis configuration the store connects with (credentials, TLS,
-	// Sentinel); start from ClientOption(addrs). Otherwise the store
-	// connects with ClientOption(Addrs).
+	// ClientOption is how the store connects to Redis: one standalone
+	// server, any nodes of a Cluster, or Sentinel's, with credentials and
+	// TLS as rueidis takes them. Start
+	// from ClientOption(addrs) and set what else is needed. The store
+	// makes its client and closes it on Close.
 	//
-	// A store that connects itself starts whether or not Redis answers:
-	// New waits up to a second for the first attempt, and then, if Redis
-	// is unreachable, returns a store that decides by policy (Degraded,
+	// The store starts whether or not Redis answers: New waits up to a
+	// second for the first attempt, and then, if Redis is unreachable,
+	// returns a store that decides by policy (Degraded,
 	// Health().Connected false) while it keeps trying in the background,
 	// and switches to Redis once it answers.
 	ClientOption rueidis.ClientOption
@@ -119,6 +110,10 @@ type Options struct {
 	// instead of Redis's TIME.
 	now func() time.Time
 
+	// client, when set (by tests only), is the client the store uses,
+	// and does not close, instead of one it connects.
+	client rueidis.Client
+
 	// clock and ping, when set (by tests only), replace the breakers'
 	// clock and liveness probe; lib, the function library.
 	clock func() time.Time
@@ -146,7 +141,7 @@ type Store struct {
 	// Set once connected, before ready is stored; read only after ready
 	// is seen true.
 	client    rueidis.Client
-	ownClient bool
+	ownClient bool // the store made client (not a test's)
 	cluster   bool
 	lanes     []lane // one, or one per group on a Cluster
 	slots     slots  // on a Cluster: which node serves each slot
@@ -181,8 +176,8 @@ const (
 	connectRetryMax = 500 * time.Millisecond
 )
 
-// New returns a store on o.Client, or on a client it connects to o.Addrs
-// (see Options.ClientOption: it starts even while Redis is down).
+// New returns a store on a client it connects with o.ClientOption (it
+// starts even while Redis is down: see there).
 func New(o Options) (*Store, error) {
 	if len(o.Prefix) > 64 || containsAny(o.Prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q: at most 64 bytes, without braces", o.Prefix)
@@ -190,12 +185,8 @@ func New(o Options) (*Store, error) {
 	if !o.OnStoreError.Valid() {
 		return nil, fmt.Errorf("redisstore: unknown OnStoreError policy %d", uint8(o.OnStoreError))
 	}
-	co := o.ClientOption
-	if len(co.InitAddress) == 0 {
-		co = ClientOption(o.Addrs)
-	}
-	if o.Client == nil && len(co.InitAddress) == 0 {
-		return nil, errors.New("redisstore: neither Client nor Addrs is set")
+	if o.client == nil && len(o.ClientOption.InitAddress) == 0 {
+		return nil, errors.New("redisstore: ClientOption.InitAddress is empty (start from ClientOption(addrs))")
 	}
 	s := &Store{
 		prefix:   o.Prefix,
@@ -256,13 +247,13 @@ func New(o Options) (*Store, error) {
 		s.ownLocal = memstore.New(memstore.Options{})
 		s.local = s.ownLocal
 	}
-	if o.Client != nil {
-		s.attach(o.Client, false)
+	if o.client != nil {
+		s.attach(o.client, false)
 		return s, nil
 	}
 	first := make(chan struct{})
 	s.health.wg.Add(1)
-	go s.connect(co, first)
+	go s.connect(o.ClientOption, first)
 	t := time.NewTimer(connectWait)
 	select {
 	case <-first:
@@ -377,9 +368,9 @@ func (s *Store) preload(c rueidis.Client) {
 	}
 }
 
-// ClientOption returns the rueidis options the store connects to addrs
-// with when Options.Client is nil, and recommends for a client of one's
-// own: no client-side cache (the store does not use it), and each call on
+// ClientOption returns the rueidis options to connect a store to addrs
+// with (Options.ClientOption), to which credentials, TLS or Sentinel's
+// master set can be added: no client-side cache (the store does not use it), and each call on
 // a pooled connection of its own (DisableAutoPipelining): the store
 // coalesces concurrent checks itself and bounds its calls in flight, so
 // rueidis's pipelining would only add a hand-off to its writer and reader
