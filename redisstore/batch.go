@@ -40,9 +40,9 @@ type lane struct {
 	queue    []*waiter
 }
 
-// waiter is one check waiting in a lane.
+// waiter is one part waiting in a lane.
 type waiter struct {
-	c        *check
+	p        *part
 	ctx      context.Context
 	deadline time.Time
 	done     chan laneReply // buffered: a sender never blocks on it
@@ -62,53 +62,53 @@ type laneReply struct {
 
 var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan laneReply, 1)} }}
 
-// laneOf returns c's lane.
-func (s *Store) laneOf(c *check) *lane {
+// laneOf returns p's lane.
+func (s *Store) laneOf(p *part) *lane {
 	if !s.cluster {
 		return &s.lanes[0]
 	}
-	return &s.lanes[c.group%len(s.lanes)]
+	return &s.lanes[p.group%len(s.lanes)]
 }
 
-// submit decides c, a request's one call, in its lane: at once if a call
-// of the lane is free, else with what queued meanwhile.
-func (s *Store) submit(ctx context.Context, c *check) ([]result, error) {
-	l := s.laneOf(c)
+// submit decides p, a request's one part, in its lane: at once if a call
+// of the lane is free, else in the next call with what queued meanwhile.
+func (s *Store) submit(ctx context.Context, p *part) ([]result, error) {
+	l := s.laneOf(p)
 	s.calls.Add(1)
 	l.mu.Lock()
 	if l.inflight < s.inFlight {
 		l.inflight++
 		l.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
-		res, err := s.call(cctx, opCheck, []*check{c})
+		res, err := s.script(cctx, opCheck, []*part{p})
 		cancel()
 		s.release(l)
-		s.record(ctx, s.nodeOf(c), false, err)
+		s.record(ctx, s.breakerOf(p), false, err)
 		if err != nil {
 			return nil, err
 		}
 		return res[0], nil
 	}
-	w := s.enqueue(ctx, l, c)
+	w := s.enqueue(ctx, l, p)
 	l.mu.Unlock()
 	return s.wait(w)
 }
 
-// submitEach decides each of cs, a call each, as submit does: those of a
+// submitEach decides each of ps, each a request's one part, as submit does: those of a
 // lane with a free call go out together at once (the first lane's from
 // this goroutine), the others queue.
-func (s *Store) submitEach(ctx context.Context, cs []*check) ([][]result, []error) {
-	res, errs := make([][]result, len(cs)), make([]error, len(cs))
+func (s *Store) submitEach(ctx context.Context, ps []*part) ([][]result, []error) {
+	res, errs := make([][]result, len(ps)), make([]error, len(ps))
 	var ws []*waiter
 	var wi []int
 	type run struct {
 		l  *lane
-		cs []*check
+		ps []*part
 		at []int
 	}
 	var runs []run
-	for i, c := range cs {
-		l := s.laneOf(c)
+	for i, p := range ps {
+		l := s.laneOf(p)
 		s.calls.Add(1)
 		r := -1
 		for k := range runs {
@@ -118,17 +118,17 @@ func (s *Store) submitEach(ctx context.Context, cs []*check) ([][]result, []erro
 			}
 		}
 		if r >= 0 {
-			runs[r].cs, runs[r].at = append(runs[r].cs, c), append(runs[r].at, i)
+			runs[r].ps, runs[r].at = append(runs[r].ps, p), append(runs[r].at, i)
 			continue
 		}
 		l.mu.Lock()
 		if l.inflight < s.inFlight {
 			l.inflight++
 			l.mu.Unlock()
-			runs = append(runs, run{l: l, cs: []*check{c}, at: []int{i}})
+			runs = append(runs, run{l: l, ps: []*part{p}, at: []int{i}})
 			continue
 		}
-		w := s.enqueue(ctx, l, c)
+		w := s.enqueue(ctx, l, p)
 		l.mu.Unlock()
 		ws, wi = append(ws, w), append(wi, i)
 	}
@@ -136,11 +136,11 @@ func (s *Store) submitEach(ctx context.Context, cs []*check) ([][]result, []erro
 	for k, r := range runs {
 		do := func() {
 			cctx, cancel := context.WithTimeout(ctx, s.timeout)
-			out, err := s.call(cctx, opCheck, r.cs)
+			out, err := s.script(cctx, opCheck, r.ps)
 			cancel()
 			s.release(r.l)
 			for j, i := range r.at {
-				s.record(ctx, s.nodeOf(r.cs[j]), false, err)
+				s.record(ctx, s.breakerOf(r.ps[j]), false, err)
 				if err != nil {
 					errs[i] = err
 				} else {
@@ -161,10 +161,10 @@ func (s *Store) submitEach(ctx context.Context, cs []*check) ([][]result, []erro
 	return res, errs
 }
 
-// enqueue queues c in l, whose lock is held, and returns its waiter.
-func (s *Store) enqueue(ctx context.Context, l *lane, c *check) *waiter {
+// enqueue queues p in l, whose lock is held, and returns its waiter.
+func (s *Store) enqueue(ctx context.Context, l *lane, p *part) *waiter {
 	w := waiters.Get().(*waiter)
-	w.c, w.ctx = c, ctx
+	w.p, w.ctx = p, ctx
 	w.deadline = time.Now().Add(s.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(w.deadline) {
 		w.deadline = d
@@ -201,7 +201,7 @@ func (s *Store) wait(w *waiter) ([]result, error) {
 		}
 	}
 	if !errors.Is(r.err, errBreakerOpen) {
-		s.record(w.ctx, s.nodeOf(w.c), false, r.err)
+		s.record(w.ctx, s.breakerOf(w.p), false, r.err)
 	}
 	if recycle {
 		*w = waiter{done: w.done}
@@ -222,7 +222,7 @@ func (s *Store) release(l *lane) {
 	}
 	l.mu.Unlock()
 	s.wg.Add(1)
-	go s.work(l, batch)
+	go s.drain(l, batch)
 }
 
 // take removes up to Options.Batch waiters from l's queue, whose lock is
@@ -246,11 +246,11 @@ func (s *Store) take(l *lane) []*waiter {
 	return batch
 }
 
-// work sends batches of l's queue until it is empty.
-func (s *Store) work(l *lane, batch []*waiter) {
+// drain sends batches of l's queue until it is empty.
+func (s *Store) drain(l *lane, batch []*waiter) {
 	defer s.wg.Done()
 	for batch != nil {
-		s.runBatch(batch)
+		s.sendBatch(batch)
 		l.mu.Lock()
 		batch = s.take(l)
 		if batch == nil {
@@ -260,25 +260,25 @@ func (s *Store) work(l *lane, batch []*waiter) {
 	}
 }
 
-// runBatch makes one call for the checks of ws, by the latest of their
+// sendBatch makes one call for the checks of ws, by the latest of their
 // deadlines (each of them returns by its own), and hands each its reply.
-func (s *Store) runBatch(ws []*waiter) {
-	cs := make([]*check, len(ws))
+func (s *Store) sendBatch(ws []*waiter) {
+	ps := make([]*part, len(ws))
 	deadline := ws[0].deadline
 	for i, w := range ws {
-		cs[i] = w.c
+		ps[i] = w.p
 		if w.deadline.After(deadline) {
 			deadline = w.deadline
 		}
 	}
-	if s.nodeOf(cs[0]).open.Load() {
+	if s.breakerOf(ps[0]).open.Load() {
 		for _, w := range ws {
 			w.done <- laneReply{err: errBreakerOpen}
 		}
 		return
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	out, err := s.call(ctx, opCheck, cs)
+	out, err := s.script(ctx, opCheck, ps)
 	cancel()
 	for i, w := range ws {
 		if err != nil {

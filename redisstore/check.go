@@ -19,15 +19,16 @@ type ref struct {
 	field [8]byte // its field in the hash
 }
 
-// check is what one script call decides of one request: the limits of
-// the request's keys that share a group (on a Cluster: a slot), or all of
-// them on a standalone server.
-type check struct {
+// part is what one script call decides of one request: the limits of the
+// request's keys that share a group (on a Cluster: a slot), or all of
+// them on a standalone server. A script call decides one part, or a batch
+// of parts of different requests of one lane.
+type part struct {
 	refs    []ref
 	cost    int64
 	flag    byte // 1: decided as denied elsewhere (see lua/check.lua)
 	group   int
-	node    *node    // whose breaker it answers to (nodeOf)
+	breaker *breaker // the one it answers to (breakerOf)
 	res     []result // room for its results
 	allowed bool     // set by decodeReply
 }
@@ -54,27 +55,28 @@ func (s *Store) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision,
 		}
 		return s.fallback(ctx, r, s.errConnecting())
 	}
-	cs, err := s.plan(r)
+	ps, err := s.plan(r)
 	if err != nil {
 		return bouncer.Decision{}, err
 	}
-	if len(cs) == 1 {
-		res, err := s.decide(ctx, &cs[0])
+	if len(ps) == 1 {
+		res, err := s.send(ctx, &ps[0])
 		if err != nil {
 			return s.fallback(ctx, r, err)
 		}
-		return merge(res, cs[0].allowed), nil
+		return merge(res, ps[0].allowed), nil
 	}
-	return s.checkInTurn(ctx, r, cs)
+	return s.checkInTurn(ctx, r, ps)
 }
 
-// decide runs c, a request's one call, batched with others if its node's
-// breaker is closed, else on its own through the breaker.
-func (s *Store) decide(ctx context.Context, c *check) ([]result, error) {
-	if s.nodeOf(c).open.Load() {
-		return s.run(ctx, opCheck, c)
+// send decides p, a request's one part: batched in its lane while its
+// breaker is closed, else alone through the breaker (which refuses it, or
+// lets it through as a trial).
+func (s *Store) send(ctx context.Context, p *part) ([]result, error) {
+	if s.breakerOf(p).open.Load() {
+		return s.sendAlone(ctx, opCheck, p)
 	}
-	return s.submit(ctx, c)
+	return s.submit(ctx, p)
 }
 
 // checkInTurn decides a request whose keys fall in several groups of a
@@ -83,28 +85,28 @@ func (s *Store) decide(ctx context.Context, c *check) ([]result, error) {
 // checks, which keep the charge), and the calls after it charge only
 // those limits; when one fails, the calls before it are refunded and the
 // request decides by policy.
-func (s *Store) checkInTurn(ctx context.Context, r bouncer.Request, cs []check) (bouncer.Decision, error) {
+func (s *Store) checkInTurn(ctx context.Context, r bouncer.Request, ps []part) (bouncer.Decision, error) {
 	var all []result
-	for i := range cs {
-		res, err := s.run(ctx, opCheck, &cs[i])
+	for i := range ps {
+		res, err := s.sendAlone(ctx, opCheck, &ps[i])
 		if err != nil {
-			s.refundAll(ctx, cs[:i], func(*ref) bool { return true })
+			s.refundAll(ctx, ps[:i], func(*ref) bool { return true })
 			return s.fallback(ctx, r, err)
 		}
 		all = append(all, res...)
-		if !cs[i].allowed {
+		if !ps[i].allowed {
 			if r.Cost > 0 {
-				s.refundAll(ctx, cs[:i], func(rf *ref) bool { return !rf.limit.ChargeDenied })
-				for j := i + 1; j < len(cs); j++ {
-					c := cs[j]
-					c.refs, c.flag = nil, 1
-					for _, rf := range cs[j].refs {
+				s.refundAll(ctx, ps[:i], func(rf *ref) bool { return !rf.limit.ChargeDenied })
+				for j := i + 1; j < len(ps); j++ {
+					p := ps[j]
+					p.refs, p.flag = nil, 1
+					for _, rf := range ps[j].refs {
 						if rf.limit.ChargeDenied {
-							c.refs = append(c.refs, rf)
+							p.refs = append(p.refs, rf)
 						}
 					}
-					if len(c.refs) > 0 {
-						s.run(ctx, opCheck, &c)
+					if len(p.refs) > 0 {
+						s.sendAlone(ctx, opCheck, &p)
 					}
 				}
 			}
@@ -114,24 +116,24 @@ func (s *Store) checkInTurn(ctx context.Context, r bouncer.Request, cs []check) 
 	return merge(all, true), nil
 }
 
-// refundAll gives the cost of cs back to the limits keep selects, best
+// refundAll gives the cost of ps back to the limits keep selects, best
 // effort, whether or not the caller still waits: a caller that canceled
 // between its calls is owed the refund all the same.
-func (s *Store) refundAll(ctx context.Context, cs []check, keep func(*ref) bool) {
+func (s *Store) refundAll(ctx context.Context, ps []part, keep func(*ref) bool) {
 	ctx = context.WithoutCancel(ctx)
-	for i := range cs {
-		c := cs[i]
-		if c.cost <= 0 {
+	for i := range ps {
+		p := ps[i]
+		if p.cost <= 0 {
 			continue
 		}
-		c.refs = nil
-		for _, rf := range cs[i].refs {
+		p.refs = nil
+		for _, rf := range ps[i].refs {
 			if keep(&rf) {
-				c.refs = append(c.refs, rf)
+				p.refs = append(p.refs, rf)
 			}
 		}
-		if len(c.refs) > 0 {
-			s.run(ctx, opRefund, &c)
+		if len(p.refs) > 0 {
+			s.sendAlone(ctx, opRefund, &p)
 		}
 	}
 }
@@ -139,7 +141,7 @@ func (s *Store) refundAll(ctx context.Context, cs []check, keep func(*ref) bool)
 var _ bouncer.EachLimiter = (*Store)(nil)
 
 // CheckEach decides each of rs on its own, as Check would; see
-// bouncer.EachLimiter. The checks of one call each are submitted
+// bouncer.EachLimiter. The requests of one part each are submitted
 // together, so that those of one group go out in the same script call.
 func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
 	if !s.ready.Load() || len(rs) == 1 {
@@ -148,30 +150,30 @@ func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bounce
 		}
 		return
 	}
-	var cbuf [8]*check
+	var pbuf [8]*part
 	var ibuf [8]int
-	cs, idx := cbuf[:0], ibuf[:0]
+	ps, idx := pbuf[:0], ibuf[:0]
 	for i, r := range rs {
 		planned, err := s.plan(r)
 		switch {
 		case err != nil:
 			ds[i], errs[i] = bouncer.Decision{}, err
-		case len(planned) == 1 && !s.nodeOf(&planned[0]).open.Load():
-			cs, idx = append(cs, &planned[0]), append(idx, i)
+		case len(planned) == 1 && !s.breakerOf(&planned[0]).open.Load():
+			ps, idx = append(ps, &planned[0]), append(idx, i)
 		default:
 			ds[i], errs[i] = s.Check(ctx, r)
 		}
 	}
-	if len(cs) == 0 {
+	if len(ps) == 0 {
 		return
 	}
-	res, cerrs := s.submitEach(ctx, cs)
+	res, cerrs := s.submitEach(ctx, ps)
 	for k, i := range idx {
 		if cerrs[k] != nil {
 			ds[i], errs[i] = s.fallback(ctx, rs[i], cerrs[k])
 			continue
 		}
-		ds[i], errs[i] = merge(res[k], cs[k].allowed), nil
+		ds[i], errs[i] = merge(res[k], ps[k].allowed), nil
 	}
 }
 
@@ -201,13 +203,13 @@ func (s *Store) apply(ctx context.Context, o op, r bouncer.Request) error {
 		}
 		return s.errConnecting()
 	}
-	cs, err := s.plan(r)
+	ps, err := s.plan(r)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for i := range cs {
-		if _, err := s.run(ctx, o, &cs[i]); err != nil {
+	for i := range ps {
+		if _, err := s.sendAlone(ctx, o, &ps[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -229,10 +231,10 @@ func (s *Store) validate(r bouncer.Request) error {
 	return nil
 }
 
-// plan validates r and builds its script calls: one on a standalone
-// server; on a Cluster, one per group its keys fall in (all limits of one
-// key share a group).
-func (s *Store) plan(r bouncer.Request) ([]check, error) {
+// plan validates r and splits it in parts, a script call each: one on a
+// standalone server; on a Cluster, one per group its keys fall in (all
+// limits of one key share a group).
+func (s *Store) plan(r bouncer.Request) ([]part, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -241,14 +243,14 @@ func (s *Store) plan(r bouncer.Request) ([]check, error) {
 		n += len(k.Limits)
 	}
 	// The common request, one key under one limit, takes one allocation
-	// for its call, its reference and its result.
-	var one *oneCheck
-	var cs []check
+	// for its part, its reference and its result.
+	var one *onePart
+	var ps []part
 	if n == 1 {
-		one = new(oneCheck)
-		cs = one.check[:0]
+		one = new(onePart)
+		ps = one.part[:0]
 	} else {
-		cs = make([]check, 0, 1)
+		ps = make([]part, 0, 1)
 	}
 	for _, k := range r.Keys {
 		d := digestOf(k.Key, s.buckets)
@@ -257,25 +259,25 @@ func (s *Store) plan(r bouncer.Request) ([]check, error) {
 		case s.cluster:
 			g := s.groupOf(d.bucket)
 			ci = -1
-			for c := range cs {
-				if cs[c].group == g {
-					ci = c
+			for i := range ps {
+				if ps[i].group == g {
+					ci = i
 					break
 				}
 			}
 			if ci < 0 {
-				cs = append(cs, check{cost: r.Cost, group: g})
-				ci = len(cs) - 1
+				ps = append(ps, part{cost: r.Cost, group: g})
+				ci = len(ps) - 1
 			}
-		case len(cs) == 0:
-			cs = append(cs, check{cost: r.Cost})
+		case len(ps) == 0:
+			ps = append(ps, part{cost: r.Cost})
 		}
-		c := &cs[ci]
+		p := &ps[ci]
 		switch {
 		case one != nil:
-			c.refs, c.res = one.ref[:0], one.res[:0]
-		case c.refs == nil:
-			c.refs = make([]ref, 0, n)
+			p.refs, p.res = one.ref[:0], one.res[:0]
+		case p.refs == nil:
+			p.refs = make([]ref, 0, n)
 		}
 		for j := range k.Limits {
 			l := &k.Limits[j]
@@ -289,44 +291,44 @@ func (s *Store) plan(r bouncer.Request) ([]check, error) {
 			} else {
 				rf.rkey = s.hashKey(li.id, d.bucket)
 			}
-			c.refs = append(c.refs, rf)
+			p.refs = append(p.refs, rf)
 		}
 	}
-	return cs, nil
+	return ps, nil
 }
 
-// oneCheck is the call of a request of one key under one limit, with its
+// onePart is the part of a request of one key under one limit, with its
 // reference and result.
-type oneCheck struct {
-	check [1]check
-	ref   [1]ref
-	res   [1]result
+type onePart struct {
+	part [1]part
+	ref  [1]ref
+	res  [1]result
 }
 
 // errBreakerOpen is the error of a call the breaker kept from Redis.
 var errBreakerOpen = errors.New("redisstore: circuit breaker open")
 
-// run makes one call of op for c through its node's breaker, with the
-// store's deadline, from the caller's goroutine.
-func (s *Store) run(ctx context.Context, o op, c *check) ([]result, error) {
-	n := s.nodeOf(c)
-	ok, trial := n.allow()
+// sendAlone makes one script call of op for p alone, not batched: through
+// its breaker, with the store's deadline, from the caller's goroutine.
+func (s *Store) sendAlone(ctx context.Context, o op, p *part) ([]result, error) {
+	b := s.breakerOf(p)
+	ok, trial := b.allow()
 	if !ok {
 		return nil, errBreakerOpen
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	s.calls.Add(1)
-	res, err := s.call(cctx, o, []*check{c})
+	res, err := s.script(cctx, o, []*part{p})
 	cancel()
 	if err != nil && isTryAgain(err) {
 		// A slot still migrating says nothing about Redis's health; the
 		// check falls back by policy.
-		n.done(abandoned, trial, err)
+		b.done(abandoned, trial, err)
 		s.failures.Add(1)
 		s.lastErr.Store(&err)
 		return nil, err
 	}
-	s.record(ctx, n, trial, err)
+	s.record(ctx, b, trial, err)
 	if err != nil {
 		return nil, err
 	}
@@ -336,17 +338,18 @@ func (s *Store) run(ctx context.Context, o op, c *check) ([]result, error) {
 	return res[0], nil
 }
 
-// call makes one script call of op for cs, whose keys share a slot on a
-// Cluster, trying it again while a Cluster slot migrates, within ctx's
-// deadline; for a check it returns each one's results.
-func (s *Store) call(ctx context.Context, o op, cs []*check) ([][]result, error) {
+// script makes one script call of op for ps, whose keys share a slot on
+// a Cluster, through guard, trying it again while a Cluster slot
+// migrates, within ctx's deadline; for a check it returns each part's
+// results.
+func (s *Store) script(ctx context.Context, o op, ps []*part) ([][]result, error) {
 	if err := ctx.Err(); err != nil {
 		// The client would not send it either, but it might dial a
 		// connection with ctx first, and fail the calls that wait for
 		// that connection with ctx's error.
 		return nil, wrap(err)
 	}
-	keys, args := s.encode(o, cs)
+	keys, args := s.encode(o, ps)
 	fn := s.lib.check
 	switch o {
 	case opRefund:
@@ -354,13 +357,13 @@ func (s *Store) call(ctx context.Context, o op, cs []*check) ([][]result, error)
 	case opReset:
 		fn = s.lib.reset
 	}
-	resp := s.exec(ctx, fn, keys, args)
+	resp := s.guard(ctx, fn, keys, args)
 	for try := 0; tryAgain(resp) && try < 3 && ctx.Err() == nil; try++ {
 		// A Cluster slot is migrating and some of the call's keys have
 		// moved while others have not: the script did not run. Try again
 		// shortly, within the deadline.
 		time.Sleep(time.Duration(try+1) * 200 * time.Microsecond)
-		resp = s.exec(ctx, fn, keys, args)
+		resp = s.guard(ctx, fn, keys, args)
 	}
 	b, err := resp.ToString()
 	if err != nil {
@@ -369,12 +372,12 @@ func (s *Store) call(ctx context.Context, o op, cs []*check) ([][]result, error)
 	if o != opCheck {
 		return nil, nil
 	}
-	return decodeReply(cs, b)
+	return decodeReply(ps, b)
 }
 
-// record counts the outcome of a call to n whose caller's context is
-// ctx, and tells n's breaker.
-func (s *Store) record(ctx context.Context, n *node, trial bool, err error) {
+// record counts the outcome of a script call whose caller's context is
+// ctx, and tells b, its breaker.
+func (s *Store) record(ctx context.Context, b *breaker, trial bool, err error) {
 	o := classify(ctx, err)
 	switch o {
 	case failed:
@@ -384,7 +387,7 @@ func (s *Store) record(ctx context.Context, n *node, trial bool, err error) {
 		s.slow.Add(1)
 		s.lastErr.Store(&err)
 	}
-	n.done(o, trial, err)
+	b.done(o, trial, err)
 }
 
 // classify tells what err, a call's error, says of its node: a caller

@@ -27,9 +27,10 @@ const guardFor = 10 * time.Second
 // epoch anchors the monotonic times of Store.guardUntil.
 var epoch = time.Now()
 
-// exec calls the function fn with ctx, loading the library first on the
-// nodes that miss it; see guardFor.
-func (s *Store) exec(ctx context.Context, fn string, keys, args []string) rueidis.RedisResult {
+// guard calls the function fn with ctx, and holds the call to ctx's
+// deadline while calls run guarded (see guardFor); it loads the library
+// on the nodes that miss it.
+func (s *Store) guard(ctx context.Context, fn string, keys, args []string) rueidis.RedisResult {
 	do := func() rueidis.RedisResult {
 		r := fcall(ctx, s.client, fn, keys, args)
 		if missingFunction(r) {
@@ -64,6 +65,6 @@ func (s *Store) noteTrouble(ctx context.Context, r rueidis.RedisResult) {
 	if r.NonRedisError() == nil || errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
-	d := max(guardFor, 2*s.health.openFor)
+	d := max(guardFor, 2*s.breakers.openFor)
 	s.guardUntil.Store(int64(time.Since(epoch) + d))
 }

@@ -34,6 +34,20 @@
 // and tries it again after OpenFor. A store starts while Redis is down and connects in the background. Store.Health says
 // what the store knows of each node.
 //
+// The call path, each step named for what it does: Check → plan (the
+// request in parts, one per group its keys fall in, each decided by one
+// script call; check.go) → send → submit, the part's lane (batch.go: a
+// call at once if one of the lane's is free, else in the next call with
+// what queued meanwhile, sendBatch) → script (one FCALL, tried again
+// while a Cluster slot migrates) → guard (deadline.go: the call held to
+// its deadline) → fcall (script.go). After each call, record tells the
+// part's breaker (breaker.go; one per node, found by breakerOf in
+// nodes.go) how it went. While that breaker is open, and for the parts of
+// a request of several (checkInTurn), refunds and resets, a part goes
+// alone instead: sendAlone asks its breaker, which refuses it or lets it
+// through as a trial, then calls script. When Redis cannot answer,
+// fallback decides by policy (fallback.go).
+//
 // docs/redis.md describes deployment, key layout, memory and failure
 // policies.
 package redisstore

@@ -46,7 +46,7 @@ func Guarded(s *Store) bool { return time.Since(epoch) < time.Duration(s.guardUn
 
 // Settle waits until no liveness probe of s is in flight (and, for a
 // store still connecting, until it connects or closes).
-func Settle(s *Store) { s.health.wg.Wait() }
+func Settle(s *Store) { s.breakers.wg.Wait() }
 
 // GuardKeys makes the store made from o run a library whose every
 // command about a key fails unless the key is one of the call's KEYS.
@@ -118,7 +118,7 @@ func LimitDef(l bouncer.Limit) string {
 // CheckCall returns the keys and arguments of one check call deciding rs,
 // each a request of one group.
 func CheckCall(s *Store, rs []bouncer.Request) (keys, args []string, err error) {
-	var cs []*check
+	var cs []*part
 	for _, r := range rs {
 		planned, err := s.plan(r)
 		if err != nil {

@@ -2,96 +2,125 @@ package redisstore
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"time"
 )
 
-// nodes are the Redis nodes a store has met, each with its breaker (see
-// health.go): a standalone server's one, or a Cluster's masters by
-// address, as the store's map of slots names them. rueidis routes every
-// call; the map only says which node's breaker a call answers to.
-type nodes struct {
+// breakers are a store's circuit breakers, one per Redis node it has met
+// (a standalone server's one, or a Cluster's masters by address, as the
+// store's map of slots names them), and what they share: options, clock,
+// logger, liveness probe. rueidis routes every call; the map only says
+// which node's breaker a call answers to.
+type breakers struct {
+	probeTimeout time.Duration
+	openFor      time.Duration
+	now          func() time.Time
+	log          *slog.Logger
+
+	// ping probes a node; opened is told when a breaker opens (a
+	// Cluster's map of slots may have changed).
+	ping   func(ctx context.Context, b *breaker) error
+	opened func(b *breaker)
+
+	ctx    context.Context // canceled by close: probes (and connecting) stop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // probes in flight, and the store's connecting
+
 	mu     sync.Mutex
-	byAddr map[string]*node
-	list   []*node // in the order met
-	one    *node   // standalone: the server; Cluster: slots no known master serves
+	byAddr map[string]*breaker
+	list   []*breaker // in the order met
+	one    *breaker   // standalone: the server's; Cluster: slots no known master serves
 }
 
-// init makes the first node: the server of a standalone client, or the
-// node of a Cluster's unmapped slots.
-func (ns *nodes) init(s *Store) {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	addr := ""
-	if !s.cluster {
-		for a := range s.client.Nodes() {
-			addr = a
-		}
+func newBreakers(o BreakerOptions, now func() time.Time, log *slog.Logger) *breakers {
+	bs := &breakers{probeTimeout: o.ProbeTimeout, openFor: o.OpenFor, now: now, log: log}
+	if bs.probeTimeout <= 0 {
+		bs.probeTimeout = DefaultProbeTimeout
 	}
-	ns.byAddr = map[string]*node{}
-	ns.one = newNode(addr, s.health)
-	ns.list = []*node{ns.one}
+	if bs.openFor <= 0 {
+		bs.openFor = DefaultOpenFor
+	}
+	bs.ctx, bs.cancel = context.WithCancel(context.Background())
+	return bs
+}
+
+// close stops the probes in flight and waits for them.
+func (bs *breakers) close() {
+	bs.cancel()
+	bs.wg.Wait()
+}
+
+// init makes the first breaker: that of the standalone server at addr,
+// or, with addr "", of a Cluster's unmapped slots.
+func (bs *breakers) init(addr string) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	bs.byAddr = map[string]*breaker{}
+	bs.one = newBreaker(addr, bs)
+	bs.list = []*breaker{bs.one}
 	if addr != "" {
-		ns.byAddr[addr] = ns.one
+		bs.byAddr[addr] = bs.one
 	}
 }
 
-// get returns the node of addr, made if new.
-func (ns *nodes) get(s *Store, addr string) *node {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	n, ok := ns.byAddr[addr]
+// get returns the breaker of addr, made if new.
+func (bs *breakers) get(addr string) *breaker {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	b, ok := bs.byAddr[addr]
 	if !ok {
-		n = newNode(addr, s.health)
-		ns.byAddr[addr] = n
-		ns.list = append(ns.list, n)
+		b = newBreaker(addr, bs)
+		bs.byAddr[addr] = b
+		bs.list = append(bs.list, b)
 	}
-	return n
+	return b
 }
 
-func (ns *nodes) all() []*node {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	return append([]*node(nil), ns.list...)
+func (bs *breakers) all() []*breaker {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return append([]*breaker(nil), bs.list...)
 }
 
-// nodeOf returns the node whose breaker c answers to: on a Cluster, the
+// breakerOf returns the breaker p answers to: on a Cluster, that of the
 // master that served its keys' slot when the store last read the map.
-func (s *Store) nodeOf(c *check) *node {
-	if c.node == nil {
-		c.node = s.nodeOfKey(c.refs[0].rkey)
+func (s *Store) breakerOf(p *part) *breaker {
+	if p.breaker == nil {
+		p.breaker = s.breakerOfKey(p.refs[0].rkey)
 	}
-	return c.node
+	return p.breaker
 }
 
-func (s *Store) nodeOfKey(key string) *node {
+func (s *Store) breakerOfKey(key string) *breaker {
 	if !s.cluster {
-		return s.nodes.one
+		return s.breakers.one
 	}
 	m := s.slotMap()
 	if m == nil {
-		return s.nodes.one
+		return s.breakers.one
 	}
 	i := m.node[keySlot(key)]
 	if i == 0 {
-		return s.nodes.one
+		return s.breakers.one
 	}
 	return m.nodes[i-1]
 }
 
-// ping is the liveness probe of n: a PING to the node itself.
-func (s *Store) ping(ctx context.Context, n *node) error {
+// ping is the liveness probe of b's node: a PING to the node itself.
+func (s *Store) ping(ctx context.Context, b *breaker) error {
 	c := s.client
-	if s.cluster && n.addr != "" {
-		if nc, ok := s.client.Nodes()[n.addr]; ok {
+	if s.cluster && b.addr != "" {
+		if nc, ok := s.client.Nodes()[b.addr]; ok {
 			c = nc
 		}
 	}
 	return c.Do(ctx, c.B().Ping().Build()).Error()
 }
 
-// nodeOpened is told when n's breaker opens: on a Cluster, the map of
+// breakerOpened is told when a breaker opens: on a Cluster, the map of
 // slots may be behind a failover, and is read again before it serves.
-func (s *Store) nodeOpened(*node) {
+func (s *Store) breakerOpened(*breaker) {
 	if s.cluster {
 		s.slots.stale.Store(true)
 	}

@@ -28,7 +28,7 @@ const (
 // slotMap is which master served each slot when it was read.
 type slotMap struct {
 	node  [slotCount]uint16 // 1 + the master's index in nodes; 0: no master
-	nodes []*node
+	nodes []*breaker
 	at    time.Time
 }
 
@@ -57,7 +57,7 @@ func (s *Store) slotMap() *slotMap {
 	go func() {
 		defer s.wg.Done()
 		defer s.slots.mu.Unlock()
-		ctx, cancel := context.WithTimeout(s.health.ctx, preloadTimeout)
+		ctx, cancel := context.WithTimeout(s.breakers.ctx, preloadTimeout)
 		defer cancel()
 		nm, err := s.readSlots(ctx)
 		if err != nil {
@@ -111,7 +111,7 @@ func (s *Store) readSlots(ctx context.Context) (*slotMap, error) {
 		i := indexOf(nodes, addr)
 		if i < 0 {
 			nodes = append(nodes, addr)
-			m.nodes = append(m.nodes, s.nodes.get(s, addr))
+			m.nodes = append(m.nodes, s.breakers.get(addr))
 			i = len(nodes) - 1
 		}
 		for slot := lo; slot <= hi; slot++ {

@@ -135,7 +135,7 @@ type Store struct {
 	tags     []string // a hash tag per group (see keys.go)
 	lib      *library
 	now      func() time.Time
-	health   *health
+	breakers *breakers
 	log      *slog.Logger
 
 	// Set once connected, before ready is stored; read only after ready
@@ -145,7 +145,6 @@ type Store struct {
 	cluster   bool
 	lanes     []lane // one, or one per group on a Cluster
 	slots     slots  // on a Cluster: which node serves each slot
-	nodes     nodes
 	ready     atomic.Bool
 	connErr   atomic.Pointer[error] // while not ready: the last attempt's
 
@@ -206,12 +205,12 @@ func New(o Options) (*Store, error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	s.health = newHealth(o.Breaker, clock, s.log)
-	s.health.ping = s.ping
+	s.breakers = newBreakers(o.Breaker, clock, s.log)
+	s.breakers.ping = s.ping
 	if o.ping != nil {
-		s.health.ping = func(ctx context.Context, n *node) error { return o.ping(ctx, n.addr) }
+		s.breakers.ping = func(ctx context.Context, b *breaker) error { return o.ping(ctx, b.addr) }
 	}
-	s.health.opened = s.nodeOpened
+	s.breakers.opened = s.breakerOpened
 	if s.prefix == "" {
 		s.prefix = "bouncer"
 	}
@@ -252,7 +251,7 @@ func New(o Options) (*Store, error) {
 		return s, nil
 	}
 	first := make(chan struct{})
-	s.health.wg.Add(1)
+	s.breakers.wg.Add(1)
 	go s.connect(o.ClientOption, first)
 	t := time.NewTimer(connectWait)
 	select {
@@ -266,7 +265,7 @@ func New(o Options) (*Store, error) {
 // connect makes the store's client, trying again with backoff until it
 // connects or the store closes; it closes first after the first attempt.
 func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
-	defer s.health.wg.Done()
+	defer s.breakers.wg.Done()
 	tried := func() {
 		if first != nil {
 			close(first)
@@ -291,7 +290,7 @@ func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
 		tried()
 		t := time.NewTimer(delay)
 		select {
-		case <-s.health.ctx.Done():
+		case <-s.breakers.ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
@@ -310,7 +309,13 @@ func (s *Store) attach(c rueidis.Client, own bool) bool {
 	}
 	s.client, s.ownClient = c, own
 	s.cluster = c.Mode() == rueidis.ClientModeCluster
-	s.nodes.init(s)
+	addr := "" // a Cluster's first breaker is that of its unmapped slots
+	if !s.cluster {
+		for a := range c.Nodes() {
+			addr = a
+		}
+	}
+	s.breakers.init(addr)
 	if s.cluster {
 		s.lanes = make([]lane, len(s.tags))
 	} else {
@@ -387,7 +392,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.health.close()
+	s.breakers.close()
 	s.wg.Wait() // the lanes' goroutines, which end with their queues
 	if s.ownClient {
 		s.client.Close()
@@ -396,67 +401,6 @@ func (s *Store) Close() error {
 		return s.ownLocal.Close()
 	}
 	return nil
-}
-
-// Health is what a store knows of Redis: whether it has connected, its
-// counts, and each node's breaker and counts.
-type Health struct {
-	Connected    bool         // false until the store first connects
-	ConnectError error        // while not connected: why the last attempt failed
-	Calls        uint64       // checks, refunds and resets sent to Redis (a batched call of n checks counts n)
-	Failures     uint64       // calls that ended in an error
-	SlowN        uint64       // calls that missed their deadline
-	DegradedN    uint64       // checks decided by policy without Redis (Decision.Degraded)
-	LastErr      error        // the last failure or missed deadline, or nil
-	Nodes        []NodeHealth // the nodes calls went to, in the order the store met them
-}
-
-// Degraded returns why checks may be decided without Redis now, one
-// reason per line ("" entries never), or nil when nothing is wrong: the
-// store is not connected, a node's breaker is open, or a node is slow.
-func (h Health) Degraded() []string {
-	var out []string
-	if !h.Connected {
-		msg := "redis: not connected yet"
-		if h.ConnectError != nil {
-			msg = h.ConnectError.Error()
-		}
-		out = append(out, msg)
-	}
-	for _, n := range h.Nodes {
-		name := n.Addr
-		if name == "" {
-			name = "unmapped slots"
-		}
-		switch {
-		case n.Breaker != BreakerClosed:
-			out = append(out, fmt.Sprintf("redis node %s: circuit breaker %s since %s: %s", name, n.Breaker, n.Since.Format(time.RFC3339), n.Reason))
-		case n.Slow:
-			out = append(out, fmt.Sprintf("redis node %s: slow since %s: %s", name, n.Since.Format(time.RFC3339), n.Reason))
-		}
-	}
-	return out
-}
-
-// Health returns what the store knows of Redis now. It is cheap enough to
-// call on every readiness probe or metrics scrape.
-func (s *Store) Health() Health {
-	h := Health{
-		Connected: s.ready.Load(),
-		Calls:     s.calls.Load(), Failures: s.failures.Load(), SlowN: s.slow.Load(),
-		DegradedN: s.degraded.Load(),
-	}
-	if e := s.lastErr.Load(); e != nil {
-		h.LastErr = *e
-	}
-	if !h.Connected {
-		h.ConnectError = s.errConnecting()
-		return h
-	}
-	for _, n := range s.nodes.all() {
-		h.Nodes = append(h.Nodes, n.health())
-	}
-	return h
 }
 
 // limitInfo is what a call sends of a limit, computed once.

@@ -24,28 +24,28 @@ const (
 	opReset
 )
 
-// encode returns the keys and arguments of one call of op deciding cs.
-func (s *Store) encode(o op, cs []*check) (keys, args []string) {
+// encode returns the keys and arguments of one call of op deciding ps.
+func (s *Store) encode(o op, ps []*part) (keys, args []string) {
 	var ibuf [8]*limitInfo
 	infos := ibuf[:0]
 	n := 0
-	for _, c := range cs {
-		n += len(c.refs)
+	for _, p := range ps {
+		n += len(p.refs)
 	}
 	keys = make([]string, 0, n)
-	bodies := make([]string, len(cs))
+	bodies := make([]string, len(ps))
 	var b []byte
-	for i, c := range cs {
+	for i, p := range ps {
 		b = b[:0]
 		if o != opReset {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(c.cost)))
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(p.cost)))
 		}
 		if o == opCheck {
-			b = append(b, c.flag)
+			b = append(b, p.flag)
 		}
-		b = append(b, byte(len(c.refs)))
-		for j := range c.refs {
-			r := &c.refs[j]
+		b = append(b, byte(len(p.refs)))
+		for j := range p.refs {
+			r := &p.refs[j]
 			di := -1
 			for k, in := range infos {
 				if in == r.info {
@@ -68,7 +68,7 @@ func (s *Store) encode(o op, cs []*check) (keys, args []string) {
 		}
 		bodies[i] = string(b)
 	}
-	args = make([]string, 0, 3+len(infos)+len(cs))
+	args = make([]string, 0, 3+len(infos)+len(ps))
 	var pinned string
 	if s.now != nil {
 		pinned = strconv.FormatInt(s.now().UnixNano(), 10)
@@ -77,7 +77,7 @@ func (s *Store) encode(o op, cs []*check) (keys, args []string) {
 	for _, in := range infos {
 		args = append(args, in.def)
 	}
-	args = append(args, strconv.Itoa(len(cs)))
+	args = append(args, strconv.Itoa(len(ps)))
 	return keys, append(args, bodies...)
 }
 
@@ -99,23 +99,23 @@ const limitReplyLen = 1 + 8*4
 var errMalformed = errors.New("redisstore: malformed script reply")
 
 // decodeReply splits a check call's reply into each check's results.
-func decodeReply(cs []*check, b string) ([][]result, error) {
-	out := make([][]result, len(cs))
-	for i, c := range cs {
+func decodeReply(ps []*part, b string) ([][]result, error) {
+	out := make([][]result, len(ps))
+	for i, p := range ps {
 		if len(b) < 1 || b[0] > 1 {
 			return nil, errMalformed
 		}
-		c.allowed = b[0] == 1
+		p.allowed = b[0] == 1
 		b = b[1:]
-		rs := c.res[:0]
-		if cap(rs) < len(c.refs) {
-			rs = make([]result, 0, len(c.refs))
+		rs := p.res[:0]
+		if cap(rs) < len(p.refs) {
+			rs = make([]result, 0, len(p.refs))
 		}
-		for j := range c.refs {
+		for j := range p.refs {
 			if len(b) < limitReplyLen || b[0] > 1 {
 				return nil, errMalformed
 			}
-			ref := &c.refs[j]
+			ref := &p.refs[j]
 			tick := ref.info.tick
 			rs = append(rs, result{
 				ref:       ref,

@@ -14,12 +14,12 @@ import (
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
-// nodeHarness drives one node's breaker on a fake clock, with a liveness
+// breakerHarness drives one node's breaker on a fake clock, with a liveness
 // probe that answers as the test says.
-type nodeHarness struct {
+type breakerHarness struct {
 	t     *testing.T
-	n     *node
-	h     *health
+	b     *breaker
+	set   *breakers
 	clock *storetest.Clock
 	pings atomic.Int64
 	ping  atomic.Pointer[func(ctx context.Context) error]
@@ -45,36 +45,36 @@ func (l *lockedBuffer) String() string {
 
 var _ io.Writer = (*lockedBuffer)(nil)
 
-func newNodeHarness(t *testing.T, o BreakerOptions) *nodeHarness {
+func newBreakerHarness(t *testing.T, o BreakerOptions) *breakerHarness {
 	clock := storetest.NewClock(storetest.Start)
-	nh := &nodeHarness{t: t, clock: clock, logs: &lockedBuffer{}}
-	nh.h = newHealth(o, clock.Now, slog.New(slog.NewTextHandler(nh.logs, nil)))
-	nh.h.ping = func(ctx context.Context, _ *node) error {
+	nh := &breakerHarness{t: t, clock: clock, logs: &lockedBuffer{}}
+	nh.set = newBreakers(o, clock.Now, slog.New(slog.NewTextHandler(nh.logs, nil)))
+	nh.set.ping = func(ctx context.Context, _ *breaker) error {
 		nh.pings.Add(1)
 		return (*nh.ping.Load())(ctx)
 	}
 	nh.answer(func(context.Context) error { return nil })
-	nh.n = newNode("redis-1:6379", nh.h)
-	t.Cleanup(nh.h.close)
+	nh.b = newBreaker("redis-1:6379", nh.set)
+	t.Cleanup(nh.set.close)
 	return nh
 }
 
 // answer sets how the next probes answer.
-func (nh *nodeHarness) answer(f func(ctx context.Context) error) { nh.ping.Store(&f) }
+func (nh *breakerHarness) answer(f func(ctx context.Context) error) { nh.ping.Store(&f) }
 
 // settle waits until no probe is in flight.
-func (nh *nodeHarness) settle() { nh.h.wg.Wait() }
+func (nh *breakerHarness) settle() { nh.set.wg.Wait() }
 
 // call makes one call that the breaker must let through as an ordinary
 // (non-trial) call, and reports its outcome; then waits for the probe it
 // may have started.
-func (nh *nodeHarness) call(o outcome) {
+func (nh *breakerHarness) call(o outcome) {
 	nh.t.Helper()
-	ok, trial := nh.n.allow()
+	ok, trial := nh.b.allow()
 	if !ok || trial {
 		nh.t.Fatalf("allow() = %v, %v; want an ordinary call (true, false)", ok, trial)
 	}
-	nh.n.done(o, false, errOf(o))
+	nh.b.done(o, false, errOf(o))
 	nh.settle()
 }
 
@@ -88,34 +88,34 @@ func errOf(o outcome) error {
 	return nil
 }
 
-func (nh *nodeHarness) refused(why string) {
+func (nh *breakerHarness) refused(why string) {
 	nh.t.Helper()
-	if ok, trial := nh.n.allow(); ok || trial {
+	if ok, trial := nh.b.allow(); ok || trial {
 		nh.t.Fatalf("%s: allow() = %v, %v; want the call refused (false, false)", why, ok, trial)
 	}
 }
 
-func (nh *nodeHarness) trial(why string) {
+func (nh *breakerHarness) trial(why string) {
 	nh.t.Helper()
-	if ok, trial := nh.n.allow(); !ok || !trial {
+	if ok, trial := nh.b.allow(); !ok || !trial {
 		nh.t.Fatalf("%s: allow() = %v, %v; want a trial (true, true)", why, ok, trial)
 	}
 }
 
-func (nh *nodeHarness) want(why, breaker string, slow bool, opens uint64) NodeHealth {
+func (nh *breakerHarness) want(why, breaker string, slow bool, opens uint64) NodeHealth {
 	nh.t.Helper()
-	got := nh.n.health()
+	got := nh.b.report()
 	if got.Breaker != breaker || got.Slow != slow || got.Opens != opens {
-		nh.t.Fatalf("%s: health() = breaker %q, slow %v, %d opens (%q); want %q, %v, %d", why, got.Breaker, got.Slow, got.Opens, got.Reason, breaker, slow, opens)
+		nh.t.Fatalf("%s: report() = breaker %q, slow %v, %d opens (%q); want %q, %v, %d", why, got.Breaker, got.Slow, got.Opens, got.Reason, breaker, slow, opens)
 	}
 	return got
 }
 
 func TestBreakerDefaults(t *testing.T) {
-	h := newHealth(BreakerOptions{}, time.Now, slog.Default())
-	defer h.close()
-	if h.probeTimeout != DefaultProbeTimeout || h.openFor != DefaultOpenFor {
-		t.Fatalf("defaults: probe timeout %v, open for %v; want %v, %v", h.probeTimeout, h.openFor, DefaultProbeTimeout, DefaultOpenFor)
+	bs := newBreakers(BreakerOptions{}, time.Now, slog.Default())
+	defer bs.close()
+	if bs.probeTimeout != DefaultProbeTimeout || bs.openFor != DefaultOpenFor {
+		t.Fatalf("defaults: probe timeout %v, open for %v; want %v, %v", bs.probeTimeout, bs.openFor, DefaultProbeTimeout, DefaultOpenFor)
 	}
 }
 
@@ -124,7 +124,7 @@ func TestBreakerDefaults(t *testing.T) {
 // misses are at least minSlow and 1 % of the window, and no longer once
 // they age out of it.
 func TestBreakerLateRepliesAreSlowNotDown(t *testing.T) {
-	nh := newNodeHarness(t, BreakerOptions{})
+	nh := newBreakerHarness(t, BreakerOptions{})
 	for range 500 {
 		nh.call(succeeded)
 	}
@@ -155,9 +155,9 @@ func TestBreakerLateRepliesAreSlowNotDown(t *testing.T) {
 	}
 }
 
-func (nh *nodeHarness) refusedNever(t *testing.T) {
+func (nh *breakerHarness) refusedNever(t *testing.T) {
 	t.Helper()
-	if ok, trial := nh.n.allow(); !ok || trial {
+	if ok, trial := nh.b.allow(); !ok || trial {
 		t.Fatalf("a slow node refused a call: allow() = %v, %v", ok, trial)
 	}
 }
@@ -165,10 +165,10 @@ func (nh *nodeHarness) refusedNever(t *testing.T) {
 // Misses are slow from 1 % of the calls since the first miss of the
 // window: a handful spread among very many calls is not a slow node.
 func TestBreakerFewMissesAmongManyCalls(t *testing.T) {
-	nh := newNodeHarness(t, BreakerOptions{})
+	nh := newBreakerHarness(t, BreakerOptions{})
 	nh.call(timedOut)
 	for range 100 * 3 * minSlow {
-		nh.n.done(succeeded, false, nil)
+		nh.b.done(succeeded, false, nil)
 	}
 	for range 2*minSlow - 1 {
 		nh.call(timedOut)
@@ -181,17 +181,17 @@ func TestBreakerFewMissesAmongManyCalls(t *testing.T) {
 // shorter spell of lateness, or one where most calls are on time, never
 // opens it.
 func TestBreakerOpensWhenMostCallsStayLate(t *testing.T) {
-	nh := newNodeHarness(t, BreakerOptions{})
+	nh := newBreakerHarness(t, BreakerOptions{})
 	// late makes two calls of three late, every 100 ms for d or until the
 	// breaker refuses one, and returns how long it ran.
 	late := func(d time.Duration) time.Duration {
 		start := nh.clock.Now()
 		for end := start.Add(d); nh.clock.Now().Before(end); nh.clock.Advance(100 * time.Millisecond) {
 			for _, o := range []outcome{timedOut, timedOut, succeeded} {
-				if ok, _ := nh.n.allow(); !ok {
+				if ok, _ := nh.b.allow(); !ok {
 					return nh.clock.Now().Sub(start)
 				}
-				nh.n.done(o, false, errOf(o))
+				nh.b.done(o, false, errOf(o))
 				nh.settle()
 			}
 		}
@@ -215,7 +215,7 @@ func TestBreakerOpensWhenMostCallsStayLate(t *testing.T) {
 	}
 
 	// A third of the calls late, for ever: slow, never open.
-	nh2 := newNodeHarness(t, BreakerOptions{})
+	nh2 := newBreakerHarness(t, BreakerOptions{})
 	for range 600 {
 		nh2.call(timedOut)
 		nh2.call(succeeded)
@@ -228,7 +228,7 @@ func TestBreakerOpensWhenMostCallsStayLate(t *testing.T) {
 // A frozen server: calls miss their deadline and the probe gets no reply
 // within ProbeTimeout. The breaker opens, with the reason, and logs it.
 func TestBreakerOpensWhenProbeGetsNoReply(t *testing.T) {
-	nh := newNodeHarness(t, BreakerOptions{ProbeTimeout: time.Millisecond})
+	nh := newBreakerHarness(t, BreakerOptions{ProbeTimeout: time.Millisecond})
 	nh.answer(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 	nh.call(timedOut)
 	got := nh.want("after a probe with no reply", BreakerOpen, false, 1)
@@ -243,7 +243,7 @@ func TestBreakerOpensWhenProbeGetsNoReply(t *testing.T) {
 
 // A dead server: a call fails, and so does the probe.
 func TestBreakerOpensWhenProbeFails(t *testing.T) {
-	nh := newNodeHarness(t, BreakerOptions{})
+	nh := newBreakerHarness(t, BreakerOptions{})
 	nh.answer(func(context.Context) error { return errors.New("dial tcp: connection refused") })
 	nh.call(failed)
 	got := nh.want("after a failed probe", BreakerOpen, false, 1)
@@ -256,7 +256,7 @@ func TestBreakerOpensWhenProbeFails(t *testing.T) {
 // the breaker opens once at least minFailures calls of the window failed,
 // and half of the calls since the first of them — not before.
 func TestBreakerOpensOnFailureRate(t *testing.T) {
-	nh := newNodeHarness(t, BreakerOptions{})
+	nh := newBreakerHarness(t, BreakerOptions{})
 	for range 2 * minFailures { // a third fail
 		nh.call(failed)
 		nh.call(succeeded)
@@ -274,7 +274,7 @@ func TestBreakerOpensOnFailureRate(t *testing.T) {
 	}
 
 	// Failures of an earlier window do not count.
-	nh2 := newNodeHarness(t, BreakerOptions{})
+	nh2 := newBreakerHarness(t, BreakerOptions{})
 	for range minFailures - 1 {
 		nh2.call(failed)
 	}
@@ -288,7 +288,7 @@ func TestBreakerOpensOnFailureRate(t *testing.T) {
 // canceled one frees the slot at once, a successful one closes it.
 func TestBreakerTrials(t *testing.T) {
 	const openFor = time.Second
-	nh := newNodeHarness(t, BreakerOptions{OpenFor: openFor})
+	nh := newBreakerHarness(t, BreakerOptions{OpenFor: openFor})
 	nh.answer(func(context.Context) error { return errors.New("refused") })
 	nh.call(failed)
 	nh.want("opened", BreakerOpen, false, 1)
@@ -298,18 +298,18 @@ func TestBreakerTrials(t *testing.T) {
 	nh.trial("OpenFor after it opened")
 	nh.want("a trial in flight", BreakerHalfOpen, false, 1)
 	nh.refused("a second call while the trial is in flight")
-	nh.n.done(abandoned, true, context.Canceled)
+	nh.b.done(abandoned, true, context.Canceled)
 	nh.trial("after a canceled trial")
-	nh.n.done(timedOut, true, context.DeadlineExceeded)
+	nh.b.done(timedOut, true, context.DeadlineExceeded)
 	nh.want("after a late trial", BreakerOpen, false, 1)
 	nh.refused("right after a late trial")
 	nh.clock.Advance(openFor)
 	nh.trial("OpenFor after the late trial")
-	nh.n.done(failed, true, errors.New("refused"))
+	nh.b.done(failed, true, errors.New("refused"))
 	nh.refused("right after a failed trial")
 	nh.clock.Advance(openFor)
 	nh.trial("OpenFor after the failed trial")
-	nh.n.done(succeeded, true, nil)
+	nh.b.done(succeeded, true, nil)
 	nh.want("after a successful trial", BreakerClosed, false, 1)
 	if !strings.Contains(nh.logs.String(), "circuit breaker closed") {
 		t.Fatalf("no log line when the breaker closed: %q", nh.logs.String())
@@ -323,24 +323,55 @@ func TestBreakerTrials(t *testing.T) {
 	nh.want("one failure after closing", BreakerClosed, false, 1)
 }
 
+// A call whose caller canceled says nothing of its node: it counts
+// nowhere, starts no probe, and leaves the breaker as it was, closed or
+// open; an open one keeps its trial time (a canceled trial frees the trial
+// at once: see TestBreakerTrials).
+func TestBreakerCanceledCallSaysNothing(t *testing.T) {
+	const openFor = time.Second
+	nh := newBreakerHarness(t, BreakerOptions{OpenFor: openFor})
+	nh.answer(func(context.Context) error { return errors.New("refused") })
+	for range 2 * minFailures {
+		nh.call(abandoned)
+	}
+	got := nh.want("after canceled calls", BreakerClosed, false, 0)
+	if got.Calls != 0 || got.Failures != 0 || got.SlowN != 0 || got.LastErr != nil || nh.pings.Load() != 0 {
+		t.Fatalf("after %d canceled calls: %+v and %d probes; want no count, no error, no probe", 2*minFailures, got, nh.pings.Load())
+	}
+	nh.call(failed) // and its probe fails
+	nh.want("after a failure and a failed probe", BreakerOpen, false, 1)
+	nh.clock.Advance(openFor / 2)
+	for range 2 * minFailures {
+		nh.b.done(abandoned, false, context.Canceled)
+	}
+	nh.want("after canceled stragglers while open", BreakerOpen, false, 1)
+	nh.clock.Advance(openFor/2 - time.Nanosecond)
+	nh.refused("canceled stragglers do not move the trial time")
+	nh.clock.Advance(time.Nanosecond)
+	nh.trial("OpenFor after it opened")
+	if got := nh.b.report(); got.Calls != 1 || nh.pings.Load() != 1 {
+		t.Fatalf("report() = %+v after %d probes; want the one failed call counted, and its one probe", got, nh.pings.Load())
+	}
+}
+
 // Calls let through while the breaker was closed may report after it
 // opened; they must neither close it nor move its trial time.
 func TestBreakerStragglers(t *testing.T) {
 	const openFor = time.Second
-	nh := newNodeHarness(t, BreakerOptions{OpenFor: openFor})
+	nh := newBreakerHarness(t, BreakerOptions{OpenFor: openFor})
 	nh.answer(func(context.Context) error { return errors.New("refused") })
 	for range 3 {
-		if ok, trial := nh.n.allow(); !ok || trial {
+		if ok, trial := nh.b.allow(); !ok || trial {
 			t.Fatalf("closed: allow() = %v, %v", ok, trial)
 		}
 	}
-	nh.n.done(failed, false, errors.New("refused"))
+	nh.b.done(failed, false, errors.New("refused"))
 	nh.settle()
 	nh.want("a failure and a failed probe", BreakerOpen, false, 1)
 	nh.clock.Advance(openFor / 2)
-	nh.n.done(succeeded, false, nil)
+	nh.b.done(succeeded, false, nil)
 	nh.want("a straggler succeeded while open", BreakerOpen, false, 1)
-	nh.n.done(timedOut, false, context.DeadlineExceeded)
+	nh.b.done(timedOut, false, context.DeadlineExceeded)
 	nh.settle()
 	nh.want("a straggler was late while open", BreakerOpen, false, 1)
 	nh.refused("stragglers do not move the trial time")
@@ -354,7 +385,7 @@ func TestBreakerStragglers(t *testing.T) {
 // Many goroutines failing at once open the breaker exactly once, start at
 // most one probe at a time, and once open only one gets each trial.
 func TestBreakerConcurrent(t *testing.T) {
-	nh := newNodeHarness(t, BreakerOptions{OpenFor: time.Minute})
+	nh := newBreakerHarness(t, BreakerOptions{OpenFor: time.Minute})
 	var inFlight, most atomic.Int64
 	nh.answer(func(context.Context) error {
 		n := inFlight.Add(1)
@@ -369,8 +400,8 @@ func TestBreakerConcurrent(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for range 100 {
-				if ok, trial := nh.n.allow(); ok {
-					nh.n.done(failed, trial, errors.New("refused"))
+				if ok, trial := nh.b.allow(); ok {
+					nh.b.done(failed, trial, errors.New("refused"))
 				}
 			}
 		})
@@ -388,7 +419,7 @@ func TestBreakerConcurrent(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			<-start
-			if _, trial := nh.n.allow(); trial {
+			if _, trial := nh.b.allow(); trial {
 				trials.Add(1)
 			}
 		})
@@ -400,17 +431,17 @@ func TestBreakerConcurrent(t *testing.T) {
 	}
 }
 
-// Closing the store's health stops a probe in flight: no goroutine is
+// Closing the store's breakers stops a probe in flight: no goroutine is
 // left (goleak checks the package), and the breaker does not open for it.
 func TestBreakerCloseStopsProbes(t *testing.T) {
-	nh := newNodeHarness(t, BreakerOptions{ProbeTimeout: time.Hour})
+	nh := newBreakerHarness(t, BreakerOptions{ProbeTimeout: time.Hour})
 	started := make(chan struct{})
 	nh.answer(func(ctx context.Context) error { close(started); <-ctx.Done(); return ctx.Err() })
-	nh.n.done(timedOut, false, context.DeadlineExceeded)
+	nh.b.done(timedOut, false, context.DeadlineExceeded)
 	<-started
-	nh.h.close()
+	nh.set.close()
 	nh.want("closed while probing", BreakerClosed, false, 0)
-	nh.n.done(timedOut, false, context.DeadlineExceeded)
+	nh.b.done(timedOut, false, context.DeadlineExceeded)
 	nh.settle()
 	if n := nh.pings.Load(); n != 1 {
 		t.Fatalf("%d probes after close; want none more", n-1)
