@@ -265,7 +265,7 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 		{Name: "hour-swc", Algorithm: bouncer.SlidingWindowCounter, Rate: 2 * rate, Period: time.Hour},
 	}
 	// Each key is also checked under a limit of its own alone, which goes
-	// out in the store's batches by node (see slots.go): through the
+	// out in the store's batches by group (see batch.go): through the
 	// migration, batches find keys moved, stop, and send them again.
 	one := failurePerHour("one", rate, bouncer.StoreErrorDefault)
 	keys := failureKeyNames("tenant:", 3)

@@ -84,27 +84,18 @@ func (bs *breakers) all() []*breaker {
 }
 
 // breakerOf returns the breaker p answers to: on a Cluster, that of the
-// master that served its keys' slot when the store last read the map.
+// master that served its group's slot when the store last read the map.
 func (s *Store) breakerOf(p *part) *breaker {
 	if p.breaker == nil {
-		p.breaker = s.breakerOfKey(p.refs[0].rkey)
+		p.breaker = s.breakers.one
+		if !s.cluster {
+			return p.breaker
+		}
+		if m := s.slotMap(); m != nil && m.group[p.group] != nil {
+			p.breaker = m.group[p.group]
+		}
 	}
 	return p.breaker
-}
-
-func (s *Store) breakerOfKey(key string) *breaker {
-	if !s.cluster {
-		return s.breakers.one
-	}
-	m := s.slotMap()
-	if m == nil {
-		return s.breakers.one
-	}
-	i := m.node[keySlot(key)]
-	if i == 0 {
-		return s.breakers.one
-	}
-	return m.nodes[i-1]
 }
 
 // ping is the liveness probe of b's node: a PING to the node itself.

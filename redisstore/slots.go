@@ -10,12 +10,15 @@ import (
 	"time"
 )
 
-// Which master serves which slot, as a Cluster last said (CLUSTER SLOTS,
-// read when the map is older than slotMapAge or a breaker opened): it
-// names the breaker a call answers to (nodes.go). rueidis routes every
-// call by the Cluster's own map and follows MOVED and ASK; a map behind
-// the Cluster's only attributes a call to the wrong node's breaker until
-// it is read again.
+// Which master serves each group's slot, as a Cluster last said
+// (CLUSTER SLOTS, read when the map is older than slotMapAge or a breaker
+// opened): it names the breaker a call answers to (nodes.go). rueidis
+// routes every call by the Cluster's own map and follows MOVED and ASK,
+// but tells no one which node it sent a call to (v1.0.79: its map of
+// slots is private, and its errors do not name the node), so the store
+// keeps this much of the map itself: one entry per group, since every
+// key of a group shares the group's slot. A map behind the Cluster's only
+// attributes a call to the wrong node's breaker until it is read again.
 
 const (
 	slotCount = 16384
@@ -25,10 +28,9 @@ const (
 	slotMapRetry = 100 * time.Millisecond
 )
 
-// slotMap is which master served each slot when it was read.
+// slotMap is which master served each group's slot when it was read.
 type slotMap struct {
-	node  [slotCount]uint16 // 1 + the master's index in nodes; 0: no master
-	nodes []*breaker
+	group []*breaker // per group, its master's; nil: none served its slot
 	at    time.Time
 }
 
@@ -86,14 +88,15 @@ func (sl *slots) fresh(m *slotMap) bool {
 	return m != nil && !sl.stale.Load() && time.Since(m.at) < slotMapAge
 }
 
-// readSlots reads the map of slots with CLUSTER SLOTS.
+// readSlots reads the map of slots with CLUSTER SLOTS. Every master
+// gets its breaker, serving a group or not, so that Health lists them
+// all.
 func (s *Store) readSlots(ctx context.Context) (*slotMap, error) {
 	ranges, err := s.client.Do(ctx, s.client.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
 		return nil, err
 	}
-	m := &slotMap{at: time.Now()}
-	var nodes []string
+	m := &slotMap{group: make([]*breaker, len(s.tags)), at: time.Now()}
 	for _, r := range ranges {
 		e, err := r.ToArray()
 		if err != nil || len(e) < 3 {
@@ -107,15 +110,11 @@ func (s *Store) readSlots(ctx context.Context) (*slotMap, error) {
 		}
 		host, _ := master[0].ToString()
 		port, _ := master[1].AsInt64()
-		addr := host + ":" + strconv.FormatInt(port, 10)
-		i := indexOf(nodes, addr)
-		if i < 0 {
-			nodes = append(nodes, addr)
-			m.nodes = append(m.nodes, s.breakers.get(addr))
-			i = len(nodes) - 1
-		}
-		for slot := lo; slot <= hi; slot++ {
-			m.node[slot] = uint16(i + 1)
+		b := s.breakers.get(host + ":" + strconv.FormatInt(port, 10))
+		for g, tag := range s.tags {
+			if slot := int64(keySlot(tag)); lo <= slot && slot <= hi {
+				m.group[g] = b
+			}
 		}
 	}
 	return m, nil
