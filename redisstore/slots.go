@@ -37,7 +37,7 @@ type slotMap struct {
 // slots holds a store's map of a Cluster's slots.
 type slots struct {
 	cur      atomic.Pointer[slotMap]
-	stale    atomic.Bool // a batch found the map wrong
+	stale    atomic.Bool // a breaker opened: the map may be behind a failover
 	mu       sync.Mutex  // one reader at a time
 	failedAt time.Time   // under mu: the last failed read
 }

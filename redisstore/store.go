@@ -178,14 +178,8 @@ const (
 // New returns a store on a client it connects with o.ClientOption (it
 // starts even while Redis is down: see there).
 func New(o Options) (*Store, error) {
-	if len(o.Prefix) > 64 || containsAny(o.Prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: prefix %q: at most 64 bytes, without braces", o.Prefix)
-	}
-	if !o.OnStoreError.Valid() {
-		return nil, fmt.Errorf("redisstore: unknown OnStoreError policy %d", uint8(o.OnStoreError))
-	}
-	if o.client == nil && len(o.ClientOption.InitAddress) == 0 {
-		return nil, errors.New("redisstore: ClientOption.InitAddress is empty (start from ClientOption(addrs))")
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	s := &Store{
 		prefix:   o.Prefix,
@@ -235,9 +229,6 @@ func New(o Options) (*Store, error) {
 	if groups <= 0 {
 		groups = DefaultGroups
 	}
-	if groups > slotCount {
-		return nil, fmt.Errorf("redisstore: Groups %d: at most %d", groups, slotCount)
-	}
 	s.tags = groupTags(groups)
 	if o.lib != nil {
 		s.lib = o.lib
@@ -250,16 +241,37 @@ func New(o Options) (*Store, error) {
 		s.attach(o.client, false)
 		return s, nil
 	}
+	s.start(o.ClientOption)
+	return s, nil
+}
+
+// validate reports what New refuses in o.
+func (o *Options) validate() error {
+	switch {
+	case len(o.Prefix) > 64 || containsAny(o.Prefix, "{}"):
+		return fmt.Errorf("redisstore: prefix %q: at most 64 bytes, without braces", o.Prefix)
+	case !o.OnStoreError.Valid():
+		return fmt.Errorf("redisstore: unknown OnStoreError policy %d", uint8(o.OnStoreError))
+	case o.client == nil && len(o.ClientOption.InitAddress) == 0:
+		return errors.New("redisstore: ClientOption.InitAddress is empty (start from ClientOption(addrs))")
+	case o.Groups > slotCount:
+		return fmt.Errorf("redisstore: Groups %d: at most %d", o.Groups, slotCount)
+	}
+	return nil
+}
+
+// start connects with co in the background, and waits up to connectWait
+// for the first attempt.
+func (s *Store) start(co rueidis.ClientOption) {
 	first := make(chan struct{})
 	s.breakers.wg.Add(1)
-	go s.connect(o.ClientOption, first)
+	go s.connect(co, first)
 	t := time.NewTimer(connectWait)
 	select {
 	case <-first:
 	case <-t.C:
 	}
 	t.Stop()
-	return s, nil
 }
 
 // connect makes the store's client, trying again with backoff until it
