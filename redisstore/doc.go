@@ -31,8 +31,9 @@
 // limit; or allow, or deny), and the decision is marked Degraded. A late
 // reply is slow, not a failure: one circuit breaker per Redis node opens
 // only when the node fails a liveness probe or most of its calls fail,
-// and tries it again after OpenFor. A store starts while Redis is down and connects in the background. Store.Health says
-// what the store knows of each node.
+// and tries it again after OpenFor. A store starts while Redis is down
+// and connects in the background. Store.Health says what the store knows:
+// its counts, and each node's breaker and counts.
 //
 // The call path, each step named for what it does: Check → plan (the
 // request in parts, one per group its keys fall in, each decided by one
