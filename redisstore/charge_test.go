@@ -125,7 +125,7 @@ func TestClusterCanceledBetweenCallsIsRefunded(t *testing.T) {
 		}
 	}
 	if st := s.Health(); st.DegradedN != 0 || st.Failures != 0 || st.SlowN != 0 {
-		t.Errorf("stats %+v; want nothing degraded, failed or slow", st)
+		t.Errorf("health %+v; want nothing degraded, failed or slow", st)
 	}
 }
 

@@ -479,7 +479,7 @@ func testFailureClusterSlotMigration(t *testing.T, pr *privateRedis) {
 		t.Errorf("%d checks of one fresh limit degraded during the migration, want none (ASK serves them)", n)
 	}
 	if st := s.Health(); st.DegradedN != 0 || st.Failures != 0 {
-		t.Errorf("stats %+v: want no degraded checks and no failures", st)
+		t.Errorf("health %+v: want no degraded checks and no failures", st)
 	}
 	for _, m := range moves {
 		for _, port := range []int{m.src.port, m.dst.port} {

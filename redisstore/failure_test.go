@@ -128,7 +128,7 @@ func failureWaitRedis(t *testing.T, s *redisstore.Store, key string, l bouncer.L
 			return time.Since(start)
 		}
 		if time.Since(start) > recoverBound {
-			t.Fatalf("Redis does not decide checks again %v after it came back (stats %+v)", recoverBound, s.Health())
+			t.Fatalf("Redis does not decide checks again %v after it came back (health %+v)", recoverBound, s.Health())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -144,7 +144,7 @@ func failureWaitBreaker(t *testing.T, name string, s *redisstore.Store, state st
 			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: breaker %s after %v, want %s (stats %+v)", name, breakerOf(st), bound, state, st)
+			t.Fatalf("%s: breaker %s after %v, want %s (health %+v)", name, breakerOf(st), bound, state, st)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -177,7 +177,7 @@ func failureWantExact(t *testing.T, ps *failurePolicyStore, key string) {
 			switch {
 			case d.Degraded:
 				if st := ps.s.Health(); st.SlowN == before.SlowN {
-					t.Fatalf("%s: check %d of %q with Redis up: degraded, but no call missed its deadline: %+v (stats %+v, before the round %+v)", ps.name, i+1, k, d, st, before)
+					t.Fatalf("%s: check %d of %q with Redis up: degraded, but no call missed its deadline: %+v (health %+v, before the round %+v)", ps.name, i+1, k, d, st, before)
 				}
 				late = true
 			case d.Allowed != (i < 3):
@@ -188,7 +188,7 @@ func failureWantExact(t *testing.T, ps *failurePolicyStore, key string) {
 			return
 		}
 		if round == failureRounds {
-			t.Fatalf("%s: calls missed their deadline in each of %d rounds with Redis up (stats %+v)", ps.name, round, ps.s.Health())
+			t.Fatalf("%s: calls missed their deadline in each of %d rounds with Redis up (health %+v)", ps.name, round, ps.s.Health())
 		}
 		t.Logf("%s: round %d on %q: a call missed its deadline (a loaded machine); again on a fresh key", ps.name, round, k)
 	}
@@ -441,7 +441,7 @@ func testFailureStandalone(t *testing.T, pr *privateRedis) {
 		st := ps.s.Health()
 		t.Logf("%s: %+v", ps.name, st)
 		if st.DegradedN == 0 || st.Failures == 0 || st.SlowN == 0 || breakerOf(st) != redisstore.BreakerClosed {
-			t.Errorf("%s: stats %+v: want Degraded, Failures and Slow > 0, breaker closed", ps.name, st)
+			t.Errorf("%s: health %+v: want DegradedN, Failures and SlowN > 0, breaker closed", ps.name, st)
 		}
 	}
 }
@@ -540,7 +540,7 @@ func testFailureFrozenReconnect(t *testing.T, pr *privateRedis) {
 				}
 				wg.Wait()
 				pr.resumeAll(t)
-				t.Logf("attempt %d: slowest of %d guarded checks with Redis frozen: %v; %d unguarded, slowest %v (deadline %v); stats %+v",
+				t.Logf("attempt %d: slowest of %d guarded checks with Redis frozen: %v; %d unguarded, slowest %v (deadline %v); health %+v",
 					attempt, 20*parallel-unguarded, slowest.Round(time.Millisecond), unguarded, firstSlowest.Round(time.Millisecond), timeout, s.Health())
 				if unguarded == 20*parallel {
 					t.Fatalf("all %d checks ran unguarded: the calls after a failure are not guarded", unguarded)

@@ -219,7 +219,7 @@ func TestStoreErrorPeek(t *testing.T) {
 	}
 }
 
-func TestStoreErrorStats(t *testing.T) {
+func TestStoreErrorHealth(t *testing.T) {
 	c := newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))
 	ctx := context.Background()
 	r := oneKey("k", 1, bucket3("b", bouncer.StoreErrorDefault))
@@ -442,7 +442,7 @@ func TestNewWhileRedisUnreachable(t *testing.T) {
 		t.Fatalf("Health() = %+v, degraded %q; want not connected, with the connection error", h, h.Degraded())
 	}
 	if st := s.Health(); st.Connected || st.Calls != 0 || st.DegradedN != 4 {
-		t.Fatalf("Stats() = %+v; want not connected, no call, 4 degraded", st)
+		t.Fatalf("Health() = %+v; want not connected, no call, 4 degraded", st)
 	}
 	if _, err := s.Check(context.Background(), bouncer.Request{Cost: 1}); !errors.Is(err, bouncer.ErrInvalidRequest) {
 		t.Fatalf("an invalid request with Redis unreachable: %v; want ErrInvalidRequest", err)

@@ -161,7 +161,7 @@ type Store struct {
 	degraded atomic.Uint64
 	lastErr  atomic.Pointer[error]
 
-	guardUntil atomic.Int64 // since epoch: calls run guarded until then (see exec)
+	guardUntil atomic.Int64 // since epoch: calls run guarded until then (see guard)
 }
 
 var _ bouncer.Limiter = (*Store)(nil)
