@@ -21,8 +21,9 @@ type Decision struct {
 	// Allowed reports whether the check passed and was charged.
 	Allowed bool
 
-	// Limit is the binding limit's capacity (Limit.Capacity).
-	Limit int64
+	// Capacity is the binding limit's capacity (Limit.Capacity): the most
+	// units it admits at once.
+	Capacity int64
 
 	// Remaining is how many units the binding limit would still admit now,
 	// after this check's charge if it was allowed. Never negative.

@@ -126,7 +126,7 @@ func (b *bouncerLimiter) warm(key string) error {
 
 func (b *bouncerLimiter) held(key string) bool {
 	d, err := b.s.Check(context.Background(), bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: b.limits}}, Peek: true})
-	return err == nil && d.Remaining < d.Limit
+	return err == nil && d.Remaining < d.Capacity
 }
 
 func (b *bouncerLimiter) count() int { return b.s.Len() }

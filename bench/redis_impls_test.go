@@ -204,7 +204,7 @@ func (b *redisBouncer) check(ctx context.Context, key string, cost int64) (bool,
 
 func (b *redisBouncer) held(ctx context.Context, key string) (bool, error) {
 	d, err := b.decide(ctx, key, 0)
-	return d.Remaining < d.Limit, err
+	return d.Remaining < d.Capacity, err
 }
 
 func (b *redisBouncer) close() { b.s.Close() }

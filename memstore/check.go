@@ -151,7 +151,7 @@ func merge(pend []pending, allowed bool) bouncer.Decision {
 	}
 	p := &pend[b]
 	d.Allowed = allowed
-	d.Limit = p.t.limit.Capacity()
+	d.Capacity = p.t.limit.Capacity()
 	d.Remaining = p.res.Remaining
 	d.ResetAfter = p.res.ResetAfter
 	d.Key = p.key

@@ -134,7 +134,7 @@ func TestMultiKeyChecksDoNotDeadlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Limit != 1<<20 {
-		t.Fatalf("Limit = %d, want %d", d.Limit, 1<<20)
+	if d.Capacity != 1<<20 {
+		t.Fatalf("Limit = %d, want %d", d.Capacity, 1<<20)
 	}
 }

@@ -259,7 +259,7 @@ func (s *Store) checkLocked(d *bouncer.Decision, sh *shard, h uint64, key string
 // decide fills in d with t's result res for key.
 func decide(d *bouncer.Decision, key string, t *table, res *algo.Result) {
 	d.Allowed = res.Allowed
-	d.Limit = t.capacity
+	d.Capacity = t.capacity
 	d.Remaining = res.Remaining
 	d.ResetAfter = res.ResetAfter
 	d.RetryAfter = res.RetryAfter

@@ -456,7 +456,7 @@ func merge(rs []result, allowed bool) bouncer.Decision {
 	}
 	p := &rs[b]
 	d.Allowed = allowed
-	d.Limit = p.ref.limit.Capacity()
+	d.Capacity = p.ref.limit.Capacity()
 	d.Remaining = p.remaining
 	d.ResetAfter = p.reset
 	d.Key = p.ref.key

@@ -116,7 +116,7 @@ func contend(t *testing.T, stores []*redisstore.Store, r bouncer.Request) {
 					t.Errorf("goroutine %d: degraded decision %+v", g, d)
 					return
 				}
-				if d.Limit != capacity || d.LimitName != l.Name || d.Key != r.Keys[0].Key {
+				if d.Capacity != capacity || d.LimitName != l.Name || d.Key != r.Keys[0].Key {
 					t.Errorf("goroutine %d: decision %+v names the wrong limit", g, d)
 				}
 				if d.Allowed {

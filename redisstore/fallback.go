@@ -31,7 +31,7 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 				// Such a check never passes, with or without Redis (the
 				// local store says so itself).
 				return bouncer.Decision{
-					Limit:      l.Capacity(),
+					Capacity:   l.Capacity(),
 					RetryAfter: bouncer.Never,
 					Key:        k.Key,
 					LimitName:  l.Name,
@@ -54,7 +54,7 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 	if deny != nil {
 		d := bouncer.Decision{
 			Allowed:    false,
-			Limit:      deny.Capacity(),
+			Capacity:   deny.Capacity(),
 			ResetAfter: deny.Interval(),
 			RetryAfter: deny.Interval(),
 			Key:        denyKey,
@@ -78,7 +78,7 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 	first := r.Keys[0].Limits[0]
 	return bouncer.Decision{
 		Allowed:   true,
-		Limit:     first.Capacity(),
+		Capacity:  first.Capacity(),
 		Remaining: max(first.Capacity()-r.Cost, 0),
 		Key:       r.Keys[0].Key,
 		LimitName: first.Name,

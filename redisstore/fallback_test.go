@@ -89,7 +89,7 @@ func TestStoreErrorPolicies(t *testing.T) {
 			r := oneKey("user:1", 2, bucket3("open", p))
 			for range 5 { // far beyond the capacity: nothing enforces it
 				d := mustCheck(t, s, r, true)
-				if !d.Allowed || d.Limit != 3 || d.Remaining != 1 || d.Key != "user:1" || d.LimitName != "open" || d.RetryAfter != 0 {
+				if !d.Allowed || d.Capacity != 3 || d.Remaining != 1 || d.Key != "user:1" || d.LimitName != "open" || d.RetryAfter != 0 {
 					t.Fatalf("policy %q: %+v; want allowed, limit 3, 1 remaining, naming the limit", p, d)
 				}
 			}
@@ -104,7 +104,7 @@ func TestStoreErrorPolicies(t *testing.T) {
 		s := failingStore(t, c, redisstore.Options{})
 		l := bouncer.Limit{Name: "strict", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute, OnStoreError: bouncer.StoreErrorDeny}
 		d := mustCheck(t, s, oneKey("user:1", 1, l), true)
-		if d.Allowed || d.RetryAfter <= 0 || d.Limit != 10 || d.Remaining != 0 || d.Key != "user:1" || d.LimitName != "strict" || d.Delay != 0 {
+		if d.Allowed || d.RetryAfter <= 0 || d.Capacity != 10 || d.Remaining != 0 || d.Key != "user:1" || d.LimitName != "strict" || d.Delay != 0 {
 			t.Fatalf("%+v; want denied by user:1's \"strict\", limit 10, 0 remaining, a positive retry", d)
 		}
 	})
@@ -200,7 +200,7 @@ func TestStoreErrorPeek(t *testing.T) {
 	for _, p := range []bouncer.StoreErrorPolicy{bouncer.StoreErrorAllow, bouncer.StoreErrorDeny, bouncer.StoreErrorLocal} {
 		l := bucket3("peeked-"+p.String(), p)
 		d := mustCheck(t, s, oneKey("k", 0, l), true)
-		if !d.Allowed || d.RetryAfter != 0 || d.Limit != 3 || d.LimitName != l.Name || d.Key != "k" {
+		if !d.Allowed || d.RetryAfter != 0 || d.Capacity != 3 || d.LimitName != l.Name || d.Key != "k" {
 			t.Errorf("peek at a %q limit with Redis failing: %+v; want allowed with no retry, naming the limit", p, d)
 		}
 		if p == bouncer.StoreErrorDeny && d.Remaining != 0 {

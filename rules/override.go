@@ -44,7 +44,7 @@ func (m *matched) judge(dec bouncer.Decision) bouncer.Decision {
 	if !dec.Allowed {
 		count = c + 1
 	}
-	dec.Limit, dec.Remaining = rate, max(rate-count, 0)
+	dec.Capacity, dec.Remaining = rate, max(rate-count, 0)
 	dec.Allowed = count <= rate
 	switch {
 	case dec.Allowed:

@@ -22,7 +22,7 @@ func testChargeDenied(t *testing.T, newStore Factory) {
 			t.Fatalf("check within every limit: got denied by %q, want allowed", d.LimitName)
 		}
 		d := h.check(k, 1, tight, charged, plain, counter)
-		want := bouncer.Decision{Limit: 2, RetryAfter: time.Hour, ResetAfter: 2 * time.Hour, Key: k, LimitName: "tight"}
+		want := bouncer.Decision{Capacity: 2, RetryAfter: time.Hour, ResetAfter: 2 * time.Hour, Key: k, LimitName: "tight"}
 		if d != want {
 			t.Fatalf("check past tight: got %+v, want %+v", d, want)
 		}
@@ -34,7 +34,7 @@ func testChargeDenied(t *testing.T, newStore Factory) {
 		// Denied by charged itself, which is charged to over; plain,
 		// which would allow, is not charged.
 		d = h.check(k, 8, charged, plain)
-		want = bouncer.Decision{Limit: 10, ResetAfter: time.Minute, RetryAfter: time.Minute, Key: k, LimitName: "charged"}
+		want = bouncer.Decision{Capacity: 10, ResetAfter: time.Minute, RetryAfter: time.Minute, Key: k, LimitName: "charged"}
 		if d != want {
 			t.Fatalf("check past charged: got %+v, want %+v", d, want)
 		}

@@ -78,7 +78,7 @@ func naiveDecision(results []naiveResult, allowed bool) bouncer.Decision {
 			b = x
 		}
 	}
-	d.Limit = b.k.limit.Capacity()
+	d.Capacity = b.k.limit.Capacity()
 	d.Remaining = b.res.Remaining
 	d.ResetAfter = b.res.ResetAfter
 	d.Key, d.LimitName = b.k.key, b.k.limit.Name

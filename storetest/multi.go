@@ -94,16 +94,16 @@ func testBinding(t *testing.T, newStore Factory) {
 	cases := []bindingCase{
 		{
 			name: "least_remaining", cost: 1, limits: []bouncer.Limit{perSecond, perMinute},
-			want: bouncer.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, LimitName: "second"},
+			want: bouncer.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, LimitName: "second"},
 		},
 		{
 			name: "least_remaining_after_refill", at: time.Second, cost: 1, limits: []bouncer.Limit{perSecond, perMinute},
 			setup: func(h *harness, key string) { h.at(0); h.check(key, 10, perSecond, perMinute) },
-			want:  bouncer.Decision{Allowed: true, Limit: 15, Remaining: 4, ResetAfter: 59 * time.Second, LimitName: "minute"},
+			want:  bouncer.Decision{Allowed: true, Capacity: 15, Remaining: 4, ResetAfter: 59 * time.Second, LimitName: "minute"},
 		},
 		{
 			name: "tie_goes_to_longer_reset", cost: 1, limits: []bouncer.Limit{perSecond, tens},
-			want: bouncer.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Minute, LimitName: "tens"},
+			want: bouncer.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: time.Minute, LimitName: "tens"},
 		},
 		{
 			name: "tie_goes_to_longer_retry", at: 2500 * time.Millisecond, cost: 1, limits: []bouncer.Limit{fast, slow},
@@ -113,31 +113,31 @@ func testBinding(t *testing.T, newStore Factory) {
 				h.at(2500 * time.Millisecond)
 				h.check(key, 1, fast)
 			},
-			want: bouncer.Decision{Limit: 2, ResetAfter: 57500 * time.Millisecond, RetryAfter: 57500 * time.Millisecond, LimitName: "slow"},
+			want: bouncer.Decision{Capacity: 2, ResetAfter: 57500 * time.Millisecond, RetryAfter: 57500 * time.Millisecond, LimitName: "slow"},
 		},
 		{
 			// big denies with 5 left; small would allow, leaving 0, but is
 			// not charged, so it still has 6: the denying limit binds.
 			name: "denied_binds_a_denying_limit", cost: 6, limits: []bouncer.Limit{big, small},
 			setup: charge(5, big),
-			want:  bouncer.Decision{Limit: 10, Remaining: 5, ResetAfter: time.Minute, RetryAfter: time.Minute, LimitName: "big"},
+			want:  bouncer.Decision{Capacity: 10, Remaining: 5, ResetAfter: time.Minute, RetryAfter: time.Minute, LimitName: "big"},
 		},
 		{
 			// slow binds with 0 left; hourly, with 1 left, needs an hour.
 			name: "retry_is_the_longest", cost: 2, limits: []bouncer.Limit{slow, hourly},
 			setup: func(h *harness, key string) { h.check(key, 2, slow); h.check(key, 2, hourly) },
-			want:  bouncer.Decision{Limit: 2, ResetAfter: time.Minute, RetryAfter: time.Hour, LimitName: "slow"},
+			want:  bouncer.Decision{Capacity: 2, ResetAfter: time.Minute, RetryAfter: time.Hour, LimitName: "slow"},
 		},
 		{
 			name: "delay_is_the_longest", cost: 1, limits: []bouncer.Limit{shapeA, shapeB},
 			setup: func(h *harness, key string) { h.check(key, 3, shapeA); h.check(key, 1, shapeB) },
-			want:  bouncer.Decision{Allowed: true, Limit: 5, Remaining: 1, ResetAfter: 400 * time.Millisecond, Delay: time.Second, LimitName: "a"},
+			want:  bouncer.Decision{Allowed: true, Capacity: 5, Remaining: 1, ResetAfter: 400 * time.Millisecond, Delay: time.Second, LimitName: "a"},
 		},
 		{
 			// Nothing is admitted, so nothing waits.
 			name: "denied_has_no_delay", cost: 1, limits: []bouncer.Limit{shapeA, slow},
 			setup: func(h *harness, key string) { h.check(key, 3, shapeA); h.check(key, 2, slow) },
-			want:  bouncer.Decision{Limit: 2, ResetAfter: time.Minute, RetryAfter: time.Minute, LimitName: "slow"},
+			want:  bouncer.Decision{Capacity: 2, ResetAfter: time.Minute, RetryAfter: time.Minute, LimitName: "slow"},
 		},
 	}
 	for _, c := range cases {
@@ -162,7 +162,7 @@ func testBinding(t *testing.T, newStore Factory) {
 		perUser := bouncer.Limit{Name: "per_user", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 10}
 		perIP := bouncer.Limit{Name: "per_ip", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 3}
 		got := h.checkKeys(1, bouncer.KeyLimits{Key: user, Limits: []bouncer.Limit{perUser}}, bouncer.KeyLimits{Key: ip, Limits: []bouncer.Limit{perIP}})
-		want := bouncer.Decision{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 100 * time.Millisecond, Key: ip, LimitName: "per_ip"}
+		want := bouncer.Decision{Allowed: true, Capacity: 3, Remaining: 2, ResetAfter: 100 * time.Millisecond, Key: ip, LimitName: "per_ip"}
 		if got != want {
 			t.Errorf("got %+v, want %+v", got, want)
 		}

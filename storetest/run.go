@@ -100,9 +100,9 @@ func expect(t testing.TB, what string, d bouncer.Decision, want Want, key string
 	if got := WantOf(d); got != want {
 		t.Errorf("%s: got %v, want %v", what, got, want)
 	}
-	if d.Limit != l.Capacity() || d.Key != key || d.LimitName != l.Name {
+	if d.Capacity != l.Capacity() || d.Key != key || d.LimitName != l.Name {
 		t.Errorf("%s: binding limit: got (Limit %d, Key %q, LimitName %q), want (%d, %q, %q)",
-			what, d.Limit, d.Key, d.LimitName, l.Capacity(), key, l.Name)
+			what, d.Capacity, d.Key, d.LimitName, l.Capacity(), key, l.Name)
 	}
 }
 

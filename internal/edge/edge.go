@@ -320,7 +320,7 @@ func values[R any](b charged[R], d bouncer.Decision) header.Values {
 			break
 		}
 	}
-	v.Limit, v.Remaining, v.Reset = d.Limit, d.Remaining, d.ResetAfter
+	v.Limit, v.Remaining, v.Reset = d.Capacity, d.Remaining, d.ResetAfter
 	v.Denied, v.RetryAfter = !d.Allowed, d.RetryAfter
 	return v
 }
