@@ -3,33 +3,31 @@ package redisstore_test
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/bouncerhq/bouncer/internal/redistest"
 	"github.com/bouncerhq/bouncer/redisstore"
 )
 
 // The tests run against the servers scripts/redis-up.sh starts (make test
-// does): BOUNCER_REDIS_ADDR is the standalone server,
-// BOUNCER_REDIS_CLUSTER_ADDRS the Cluster's nodes. Without them the tests
-// skip, unless BOUNCER_REQUIRE_REDIS is set (make test sets it), when they
-// fail.
-
+// does), which internal/redistest names: addrs gives the standalone
+// server's address for "BOUNCER_REDIS_ADDR" and the Cluster's nodes for
+// "BOUNCER_REDIS_CLUSTER_ADDRS". Without them the tests skip, unless
+// BOUNCER_REQUIRE_REDIS is set (make test sets it), when they fail.
 func addrs(t testing.TB, env string) []string {
 	t.Helper()
-	v := os.Getenv(env)
-	if v == "" {
-		if os.Getenv("BOUNCER_REQUIRE_REDIS") != "" {
-			t.Fatalf("%s is not set; run scripts/redis-up.sh and source .redis/env", env)
-		}
-		t.Skipf("%s is not set; run scripts/redis-up.sh and source .redis/env (make test does)", env)
+	switch env {
+	case "BOUNCER_REDIS_ADDR":
+		return []string{redistest.Addr(t)}
+	case "BOUNCER_REDIS_CLUSTER_ADDRS":
+		return redistest.ClusterAddrs(t)
 	}
-	return strings.Split(v, ",")
+	t.Fatalf("addrs: %q names no test servers", env)
+	return nil
 }
 
 // topologies are the Redis deployments every test of the store runs on.
