@@ -28,6 +28,20 @@ type pending struct {
 // all allow — but for the limits with ChargeDenied, whose new states it
 // stores either way.
 func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bouncer.Decision {
+	pend = s.take(r, hashes, pend)
+	s.readClocks(pend)
+	allowed := compute(pend, r.Cost)
+	// A denied check charges the limits with ChargeDenied all the same.
+	settle(pend, allowed && r.Cost > 0, !allowed && r.Cost > 0)
+	if !allowed {
+		peekAllowed(pend)
+	}
+	return merge(pend, allowed)
+}
+
+// take appends to pend every limit of r's keys with its state, locking
+// the slot of a one-word table's.
+func (s *Store) take(r bouncer.Request, hashes []uint64, pend []pending) []pending {
 	for i, k := range r.Keys {
 		h := hashes[i]
 		sh := &s.shards[s.shardOf(h)]
@@ -51,6 +65,12 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 			pend = append(pend, p)
 		}
 	}
+	return pend
+}
+
+// readClocks sets each pending's now: the coarse clock for a table whose
+// interval allows it, the exact one otherwise, each read once.
+func (s *Store) readClocks(pend []pending) {
 	var exact, coarse int64
 	for i := range pend {
 		p := &pend[i]
@@ -66,6 +86,10 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 			p.now = exact
 		}
 	}
+}
+
+// compute decides every pending at cost, and reports whether all allow.
+func compute(pend []pending, cost int64) bool {
 	allowed := true
 	for i := range pend {
 		p := &pend[i]
@@ -78,11 +102,15 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 				}
 			}
 		}
-		p.after, p.res = p.t.p.Check(p.before, p.now, r.Cost)
+		p.after, p.res = p.t.p.Check(p.before, p.now, cost)
 		allowed = allowed && p.res.Allowed
 	}
-	// A denied check charges the limits with ChargeDenied all the same.
-	commit, charge := allowed && r.Cost > 0, !allowed && r.Cost > 0
+	return allowed
+}
+
+// settle releases the locked slots, with the new state if commit (or
+// charge, for a ChargeDenied limit), and saves the other new states.
+func settle(pend []pending, commit, charge bool) {
 	// Release the locked slots first (inserting may rebuild a table, which
 	// must not meet a locked slot), then store what is new.
 	for i := range pend {
@@ -101,19 +129,20 @@ func (s *Store) check(r bouncer.Request, hashes []uint64, pend []pending) bounce
 			}
 		}
 	}
-	if !allowed {
-		// Report every limit that would have allowed as it stood before
-		// the check, peeked at with cost 0, even one that ChargeDenied
-		// charged: only a limit that denied binds a denied decision.
-		for i := range pend {
-			if p := &pend[i]; p.res.Allowed {
-				_, res := p.t.p.Check(pend[p.first].before, p.now, 0)
-				res.Allowed = true
-				p.res = res
-			}
+}
+
+// peekAllowed reports, for a denied check, every limit that would have
+// allowed as it stood before the check, peeked at with cost 0, even one
+// that ChargeDenied charged: only a limit that denied binds a denied
+// decision.
+func peekAllowed(pend []pending) {
+	for i := range pend {
+		if p := &pend[i]; p.res.Allowed {
+			_, res := p.t.p.Check(pend[p.first].before, p.now, 0)
+			res.Allowed = true
+			p.res = res
 		}
 	}
-	return merge(pend, allowed)
 }
 
 // lastOf returns the index of the last pending with the same key and limit
