@@ -80,6 +80,38 @@ type bindingCase struct {
 }
 
 func testBinding(t *testing.T, newStore Factory) {
+	for _, c := range bindingCases() {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, newStore)
+			key := freshKey("binding")
+			if c.setup != nil {
+				c.setup(h, key)
+			}
+			h.at(c.at)
+			want := c.want
+			want.Key = key
+			if got := h.check(key, c.cost, c.limits...); got != want {
+				t.Errorf("got %+v, want %+v", got, want)
+			}
+		})
+	}
+
+	t.Run("across_keys", func(t *testing.T) {
+		h := newHarness(t, newStore)
+		user, ip := freshKey("user"), freshKey("ip")
+		perUser := bouncer.Limit{Name: "per_user", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 10}
+		perIP := bouncer.Limit{Name: "per_ip", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 3}
+		got := h.checkKeys(1, bouncer.KeyLimits{Key: user, Limits: []bouncer.Limit{perUser}}, bouncer.KeyLimits{Key: ip, Limits: []bouncer.Limit{perIP}})
+		want := bouncer.Decision{Allowed: true, Capacity: 3, Remaining: 2, ResetAfter: 100 * time.Millisecond, Key: ip, LimitName: "per_ip"}
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	})
+}
+
+// bindingCases are testBinding's checks of one key under several limits:
+// which limit binds the decision, and what it reports.
+func bindingCases() []bindingCase {
 	fast := bouncer.Limit{Name: "fast", Algorithm: bouncer.TokenBucket, Rate: 1, Period: time.Second, Burst: 1}
 	slow := bouncer.Limit{Name: "slow", Algorithm: bouncer.FixedWindow, Rate: 2, Period: time.Minute}
 	big := bouncer.Limit{Name: "big", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute}
@@ -140,33 +172,7 @@ func testBinding(t *testing.T, newStore Factory) {
 			want:  bouncer.Decision{Capacity: 2, ResetAfter: time.Minute, RetryAfter: time.Minute, LimitName: "slow"},
 		},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, newStore)
-			key := freshKey("binding")
-			if c.setup != nil {
-				c.setup(h, key)
-			}
-			h.at(c.at)
-			want := c.want
-			want.Key = key
-			if got := h.check(key, c.cost, c.limits...); got != want {
-				t.Errorf("got %+v, want %+v", got, want)
-			}
-		})
-	}
-
-	t.Run("across_keys", func(t *testing.T) {
-		h := newHarness(t, newStore)
-		user, ip := freshKey("user"), freshKey("ip")
-		perUser := bouncer.Limit{Name: "per_user", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 10}
-		perIP := bouncer.Limit{Name: "per_ip", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 3}
-		got := h.checkKeys(1, bouncer.KeyLimits{Key: user, Limits: []bouncer.Limit{perUser}}, bouncer.KeyLimits{Key: ip, Limits: []bouncer.Limit{perIP}})
-		want := bouncer.Decision{Allowed: true, Capacity: 3, Remaining: 2, ResetAfter: 100 * time.Millisecond, Key: ip, LimitName: "per_ip"}
-		if got != want {
-			t.Errorf("got %+v, want %+v", got, want)
-		}
-	})
+	return cases
 }
 
 func testKeyIsolation(t *testing.T, newStore Factory) {
