@@ -72,6 +72,12 @@ type Limit struct {
 	// the zero value leaves it to the store. The in-memory store always
 	// answers and ignores it.
 	OnStoreError StoreErrorPolicy
+
+	// Mode says how a hybrid limiter in front of a shared store decides
+	// the limit: Strict (the zero value) asks the shared store every
+	// time, Lease and Async decide locally (see Mode). The stores ignore
+	// it. Concurrency is always Strict.
+	Mode Mode
 }
 
 // NewLimit returns l after validating it; see Validate.
@@ -112,6 +118,12 @@ func (l Limit) Validate() error {
 		return l.invalid("charge_denied", fmt.Sprintf("%s charging denied checks needs a period of at least rate+2 ns, got %d per %v", l.Algorithm, l.Rate, l.Period))
 	case !l.OnStoreError.Valid():
 		return l.invalid("on_store_error", fmt.Sprintf("unknown policy %d", uint8(l.OnStoreError)))
+	case !l.Mode.Valid():
+		return l.invalid("mode", fmt.Sprintf("unknown mode %d", uint8(l.Mode)))
+	case l.Mode != Strict && l.Algorithm == Concurrency:
+		// Units in flight come back when a request ends, on whichever
+		// instance it ran: only the shared store can count them.
+		return l.invalid("mode", fmt.Sprintf("concurrency is always strict, got %s", l.Mode))
 	}
 	if !l.Algorithm.UsesBurst() {
 		if l.Burst != 0 {
@@ -167,6 +179,9 @@ func (l Limit) String() string {
 	}
 	if l.OnStoreError != StoreErrorDefault {
 		s += " on_store_error " + l.OnStoreError.String()
+	}
+	if l.Mode != Strict {
+		s += " mode " + l.Mode.String()
 	}
 	if l.Name != "" {
 		s = l.Name + ": " + s

@@ -56,6 +56,10 @@ func TestLimitValidate(t *testing.T) {
 		{"charge_denied_on_leaky_bucket", with(tb, func(l *bouncer.Limit) { l.Algorithm, l.ChargeDenied = bouncer.LeakyBucket, true }), "charge_denied"},
 		{"charge_denied_on_sliding_window_log", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.ChargeDenied = bouncer.SlidingWindowLog, true }), "charge_denied"},
 		{"charge_denied_on_concurrency", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.ChargeDenied = bouncer.Concurrency, true }), "charge_denied"},
+		{"lease_token_bucket", with(tb, func(l *bouncer.Limit) { l.Mode = bouncer.Lease }), ""},
+		{"async_fixed_window", with(fw, func(l *bouncer.Limit) { l.Mode = bouncer.Async }), ""},
+		{"unknown_mode", with(fw, func(l *bouncer.Limit) { l.Mode = bouncer.Async + 1 }), "mode"},
+		{"lease_concurrency", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Mode = bouncer.Concurrency, bouncer.Lease }), "mode"},
 		// 1 per hour with a burst of 10⁶ takes over a century to refill.
 		{"refill_overflow", with(tb, func(l *bouncer.Limit) { l.Rate, l.Period, l.Burst = 1, time.Hour, 1_000_000 }), "burst"},
 		{"refill_overflow_64_bits", with(tb, func(l *bouncer.Limit) { l.Rate, l.Period, l.Burst = 1, bouncer.MaxPeriod, bouncer.MaxRate }), "burst"},
@@ -180,10 +184,29 @@ func TestLimitString(t *testing.T) {
 		{bouncer.Limit{Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}, "token_bucket 10/1s burst 20"},
 		{bouncer.Limit{Name: "day", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: 24 * time.Hour}, "day: fixed_window 1000/24h0m0s"},
 		{bouncer.Limit{Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Minute, ChargeDenied: true}, "fixed_window 10/1m0s charge_denied"},
+		{bouncer.Limit{Algorithm: bouncer.GCRA, Rate: 10, Period: time.Second, Burst: 1, Mode: bouncer.Lease}, "gcra 10/1s burst 1 mode lease"},
 	}
 	for _, c := range cases {
 		if got := c.limit.String(); got != c.want {
 			t.Errorf("String of %#v: got %q, want %q", c.limit, got, c.want)
 		}
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for _, m := range []bouncer.Mode{bouncer.Strict, bouncer.Lease, bouncer.Async} {
+		got, err := bouncer.ParseMode(m.String())
+		if err != nil || got != m {
+			t.Errorf("ParseMode(%q): got (%v, %v), want %v", m.String(), got, err, m)
+		}
+	}
+	if got, err := bouncer.ParseMode(""); err != nil || got != bouncer.Strict {
+		t.Errorf("ParseMode(\"\"): got (%v, %v), want strict", got, err)
+	}
+	if _, err := bouncer.ParseMode("eventual"); err == nil {
+		t.Error("ParseMode(\"eventual\"): got nil, want an error")
+	}
+	if s := bouncer.Mode(9).String(); s != "Mode(9)" {
+		t.Errorf("Mode(9).String() = %q", s)
 	}
 }

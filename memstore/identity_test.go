@@ -9,7 +9,7 @@ import (
 	"github.com/bouncerhq/bouncer/memstore"
 )
 
-// A limit's counts do not depend on its OnStoreError policy, which says
+// A limit's counts do not depend on its OnStoreError policy or Mode, which says
 // what to do when a shared store fails: a config that changes only the
 // policy keeps its counts, as in the Redis store. With few limits in a
 // shard and with many (a map then).
@@ -30,6 +30,13 @@ func TestPolicyIsNotIdentity(t *testing.T) {
 					t.Errorf("check %d (policy %v): allowed %v, want %v: the policy changed, not the count", i+1, p, d.Allowed, want)
 				}
 			}
+			// Nor on its Mode, which says how a hybrid limiter shares it.
+			l.OnStoreError = bouncer.StoreErrorDefault
+			l.Mode = bouncer.Lease
+			if d := check(t, s, "k", 1, l); d.Allowed || d.Remaining != 0 {
+				t.Errorf("lease mode: got %+v, want the same count (over)", d)
+			}
+			l.Mode = bouncer.Strict
 			// A limit that counts otherwise has counts of its own.
 			l.Rate = 4
 			if d := check(t, s, "k", 1, l); !d.Allowed || d.Remaining != 3 {

@@ -384,12 +384,14 @@ type tableSet struct {
 const linearTables = 8
 
 // identity is what names l's state: l without its OnStoreError policy,
-// which says what to do when a shared store fails, not how to count. A
-// limit whose policy changes keeps its counts, as in the Redis store,
+// which says what to do when a shared store fails, and its Mode, which
+// says how a hybrid limiter shares it, neither how to count. A limit
+// whose policy or mode changes keeps its counts, as in the Redis store,
 // whose keys name the same fields.
 func identity(l *bouncer.Limit) bouncer.Limit {
 	id := *l
 	id.OnStoreError = bouncer.StoreErrorDefault
+	id.Mode = bouncer.Strict
 	return id
 }
 
