@@ -59,6 +59,7 @@ func TestLimitValidate(t *testing.T) {
 		{"lease_token_bucket", with(tb, func(l *bouncer.Limit) { l.Mode = bouncer.Lease }), ""},
 		{"async_fixed_window", with(fw, func(l *bouncer.Limit) { l.Mode = bouncer.Async }), ""},
 		{"unknown_mode", with(fw, func(l *bouncer.Limit) { l.Mode = bouncer.Async + 1 }), "mode"},
+		{"lease_shaping", with(tb, func(l *bouncer.Limit) { l.Algorithm, l.Shape, l.Mode = bouncer.LeakyBucket, true, bouncer.Lease }), "mode"},
 		{"lease_concurrency", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Mode = bouncer.Concurrency, bouncer.Lease }), "mode"},
 		// 1 per hour with a burst of 10⁶ takes over a century to refill.
 		{"refill_overflow", with(tb, func(l *bouncer.Limit) { l.Rate, l.Period, l.Burst = 1, time.Hour, 1_000_000 }), "burst"},
