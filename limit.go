@@ -76,7 +76,8 @@ type Limit struct {
 	// Mode says how a hybrid limiter in front of a shared store decides
 	// the limit: Strict (the zero value) asks the shared store every
 	// time, Lease and Async decide locally (see Mode). The stores ignore
-	// it. Concurrency and a shaping LeakyBucket are always Strict.
+	// it. Concurrency and a shaping LeakyBucket are always Strict; the
+	// sliding windows are Strict or Async.
 	Mode Mode
 }
 
@@ -124,6 +125,10 @@ func (l Limit) Validate() error {
 		// Units in flight come back when a request ends, on whichever
 		// instance it ran: only the shared store can count them.
 		return l.invalid("mode", fmt.Sprintf("concurrency is always strict, got %s", l.Mode))
+	case l.Mode == Lease && (l.Algorithm == SlidingWindowLog || l.Algorithm == SlidingWindowCounter):
+		// A sliding window counts a unit from when it is charged: units
+		// leased ahead would leave the window before they are spent.
+		return l.invalid("mode", fmt.Sprintf("%s cannot lease: use strict or async", l.Algorithm))
 	case l.Mode != Strict && l.Shape:
 		// A shaped request's delay is its place in the one shared queue.
 		return l.invalid("mode", fmt.Sprintf("a shaping leaky_bucket is always strict, got %s", l.Mode))

@@ -59,6 +59,9 @@ func TestLimitValidate(t *testing.T) {
 		{"lease_token_bucket", with(tb, func(l *bouncer.Limit) { l.Mode = bouncer.Lease }), ""},
 		{"async_fixed_window", with(fw, func(l *bouncer.Limit) { l.Mode = bouncer.Async }), ""},
 		{"unknown_mode", with(fw, func(l *bouncer.Limit) { l.Mode = bouncer.Async + 1 }), "mode"},
+		{"lease_sliding_window_log", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Mode = bouncer.SlidingWindowLog, bouncer.Lease }), "mode"},
+		{"lease_sliding_window_counter", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Mode = bouncer.SlidingWindowCounter, bouncer.Lease }), "mode"},
+		{"async_sliding_window_log", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Mode = bouncer.SlidingWindowLog, bouncer.Async }), ""},
 		{"lease_shaping", with(tb, func(l *bouncer.Limit) { l.Algorithm, l.Shape, l.Mode = bouncer.LeakyBucket, true, bouncer.Lease }), "mode"},
 		{"lease_concurrency", with(fw, func(l *bouncer.Limit) { l.Algorithm, l.Mode = bouncer.Concurrency, bouncer.Lease }), "mode"},
 		// 1 per hour with a burst of 10⁶ takes over a century to refill.

@@ -16,7 +16,8 @@ const (
 	// Lease takes quota from the shared store in leases and spends it
 	// locally. The shared store never counts more than the limit, so no
 	// fixed window admits more than its rate; a bucket admits at most
-	// rate × lease time more than it would alone.
+	// rate × lease time more than it would alone. The sliding windows
+	// cannot lease.
 	Lease
 	// Async decides locally on a view of the shared count and pushes
 	// each instance's usage to the shared store in batches. It admits
