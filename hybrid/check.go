@@ -1,0 +1,450 @@
+package hybrid
+
+import (
+	"context"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// Check decides r: its strict limits in the shared store, its lease
+// limits on leases, its async limits on the instance's view, all or
+// nothing as the stores decide. A check whose limits are all strict, and
+// every peek, goes to the shared store as it is.
+func (h *Limiter) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return bouncer.Decision{}, err
+	}
+	if r.Peek || !hasLocal(r) {
+		h.stats.strict.Add(1)
+		return h.shared.Check(ctx, r)
+	}
+	c := h.calls.Get().(*call)
+	defer h.calls.Put(c)
+	return c.check(ctx, h, r)
+}
+
+// part is one lease or async limit of a check.
+type part struct {
+	key   string
+	l     *bouncer.Limit
+	id    id
+	sh    *shard
+	took  bool  // its cost was taken from its lease
+	use   int64 // units of its lease that go toward its cost beside ask
+	ask   int64 // the lease it asks of the shared store; 0: none
+	req   int   // the index of its request in the call's
+	d     bouncer.Decision
+	known bool // d is its decision
+}
+
+// call is the scratch of one check.
+type call struct {
+	parts          []part
+	strict, local  bouncer.Request
+	view           bouncer.Request
+	limits         []bouncer.Limit
+	reqs           []bouncer.Request
+	ds             []bouncer.Decision
+	errs           []error
+	strictReq      int // index of the strict request in reqs; -1: none
+	ld             bouncer.Decision // the pre-throttle's
+	localCharged   bool
+	viewCharged    bool
+	strictAllowed  bool
+	degraded       bool
+	retries, order []int
+}
+
+// split sorts r's limits into the call's parts and requests.
+func (c *call) split(h *Limiter, r bouncer.Request) {
+	n := 0
+	for _, k := range r.Keys {
+		n += len(k.Limits)
+	}
+	c.parts = c.parts[:0]
+	c.limits = c.limits[:0]
+	if cap(c.limits) < 3*n {
+		c.limits = make([]bouncer.Limit, 0, 3*n)
+	}
+	c.strict = bouncer.Request{Cost: r.Cost, Keys: c.strict.Keys[:0]}
+	c.local = bouncer.Request{Cost: r.Cost, Keys: c.local.Keys[:0]}
+	c.view = bouncer.Request{Cost: r.Cost, Keys: c.view.Keys[:0]}
+	c.localCharged, c.viewCharged, c.strictAllowed, c.degraded = false, false, false, false
+	for _, k := range r.Keys {
+		var s, l, v int
+		for li := range k.Limits {
+			lim := &k.Limits[li]
+			switch lim.Mode {
+			case bouncer.Strict:
+				s++
+				continue
+			case bouncer.Async:
+				v++
+			}
+			l++
+			i := idOf(k.Key, lim)
+			c.parts = append(c.parts, part{key: k.Key, l: lim, id: i, sh: h.shardOf(&i)})
+		}
+		if s > 0 {
+			c.strict.Keys = append(c.strict.Keys, bouncer.KeyLimits{Key: k.Key, Limits: c.pick(k.Limits, s, func(m bouncer.Mode) bool { return m == bouncer.Strict })})
+		}
+		if l > 0 {
+			c.local.Keys = append(c.local.Keys, bouncer.KeyLimits{Key: k.Key, Limits: c.pick(k.Limits, l, func(m bouncer.Mode) bool { return m != bouncer.Strict })})
+		}
+		if v > 0 {
+			c.view.Keys = append(c.view.Keys, bouncer.KeyLimits{Key: k.Key, Limits: c.pick(k.Limits, v, func(m bouncer.Mode) bool { return m == bouncer.Async })})
+		}
+	}
+}
+
+// pick returns the n limits of ls whose mode is kept, ls itself when
+// that is all of them.
+func (c *call) pick(ls []bouncer.Limit, n int, keep func(bouncer.Mode) bool) []bouncer.Limit {
+	if n == len(ls) {
+		return ls
+	}
+	start := len(c.limits)
+	for _, l := range ls {
+		if keep(l.Mode) {
+			c.limits = append(c.limits, l)
+		}
+	}
+	return c.limits[start:len(c.limits):len(c.limits)]
+}
+
+// check decides r (see Limiter.Check).
+func (c *call) check(ctx context.Context, h *Limiter, r bouncer.Request) (bouncer.Decision, error) {
+	c.split(h, r)
+	now := h.now().UnixNano()
+	if d, ok := c.cached(h, r.Cost, now); ok {
+		h.stats.cacheHits.Add(1)
+		return d, nil
+	}
+	ld, err := h.local.Check(ctx, c.local)
+	if err != nil || !ld.Allowed {
+		if err == nil {
+			h.stats.throttled.Add(1)
+		}
+		return ld, err
+	}
+	c.localCharged, c.ld = true, ld
+	if d, ok := c.checkView(ctx, h); !ok {
+		c.undo(ctx, h, r.Cost, now)
+		return d, nil
+	}
+	c.take(h, r.Cost, now)
+	if err := c.ask(ctx, h, r.Cost, now); err != nil {
+		c.undo(ctx, h, r.Cost, now)
+		return bouncer.Decision{}, err
+	}
+	d, allowed := c.merge(h, now)
+	if !allowed {
+		c.undo(ctx, h, r.Cost, now)
+		return d, nil
+	}
+	c.settle(h, r.Cost, now)
+	return d, nil
+}
+
+// cached returns the denial cached for a part, if one holds for cost
+// now.
+func (c *call) cached(h *Limiter, cost, now int64) (bouncer.Decision, bool) {
+	for i := range c.parts {
+		p := &c.parts[i]
+		p.sh.mu.Lock()
+		e := p.sh.m[p.id]
+		if e == nil || now >= e.deniedUntil || cost < e.deniedCost {
+			p.sh.mu.Unlock()
+			continue
+		}
+		d := e.denied
+		elapsed := time.Duration(now - e.deniedAt)
+		p.sh.mu.Unlock()
+		if d.RetryAfter != bouncer.Never {
+			d.RetryAfter = max(d.RetryAfter-elapsed, 1)
+		}
+		d.ResetAfter = max(d.ResetAfter-elapsed, 0)
+		return d, true
+	}
+	return bouncer.Decision{}, false
+}
+
+// checkView charges the async parts to the instance's view, unless syncs
+// fail and their policy says otherwise.
+func (c *call) checkView(ctx context.Context, h *Limiter) (bouncer.Decision, bool) {
+	if len(c.view.Keys) == 0 {
+		return bouncer.Decision{}, true
+	}
+	if h.syncFailing.Load() {
+		c.degraded = true
+		switch h.policyOf(&c.view) {
+		case bouncer.StoreErrorAllow:
+			return bouncer.Decision{}, true
+		case bouncer.StoreErrorDeny:
+			k := c.view.Keys[0]
+			return bouncer.Decision{Capacity: k.Limits[0].Capacity(), RetryAfter: h.interval, Key: k.Key, LimitName: k.Limits[0].Name, Degraded: true}, false
+		}
+	}
+	d, err := h.view.Check(ctx, c.view)
+	if err != nil || !d.Allowed {
+		d.Degraded = c.degraded
+		return d, false
+	}
+	c.viewCharged = true
+	for i := range c.parts {
+		if p := &c.parts[i]; p.l.Mode == bouncer.Async {
+			p.d, p.known = d, true
+		}
+	}
+	return d, true
+}
+
+// policyOf is the strictest policy of r's limits while syncs fail: deny
+// over local over allow.
+func (h *Limiter) policyOf(r *bouncer.Request) bouncer.StoreErrorPolicy {
+	pol := bouncer.StoreErrorAllow
+	for _, k := range r.Keys {
+		for _, l := range k.Limits {
+			p := l.OnStoreError
+			if p == bouncer.StoreErrorDefault {
+				p = h.policy
+			}
+			if p == bouncer.StoreErrorDeny {
+				return p
+			}
+			if p == bouncer.StoreErrorLocal {
+				pol = p
+			}
+		}
+	}
+	return pol
+}
+
+// take spends each lease part's cost from its lease, or sizes the lease
+// it asks for.
+func (c *call) take(h *Limiter, cost, now int64) {
+	for i := range c.parts {
+		p := &c.parts[i]
+		if p.l.Mode != bouncer.Lease {
+			continue
+		}
+		p.took, p.ask, p.use = false, 0, 0
+		p.sh.mu.Lock()
+		e := h.get(p.sh, p.id, p.l, now)
+		switch {
+		case e == nil:
+			p.ask = cost // no room: strict
+		case e.units >= cost && now < e.until:
+			e.units -= cost
+			e.asked += cost
+			h.stats.unitsParked.Add(-cost)
+			p.took = true
+			p.d = e.decision(p, now)
+			p.known = true
+		default:
+			// The units left, too few, go toward the cost with the new
+			// lease, which lives no longer than they would have.
+			e.asked += cost
+			if now < e.until && e.units > 0 {
+				p.use, e.units = e.units, 0
+				h.stats.unitsParked.Add(-p.use)
+			}
+			p.ask = h.size(e, p.l, cost, now) - p.use
+		}
+		p.sh.mu.Unlock()
+	}
+}
+
+// ask sends the leases asked for and the strict limits to the shared
+// store in one go, and a second time, at the check's cost, the leases
+// larger than it that were denied.
+func (c *call) ask(ctx context.Context, h *Limiter, cost, now int64) error {
+	c.reqs, c.strictReq = c.reqs[:0], -1
+	for i := range c.parts {
+		p := &c.parts[i]
+		if p.ask > 0 {
+			p.req = len(c.reqs)
+			c.reqs = append(c.reqs, leaseRequest(p, p.ask))
+		}
+	}
+	if len(c.strict.Keys) > 0 {
+		c.strictReq = len(c.reqs)
+		c.reqs = append(c.reqs, c.strict)
+	}
+	if len(c.reqs) == 0 {
+		return nil
+	}
+	c.ds, c.errs = bouncer.CheckEach(ctx, h.shared, c.reqs, c.ds, c.errs)
+	if err := c.firstErr(); err != nil {
+		return err
+	}
+	if c.strictReq >= 0 {
+		c.strictAllowed = c.ds[c.strictReq].Allowed
+		c.degraded = c.degraded || c.ds[c.strictReq].Degraded
+	}
+	c.retries = c.retries[:0]
+	for i := range c.parts {
+		p := &c.parts[i]
+		if p.ask == 0 {
+			continue
+		}
+		d := c.ds[p.req]
+		if !d.Allowed && !d.Degraded && p.ask+p.use > cost {
+			c.retries = append(c.retries, i)
+			continue
+		}
+		h.granted(p, d, cost, now)
+	}
+	return c.retry(ctx, h, cost, now)
+}
+
+// retry asks again, at the check's cost, for the leases in c.retries.
+func (c *call) retry(ctx context.Context, h *Limiter, cost, now int64) error {
+	if len(c.retries) == 0 {
+		return nil
+	}
+	c.reqs = c.reqs[:0]
+	for _, i := range c.retries {
+		p := &c.parts[i]
+		p.ask, p.req = cost-p.use, len(c.reqs)
+		c.reqs = append(c.reqs, leaseRequest(p, p.ask))
+	}
+	c.ds, c.errs = bouncer.CheckEach(ctx, h.shared, c.reqs, c.ds, c.errs)
+	if err := c.firstErr(); err != nil {
+		return err
+	}
+	for _, i := range c.retries {
+		p := &c.parts[i]
+		h.granted(p, c.ds[p.req], cost, now)
+	}
+	return nil
+}
+
+func (c *call) firstErr() error {
+	for _, err := range c.errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseRequest asks the shared store for n units of p's limit.
+func leaseRequest(p *part, n int64) bouncer.Request {
+	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: p.key, Limits: []bouncer.Limit{*p.l}}}, Cost: n}
+}
+
+// merge returns the check's decision over its parts and strict limits,
+// and whether all allowed.
+func (c *call) merge(h *Limiter, now int64) (bouncer.Decision, bool) {
+	var d bouncer.Decision
+	first, allowed := true, true
+	add := func(x bouncer.Decision) {
+		allowed = allowed && x.Allowed
+		d.Degraded = d.Degraded || x.Degraded
+		d.RetryAfter = max(d.RetryAfter, x.RetryAfter)
+		d.Delay = max(d.Delay, x.Delay)
+		if first || binds(&x, &d) {
+			d.Capacity, d.Remaining, d.ResetAfter, d.Key, d.LimitName = x.Capacity, x.Remaining, x.ResetAfter, x.Key, x.LimitName
+		}
+		first = false
+	}
+	for i := range c.parts {
+		p := &c.parts[i]
+		if p.known {
+			add(p.d)
+		}
+	}
+	if c.strictReq >= 0 {
+		add(c.ds[c.strictReq])
+	}
+	if first { // async parts allowed by policy alone
+		add(c.ld)
+	}
+	d.Allowed = allowed
+	d.Degraded = d.Degraded || c.degraded
+	if allowed {
+		d.RetryAfter = 0
+	} else {
+		d.Delay = 0
+	}
+	return d, allowed
+}
+
+// binds reports whether x binds over d: less remaining, then the longer
+// retry, then the longer reset. A denial binds over an allowance.
+func binds(x, d *bouncer.Decision) bool {
+	if x.Allowed != d.Allowed {
+		return !x.Allowed
+	}
+	if x.Remaining != d.Remaining {
+		return x.Remaining < d.Remaining
+	}
+	if x.RetryAfter != d.RetryAfter {
+		return x.RetryAfter > d.RetryAfter
+	}
+	return x.ResetAfter > d.ResetAfter
+}
+
+// undo gives back what a check that is not allowed took: its lease
+// units, its view and local charges, and its strict limits' charge.
+func (c *call) undo(ctx context.Context, h *Limiter, cost, now int64) {
+	for i := range c.parts {
+		p := &c.parts[i]
+		if !p.took {
+			continue
+		}
+		p.sh.mu.Lock()
+		if e := p.sh.m[p.id]; e != nil && now < e.until {
+			e.units += cost
+			h.stats.unitsParked.Add(cost)
+		}
+		p.sh.mu.Unlock()
+		p.took = false
+	}
+	if c.viewCharged {
+		_ = h.view.Refund(ctx, c.view)
+	}
+	if c.localCharged {
+		_ = h.local.Refund(ctx, c.local)
+	}
+	if c.strictAllowed {
+		_ = h.shared.Refund(ctx, c.strict)
+	}
+}
+
+// settle counts an allowed check: its async units wait for the next
+// push.
+func (c *call) settle(h *Limiter, cost, now int64) {
+	for i := range c.parts {
+		p := &c.parts[i]
+		switch p.l.Mode {
+		case bouncer.Lease:
+			h.stats.lease.Add(1)
+		case bouncer.Async:
+			h.stats.async.Add(1)
+			p.sh.mu.Lock()
+			if e := h.get(p.sh, p.id, p.l, now); e != nil {
+				if w := window(p.l, now); w != e.pendingWin {
+					e.pending, e.pendingWin = 0, w
+				}
+				e.pending += cost
+				if !e.dirty {
+					e.dirty = true
+					p.sh.dirty = append(p.sh.dirty, p.id)
+				}
+			}
+			p.sh.mu.Unlock()
+		}
+	}
+}
+
+// window is the fixed window of l that holds now (0 for the other
+// algorithms): windows are aligned to the Unix epoch.
+func window(l *bouncer.Limit, now int64) int64 {
+	if l.Algorithm != bouncer.FixedWindow {
+		return 0
+	}
+	return now / int64(l.Period)
+}

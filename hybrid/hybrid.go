@@ -1,0 +1,326 @@
+package hybrid
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/memstore"
+)
+
+// Defaults of Options.
+const (
+	// DefaultLeaseTime is how long a lease lives at most.
+	DefaultLeaseTime = time.Second
+	// DefaultSyncInterval is how often async limits push their usage.
+	DefaultSyncInterval = 100 * time.Millisecond
+	// DefaultMaxKeys bounds the (key, limit) pairs held locally.
+	DefaultMaxKeys = 1 << 20
+)
+
+// Options configure a Limiter. The zero value is usable.
+type Options struct {
+	// Now returns the current time; nil means time.Now. Leases and the
+	// over-limit cache run on it.
+	Now func() time.Time
+
+	// LeaseTime is how long a lease lives at most (less when its fixed
+	// window ends sooner, or its limit's Period is shorter); 0 means
+	// DefaultLeaseTime. A bucket in lease mode admits at most rate ×
+	// LeaseTime more than the limit.
+	LeaseTime time.Duration
+
+	// SyncInterval is how often async limits push their usage to the
+	// shared store and leases that end before the next tick are given
+	// back; 0 means DefaultSyncInterval.
+	SyncInterval time.Duration
+
+	// MaxKeys bounds how many (key, limit) pairs in lease or async mode
+	// the limiter holds; 0 means DefaultMaxKeys. A pair that finds no room
+	// is decided as if strict.
+	MaxKeys int
+
+	// OnStoreError is the policy of async limits whose OnStoreError is
+	// the default, while syncs fail: allow, deny, or local (the default:
+	// each instance keeps deciding on its own view). Give it the shared
+	// store's default.
+	OnStoreError bouncer.StoreErrorPolicy
+
+	// Manual starts no goroutine: the caller calls Tick every
+	// SyncInterval itself (tests do, on a fake clock).
+	Manual bool
+}
+
+// Limiter is the hybrid bouncer.Limiter. Its methods are safe for
+// concurrent use; Close stops its goroutine and gives leases back.
+type Limiter struct {
+	shared, local bouncer.Limiter
+	view          *memstore.Store // async limits' view of the shared counts
+	ownLocal      *memstore.Store // local, if New made it
+	now           func() time.Time
+	leaseTime     time.Duration
+	interval      time.Duration
+	policy        bouncer.StoreErrorPolicy
+	perShard      int
+	seed          maphash.Seed
+	shards        [shardCount]shard
+	calls         sync.Pool
+
+	syncFailing atomic.Bool
+	stats       counters
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+var _ bouncer.Resetter = (*Limiter)(nil)
+
+const shardCount = 64
+
+// New returns a hybrid limiter deciding in shared, with local for the
+// pre-throttle (nil: an in-memory store of its own, which Close closes).
+// Unless o.Manual, it starts a goroutine that Close stops.
+func New(shared, local bouncer.Limiter, o Options) *Limiter {
+	h := &Limiter{
+		shared: shared, local: local,
+		now:       o.Now,
+		leaseTime: o.LeaseTime, interval: o.SyncInterval,
+		policy: o.OnStoreError,
+		seed:   maphash.MakeSeed(),
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.leaseTime <= 0 {
+		h.leaseTime = DefaultLeaseTime
+	}
+	if h.interval <= 0 {
+		h.interval = DefaultSyncInterval
+	}
+	if h.policy == bouncer.StoreErrorDefault {
+		h.policy = bouncer.StoreErrorLocal
+	}
+	maxKeys := o.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	h.perShard = max(maxKeys/shardCount, 1)
+	if h.local == nil {
+		h.ownLocal = memstore.New(memstore.Options{Now: o.Now})
+		h.local = h.ownLocal
+	}
+	h.view = memstore.New(memstore.Options{Now: o.Now})
+	for i := range h.shards {
+		h.shards[i].m = make(map[id]*entry)
+	}
+	h.calls.New = func() any { return new(call) }
+	if !o.Manual {
+		h.stop, h.done = make(chan struct{}), make(chan struct{})
+		go h.run()
+	}
+	return h
+}
+
+// run ticks every interval until Close.
+func (h *Limiter) run() {
+	defer close(h.done)
+	t := time.NewTicker(h.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), h.interval)
+			h.Tick(ctx)
+			cancel()
+		}
+	}
+}
+
+// Close stops the limiter's goroutine and gives back the units of the
+// bucket leases it holds. It does not close the shared store.
+func (h *Limiter) Close() error {
+	h.once.Do(func() {
+		if h.stop != nil {
+			close(h.stop)
+			<-h.done
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		h.endLeases(ctx, true)
+		h.view.Close()
+		if h.ownLocal != nil {
+			h.ownLocal.Close()
+		}
+	})
+	return nil
+}
+
+// Tick pushes the async limits' usage and gives back the leases that end
+// before the next tick. The limiter's goroutine calls it every
+// SyncInterval; with Options.Manual the caller does.
+func (h *Limiter) Tick(ctx context.Context) {
+	h.sync(ctx)
+	h.endLeases(ctx, false)
+}
+
+// id names a (key, limit) pair: the limit without its Mode and
+// OnStoreError, as the stores name its state.
+type id struct {
+	key string
+	lim bouncer.Limit
+}
+
+func idOf(key string, l *bouncer.Limit) id {
+	lim := *l
+	lim.Mode, lim.OnStoreError = bouncer.Strict, bouncer.StoreErrorDefault
+	return id{key, lim}
+}
+
+// entry is what an instance knows of a (key, limit) pair in lease or
+// async mode. Times are the limiter's clock in ns since the epoch.
+type entry struct {
+	lim bouncer.Limit // with its Mode and policy
+
+	// The lease: units left to spend before until; rem and resetAt are
+	// the shared limit's remaining units and reset when it was granted
+	// (granted: a lease was, once).
+	units, until, rem, resetAt int64
+	granted                    bool
+
+	// Demand: units asked since since, and in the span before (each span
+	// a lease's life long).
+	asked, prevAsked, since int64
+
+	// The over-limit cache: checks of deniedCost or more are denied until
+	// deniedUntil as denied was at deniedAt.
+	deniedUntil, deniedCost, deniedAt int64
+	denied                            bouncer.Decision
+
+	// Async: units admitted since the last push, in fixed window
+	// pendingWin (a fixed window's units are pushed in their window or
+	// not at all: in the next they would count against it).
+	pending, pendingWin int64
+	dirty               bool
+}
+
+type shard struct {
+	mu    sync.Mutex
+	m     map[id]*entry
+	dirty []id // async pairs with pending units
+}
+
+func (h *Limiter) shardOf(i *id) *shard {
+	x := maphash.String(h.seed, i.key) ^ maphash.String(h.seed, i.lim.Name)
+	return &h.shards[x%shardCount]
+}
+
+// get returns i's entry, making it if there is room (nil if not). The
+// shard must be locked.
+func (h *Limiter) get(sh *shard, i id, l *bouncer.Limit, now int64) *entry {
+	if e := sh.m[i]; e != nil {
+		return e
+	}
+	if len(sh.m) >= h.perShard {
+		h.evict(sh, now)
+		if len(sh.m) >= h.perShard {
+			return nil
+		}
+	}
+	e := &entry{lim: *l, since: now}
+	sh.m[i] = e
+	return e
+}
+
+// evict drops the shard's entries that hold nothing: no lease, no denial
+// in force, no pending units. The shard must be locked.
+func (h *Limiter) evict(sh *shard, now int64) {
+	for i, e := range sh.m {
+		if e.idle(now) {
+			delete(sh.m, i)
+		}
+	}
+}
+
+func (e *entry) idle(now int64) bool {
+	return (e.units == 0 || now >= e.until) && now >= e.deniedUntil && e.pending == 0 && !e.dirty
+}
+
+// Refund gives r's units back in the shared store and the local one, and
+// forgets the denials cached for its keys.
+func (h *Limiter) Refund(ctx context.Context, r bouncer.Request) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if hasLocal(r) {
+		h.forget(r, false)
+		_ = h.local.Refund(ctx, localOnly(r))
+	}
+	return h.shared.Refund(ctx, r)
+}
+
+// Reset forgets r's keys everywhere: the shared store, the local one,
+// leases (not given back) and cached denials.
+func (h *Limiter) Reset(ctx context.Context, r bouncer.Request) error {
+	h.forget(r, true)
+	_ = bouncer.Reset(ctx, h.local, r)
+	_ = h.view.Reset(ctx, r)
+	return bouncer.Reset(ctx, h.shared, r)
+}
+
+// forget drops the cached denials of r's pairs, and with all their
+// entries.
+func (h *Limiter) forget(r bouncer.Request, all bool) {
+	for _, k := range r.Keys {
+		for li := range k.Limits {
+			i := idOf(k.Key, &k.Limits[li])
+			sh := h.shardOf(&i)
+			sh.mu.Lock()
+			if e := sh.m[i]; e != nil {
+				if all {
+					if e.units > 0 {
+						h.stats.unitsParked.Add(-e.units)
+					}
+					delete(sh.m, i)
+				} else {
+					e.deniedUntil = 0
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// hasLocal reports whether a limit of r is in lease or async mode.
+func hasLocal(r bouncer.Request) bool {
+	for _, k := range r.Keys {
+		for i := range k.Limits {
+			if k.Limits[i].Mode != bouncer.Strict {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// localOnly returns r with only its lease and async limits.
+func localOnly(r bouncer.Request) bouncer.Request {
+	out := bouncer.Request{Cost: r.Cost, Peek: r.Peek}
+	for _, k := range r.Keys {
+		var ls []bouncer.Limit
+		for _, l := range k.Limits {
+			if l.Mode != bouncer.Strict {
+				ls = append(ls, l)
+			}
+		}
+		if ls != nil {
+			out.Keys = append(out.Keys, bouncer.KeyLimits{Key: k.Key, Limits: ls})
+		}
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+package hybrid
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// life is how long a lease of l lives at most, in ns.
+func (h *Limiter) life(l *bouncer.Limit) int64 { return int64(min(h.leaseTime, l.Period)) }
+
+// roll starts a new span of demand when the last one is a lease's life
+// old: the units asked in it become the previous span's. The shard must
+// be locked.
+func (h *Limiter) roll(e *entry, l *bouncer.Limit, now int64) {
+	life := h.life(l)
+	if now-e.since < life {
+		return
+	}
+	e.prevAsked = e.asked
+	if now-e.since >= 2*life {
+		e.prevAsked = 0
+	}
+	e.asked, e.since = 0, now
+}
+
+// size returns the lease to ask for: the units the pair's local demand
+// spent in the last lease's life (the larger of the last span and the
+// current one), at least cost, at most the limit's capacity and a
+// quarter of what the shared limit had left at the last grant. A cold
+// pair asks for its cost alone: strict.
+func (h *Limiter) size(e *entry, l *bouncer.Limit, cost, now int64) int64 {
+	h.roll(e, l, now)
+	n := min(max(e.prevAsked, e.asked), l.Capacity())
+	if e.granted {
+		n = min(n, e.rem/4)
+	}
+	return max(n, cost)
+}
+
+// granted records the shared store's answer d to p's lease ask, made at
+// now: a lease when allowed, a cached denial when denied at the check's
+// cost.
+func (h *Limiter) granted(p *part, d bouncer.Decision, cost, now int64) {
+	p.d, p.known = d, true
+	p.sh.mu.Lock()
+	defer p.sh.mu.Unlock()
+	e := h.get(p.sh, p.id, p.l, now)
+	if e == nil {
+		return
+	}
+	if !d.Allowed || d.Degraded {
+		if p.use > 0 && now < e.until { // the units taken toward the cost
+			e.units += p.use
+			h.stats.unitsParked.Add(p.use)
+		}
+		if !d.Degraded && p.ask+p.use == cost {
+			e.deniedCost, e.denied, e.deniedAt = cost, d, now
+			e.deniedUntil = math.MaxInt64
+			if d.RetryAfter != bouncer.Never {
+				e.deniedUntil = now + int64(d.RetryAfter)
+			}
+		}
+		return
+	}
+	if e.units > 0 && now >= e.until {
+		h.stats.leasesExpired.Add(1)
+		h.stats.unitsParked.Add(-e.units)
+		e.units = 0
+	}
+	until := now + h.life(p.l)
+	if p.l.Algorithm == bouncer.FixedWindow {
+		until = min(until, now+int64(d.ResetAfter)) // a lease dies with its window
+	}
+	if p.use > 0 || e.units > 0 {
+		until = min(until, e.until) // units of the last lease are in it
+	}
+	e.units, e.until = e.units+p.use+p.ask-cost, until
+	e.rem, e.resetAt, e.granted = d.Remaining, now+int64(d.ResetAfter), true
+	e.deniedUntil = 0
+	h.stats.leasesTaken.Add(1)
+	h.stats.unitsParked.Add(p.use + p.ask - cost)
+	p.took = true
+	p.d = e.decision(p, now)
+}
+
+// decision is what a check spent from e's lease reports: the shared
+// limit's remaining at the grant plus the lease's, and its reset then.
+func (e *entry) decision(p *part, now int64) bouncer.Decision {
+	return bouncer.Decision{
+		Allowed:    true,
+		Capacity:   p.l.Capacity(),
+		Remaining:  min(e.rem+e.units, p.l.Capacity()),
+		ResetAfter: time.Duration(max(e.resetAt-now, 0)),
+		Key:        p.key,
+		LimitName:  p.l.Name,
+	}
+}
+
+// endLeases ends the leases that end before the next tick (all of them,
+// with every), giving back the units left of buckets' leases. A window's
+// units stay charged: given back later, they could land in the next
+// window, which has not paid for them.
+func (h *Limiter) endLeases(ctx context.Context, every bool) {
+	now := h.now().UnixNano()
+	horizon := now + int64(h.interval)
+	byUnits := map[int64][]bouncer.KeyLimits{}
+	for s := range h.shards {
+		sh := &h.shards[s]
+		sh.mu.Lock()
+		for i, e := range sh.m {
+			if e.units > 0 && (every || e.until <= horizon) {
+				if now < e.until && e.lim.Algorithm.UsesBurst() {
+					byUnits[e.units] = append(byUnits[e.units], bouncer.KeyLimits{Key: i.key, Limits: []bouncer.Limit{e.lim}})
+					h.stats.leasesReturned.Add(1)
+				} else {
+					h.stats.leasesExpired.Add(1)
+				}
+				h.stats.unitsParked.Add(-e.units)
+				e.units = 0
+			}
+			if e.idle(now) && now-e.since >= 2*h.life(&e.lim) {
+				delete(sh.m, i)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for n, keys := range byUnits {
+		_ = h.shared.Refund(ctx, bouncer.Request{Keys: keys, Cost: n})
+	}
+}
