@@ -47,7 +47,7 @@ type call struct {
 	reqs           []bouncer.Request
 	ds             []bouncer.Decision
 	errs           []error
-	strictReq      int // index of the strict request in reqs; -1: none
+	strictReq      int              // index of the strict request in reqs; -1: none
 	ld             bouncer.Decision // the pre-throttle's
 	localCharged   bool
 	viewCharged    bool
