@@ -38,7 +38,7 @@ func TestConfigErrors(t *testing.T) {
 		},
 		"bouncer fields without opting in": {
 			"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      algorithm: gcra\n",
-			[]string{"5: algorithm, burst, shape, on_store_error and charge_denied need 'semantics: bouncer'"},
+			[]string{"5: algorithm, burst, shape, on_store_error, charge_denied and mode need 'semantics: bouncer'"},
 		},
 		"native: bad duration": {
 			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: 1 minute}\n",

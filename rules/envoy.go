@@ -50,6 +50,8 @@ type envoyRateLimit struct {
 	Shape        bool   `yaml:"shape"`
 	OnStoreError string `yaml:"on_store_error"`
 	ChargeDenied *bool  `yaml:"charge_denied"`
+	Mode         string `yaml:"mode"`
+	ModeAt       pos    `yamlconf:"mode"`
 }
 
 // compileEnvoy builds a domain from a file in envoyproxy/ratelimit's
@@ -201,8 +203,13 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 	switch {
 	case !ok:
 	case l.Rate == 0 && c.d.Semantics == EnvoySemantics:
+		// Strict whatever the default: its answers are the window's
+		// exact count, every instance's hits included.
 		r.Limits, r.zero = []bouncer.Limit{zeroLimit(l)}, true
 	default:
+		if rl.Mode == "" {
+			l.Mode = c.o.defaultMode(l)
+		}
 		if err := l.Validate(); err != nil {
 			c.errorf(rl.At.Line, "%s.%s", at, limitReason(err))
 			break
@@ -238,7 +245,7 @@ func (c *envoyCompiler) unitAndCount(rl *envoyRateLimit, at string) (Unit, bool)
 
 // limit is the limit rl sets: a fixed window of its unit, with what
 // 'semantics: bouncer' adds (algorithm, burst, shape, charge_denied,
-// on_store_error). It reports false, having said why, when one of those
+// on_store_error, mode). It reports false, having said why, when one of those
 // is wrong or the semantics do not allow them.
 func (c *envoyCompiler) limit(rl *envoyRateLimit, unit Unit, at string) (bouncer.Limit, bool) {
 	l := bouncer.Limit{
@@ -248,12 +255,12 @@ func (c *envoyCompiler) limit(rl *envoyRateLimit, unit Unit, at string) (bouncer
 		Period:       unit.Duration(),
 		ChargeDenied: c.d.Semantics == EnvoySemantics,
 	}
-	bouncerOnly := rl.Algorithm != "" || rl.Burst != nil || rl.Shape || rl.OnStoreError != "" || rl.ChargeDenied != nil
+	bouncerOnly := rl.Algorithm != "" || rl.Burst != nil || rl.Shape || rl.OnStoreError != "" || rl.ChargeDenied != nil || rl.Mode != ""
 	if !bouncerOnly {
 		return l, true
 	}
 	if c.d.Semantics != BouncerSemantics {
-		c.errorf(rl.At.Line, "algorithm, burst, shape, on_store_error and charge_denied need 'semantics: bouncer' at the top of the file")
+		c.errorf(rl.At.Line, "algorithm, burst, shape, on_store_error, charge_denied and mode need 'semantics: bouncer' at the top of the file")
 		return l, false
 	}
 	if rl.Algorithm != "" {
@@ -281,6 +288,12 @@ func (c *envoyCompiler) limit(rl *envoyRateLimit, unit Unit, at string) (bouncer
 		}
 		l.OnStoreError = p
 	}
+	m, err := bouncer.ParseMode(rl.Mode)
+	if err != nil {
+		c.errorf(max(rl.ModeAt.Line, rl.At.Line), "%s.mode: %v", at, err)
+		return l, false
+	}
+	l.Mode = m
 	return l, true
 }
 

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"github.com/bouncerhq/bouncer/internal/yamlconf"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/internal/yamlconf"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -28,6 +29,23 @@ type LoadOptions struct {
 	// never told when a request ends, so without this a concurrency limit
 	// is a problem of the config, reported with its file and line.
 	AllowConcurrency bool
+
+	// Mode is the mode of every limit whose rule names none (a flag for
+	// envoyproxy/ratelimit-format configs, which have no field for it).
+	// Concurrency limits and shaping leaky buckets, which are always
+	// strict (bouncer.Limit.Mode), stay strict. The zero value is
+	// bouncer.Strict.
+	Mode bouncer.Mode
+}
+
+// defaultMode is the mode o gives limit l when its file names none:
+// o.Mode, except that the limits that are always strict stay strict, so
+// that a load-wide default never makes a valid file invalid.
+func (o LoadOptions) defaultMode(l bouncer.Limit) bouncer.Mode {
+	if l.Algorithm == bouncer.Concurrency || l.Shape {
+		return bouncer.Strict
+	}
+	return o.Mode
 }
 
 // Load reads the config at path: one YAML file, or every *.yaml and *.yml
@@ -105,6 +123,9 @@ func (o LoadOptions) Parse(name string, data []byte) (*Config, error) {
 }
 
 func (o LoadOptions) parse(names []string, data [][]byte) (*Config, error) {
+	if !o.Mode.Valid() {
+		return nil, fmt.Errorf("rules: LoadOptions.Mode: unknown mode %d", uint8(o.Mode))
+	}
 	var errs errorList
 	c := &Config{Version: version(names, data), Files: slices.Clone(names), domains: map[string]*Domain{}}
 	for i, name := range names {

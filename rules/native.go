@@ -44,6 +44,8 @@ type nativeRule struct {
 	Unlimited    bool                  `yaml:"unlimited"`
 	Shadow       bool                  `yaml:"shadow"`
 	OnStoreError string                `yaml:"on_store_error"`
+	Mode         string                `yaml:"mode"`
+	ModeAt       pos                   `yamlconf:"mode"`
 	ChargeDenied bool                  `yaml:"charge_denied"`
 	Replaces     []string              `yaml:"replaces"`
 	RefundOn5xx  bool                  `yaml:"refund_on_5xx"`
@@ -72,6 +74,8 @@ type nativeLimit struct {
 	Period      time.Duration `yaml:"period"`
 	Burst       *int64        `yaml:"burst"` // nil: one period's worth
 	Shape       bool          `yaml:"shape"`
+	Mode        string        `yaml:"mode"`
+	ModeAt      pos           `yamlconf:"mode"`
 }
 
 func compileNative(file string, f *nativeFile, line int, errs *errorList, o LoadOptions) *Domain {
@@ -165,7 +169,7 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 }
 
 // ruleLimits compiles the limits of rule nr into r: its own, and each
-// plan's, with the rule's algorithm and on_store_error as their
+// plan's, with the rule's algorithm, on_store_error and mode as their
 // defaults.
 func (c *nativeCompiler) ruleLimits(at string, nr nativeRule, r *Rule) {
 	var policy bouncer.StoreErrorPolicy
@@ -183,6 +187,11 @@ func (c *nativeCompiler) ruleLimits(at string, nr nativeRule, r *Rule) {
 			ruleAlg = false
 		}
 	}
+	ruleMode := true // the rule's mode, if any, is valid
+	if _, err := bouncer.ParseMode(nr.Mode); err != nil {
+		c.errorf(max(nr.ModeAt.Line, nr.At.Line), "%s.mode: %v", at, err)
+		ruleMode = false
+	}
 	limits := func(where string, ls []nativeLimit, unlimited bool, line int) []bouncer.Limit {
 		if unlimited {
 			if len(ls) > 0 {
@@ -195,7 +204,7 @@ func (c *nativeCompiler) ruleLimits(at string, nr nativeRule, r *Rule) {
 		}
 		var out []bouncer.Limit
 		for j, nl := range ls {
-			if nl.Algorithm == "" && !ruleAlg {
+			if nl.Algorithm == "" && !ruleAlg || nl.Mode == "" && !ruleMode {
 				continue // reported once, at the rule
 			}
 			l, ok := c.limit(fmt.Sprintf("%s.limits[%d]", where, j), j, nl, nr, policy)
@@ -322,11 +331,31 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 	case a.UsesBurst():
 		l.Burst = l.Rate // the usual default: one period's worth
 	}
+	m, err := c.mode(nl, nr, l)
+	if err != nil {
+		c.errorf(max(nl.ModeAt.Line, nl.At.Line), "%s.mode: %v", at, err)
+		return bouncer.Limit{}, false
+	}
+	l.Mode = m
 	if err := l.Validate(); err != nil {
 		c.errorf(nl.At.Line, "%s.%s", at, limitReason(err))
 		return bouncer.Limit{}, false
 	}
 	return l, true
+}
+
+// mode is the mode of limit l, compiled from nl of rule nr: the limit's
+// own, else its rule's (checked once, at the rule), else the load's
+// default. The error says why the limit's own names no mode.
+func (c *nativeCompiler) mode(nl nativeLimit, nr nativeRule, l bouncer.Limit) (bouncer.Mode, error) {
+	switch {
+	case nl.Mode != "":
+		return bouncer.ParseMode(nl.Mode)
+	case nr.Mode != "":
+		m, _ := bouncer.ParseMode(nr.Mode)
+		return m, nil
+	}
+	return c.o.defaultMode(l), nil
 }
 
 // badAlgorithm says why name is not an algorithm a rule may use, or "".
