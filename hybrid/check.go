@@ -448,3 +448,35 @@ func window(l *bouncer.Limit, now int64) int64 {
 	}
 	return now / int64(l.Period)
 }
+
+// CheckEach decides rs[i] into ds[i] and errs[i], each on its own (see
+// bouncer.EachLimiter): the requests whose limits are all strict go to
+// the shared store together, the others are checked here one by one.
+func (h *Limiter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
+	var strict []bouncer.Request
+	var at []int
+	for i, r := range rs {
+		if err := r.Validate(); err != nil {
+			ds[i], errs[i] = bouncer.Decision{}, err
+			continue
+		}
+		if r.Peek || !hasLocal(r) {
+			strict, at = append(strict, r), append(at, i)
+			continue
+		}
+		ds[i], errs[i] = h.Check(ctx, r)
+	}
+	if len(strict) == 0 {
+		return
+	}
+	if len(strict) == len(rs) {
+		h.stats.strict.Add(uint64(len(rs)))
+		bouncer.CheckEach(ctx, h.shared, rs, ds, errs)
+		return
+	}
+	h.stats.strict.Add(uint64(len(strict)))
+	sds, serrs := bouncer.CheckEach(ctx, h.shared, strict, nil, nil)
+	for j, i := range at {
+		ds[i], errs[i] = sds[j], serrs[j]
+	}
+}

@@ -77,7 +77,10 @@ type Limiter struct {
 	once sync.Once
 }
 
-var _ bouncer.Resetter = (*Limiter)(nil)
+var (
+	_ bouncer.Resetter    = (*Limiter)(nil)
+	_ bouncer.EachLimiter = (*Limiter)(nil)
+)
 
 const shardCount = 64
 

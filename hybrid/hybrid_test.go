@@ -503,3 +503,29 @@ func TestConformanceStrict(t *testing.T) {
 		return h
 	})
 }
+
+// CheckEach decides each request as Check would: strict ones together in
+// the shared store, lease ones here, invalid ones with their error.
+func TestCheckEach(t *testing.T) {
+	f := newFleet(t, 1, hybrid.Options{})
+	h := f.ins[0]
+	strict := bouncer.Limit{Name: "s", Algorithm: bouncer.FixedWindow, Rate: 1, Period: time.Hour}
+	lease := bouncer.Limit{Name: "l", Algorithm: bouncer.FixedWindow, Rate: 1, Period: time.Hour, Mode: bouncer.Lease}
+	rs := []bouncer.Request{one("a", 1, strict), one("b", 1, lease), one("c", 1, strict), {Cost: 1}, one("b", 1, lease)}
+	ds, errs := bouncer.CheckEach(context.Background(), h, rs, nil, nil)
+	for i, want := range []bool{true, true, true, false, false} {
+		if (errs[i] != nil) != (i == 3) {
+			t.Fatalf("request %d: error %v", i, errs[i])
+		}
+		if ds[i].Allowed != want {
+			t.Errorf("request %d: allowed %v, want %v", i, ds[i].Allowed, want)
+		}
+	}
+	if calls := f.shared.checks.Load(); calls != 3 {
+		t.Errorf("%d shared requests, want 3 (two strict, one lease; the second lease check is denied by the pre-throttle)", calls)
+	}
+	ds, _ = bouncer.CheckEach(context.Background(), h, rs[:1], ds, errs)
+	if ds[0].Allowed {
+		t.Error("a strict key checked again: allowed, want denied")
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/admin"
+	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/redisstore"
@@ -287,11 +288,26 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 	if err != nil {
 		return store{}, err
 	}
-	reg.MustRegister(newRedisCollector(rs))
+	// Limits in lease or async mode are decided by the hybrid limiter;
+	// strict ones pass through it to Redis as they are.
+	hy := hybrid.New(rs, nil, hybrid.Options{OnStoreError: o.policy})
+	reg.MustRegister(newRedisCollector(rs), newHybridCollector(hy))
 	return store{
-		lim: rs, closer: rs,
+		lim: hy, closer: closeBoth{hy, rs},
 		degraded: func() []string { return rs.Health().Degraded() },
 	}, nil
+}
+
+// closeBoth closes the hybrid limiter, which gives its leases back, then
+// the Redis store under it.
+type closeBoth struct {
+	hy *hybrid.Limiter
+	rs *redisstore.Store
+}
+
+func (c closeBoth) Close() error {
+	c.hy.Close()
+	return c.rs.Close()
 }
 
 // httpServer is an HTTP server of h with the listeners' timeouts and

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bouncerhq/bouncer/hybrid"
+)
+
+// hybridCollector exports a hybrid limiter's counters at every scrape
+// (hybrid.Limiter.Stats).
+type hybridCollector struct {
+	h *hybrid.Limiter
+
+	leases, parked, syncs, over, cacheHits, throttled, decisions *prometheus.Desc
+}
+
+func newHybridCollector(h *hybrid.Limiter) *hybridCollector {
+	return &hybridCollector{
+		h:         h,
+		leases:    prometheus.NewDesc("bouncer_hybrid_leases_total", "Leases of quota: taken from Redis, returned with units left (buckets), expired with units left (windows, whose units come back when the window ends).", []string{"event"}, nil),
+		parked:    prometheus.NewDesc("bouncer_hybrid_units_parked", "Units held in this instance's leases, not yet spent.", nil, nil),
+		syncs:     prometheus.NewDesc("bouncer_hybrid_syncs_total", "Pushes of async usage to Redis (every key touched since the last, in one go).", nil, nil),
+		over:      prometheus.NewDesc("bouncer_hybrid_over_admitted_total", "Async units this instance admitted past the shared limit, as its pushes found.", nil, nil),
+		cacheHits: prometheus.NewDesc("bouncer_hybrid_cache_hits_total", "Checks denied by the over-limit cache, without a Redis call.", nil, nil),
+		throttled: prometheus.NewDesc("bouncer_hybrid_throttled_total", "Checks denied by the local pre-throttle (this instance alone had admitted the whole limit).", nil, nil),
+		decisions: prometheus.NewDesc("bouncer_hybrid_decisions_total", "Decisions by mode: strict checks sent to Redis as they are; lease and async (key, limit) pairs allowed locally or with a lease.", []string{"mode"}, nil),
+	}
+}
+
+func (c *hybridCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.leases, c.parked, c.syncs, c.over, c.cacheHits, c.throttled, c.decisions} {
+		ch <- d
+	}
+}
+
+func (c *hybridCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.h.Stats()
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	counter(c.leases, float64(s.LeasesTaken), "taken")
+	counter(c.leases, float64(s.LeasesReturned), "returned")
+	counter(c.leases, float64(s.LeasesExpired), "expired")
+	ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(s.UnitsParked))
+	counter(c.syncs, float64(s.Syncs))
+	counter(c.over, float64(s.OverAdmitted))
+	counter(c.cacheHits, float64(s.CacheHits))
+	counter(c.throttled, float64(s.Throttled))
+	counter(c.decisions, float64(s.Strict), "strict")
+	counter(c.decisions, float64(s.Lease), "lease")
+	counter(c.decisions, float64(s.Async), "async")
+}
