@@ -33,7 +33,8 @@ type LoadOptions struct {
 	// Mode is the mode of every limit whose rule names none (a flag for
 	// envoyproxy/ratelimit-format configs, which have no field for it).
 	// Concurrency limits and shaping leaky buckets, which are always
-	// strict (bouncer.Limit.Mode), stay strict. The zero value is
+	// strict (bouncer.Limit.Mode), stay strict, and the sliding windows,
+	// which cannot lease, stay strict under Lease. The zero value is
 	// bouncer.Strict.
 	Mode bouncer.Mode
 }
@@ -43,6 +44,10 @@ type LoadOptions struct {
 // that a load-wide default never makes a valid file invalid.
 func (o LoadOptions) defaultMode(l bouncer.Limit) bouncer.Mode {
 	if l.Algorithm == bouncer.Concurrency || l.Shape {
+		return bouncer.Strict
+	}
+	sliding := l.Algorithm == bouncer.SlidingWindowLog || l.Algorithm == bouncer.SlidingWindowCounter
+	if sliding && o.Mode == bouncer.Lease {
 		return bouncer.Strict
 	}
 	return o.Mode

@@ -72,6 +72,16 @@ func TestModes(t *testing.T) {
 			yaml: modePlans + "  - name: r\n    match: [{key: a}]\n    limits: [{name: c, rate: 5, period: 1m, algorithm: concurrency}, {name: sh, rate: 5, period: 1s, algorithm: leaky_bucket, shape: true}, {name: lb, rate: 5, period: 1s, algorithm: leaky_bucket}]\n",
 			want: map[string]bouncer.Mode{"r.c": strict, "r.sh": strict, "r.lb": lease},
 		},
+		"native: a default of lease leaves the sliding windows strict, async does not": {
+			o:    rules.LoadOptions{Mode: lease},
+			yaml: modePlans + "  - name: r\n    match: [{key: a}]\n    limits: [{name: l, rate: 5, period: 1s, algorithm: sliding_window_log}, {name: c, rate: 5, period: 1s, algorithm: sliding_window_counter}, {name: f, rate: 5, period: 1s}]\n",
+			want: map[string]bouncer.Mode{"r.l": strict, "r.c": strict, "r.f": lease},
+		},
+		"native: a default of async reaches the sliding windows": {
+			o:    rules.LoadOptions{Mode: async},
+			yaml: modePlans + "  - name: r\n    match: [{key: a}]\n    limits: [{name: l, rate: 5, period: 1s, algorithm: sliding_window_log}]\n",
+			want: map[string]bouncer.Mode{"r.l": async},
+		},
 		"envoy: mode under semantics bouncer": {
 			yaml: "domain: d\nsemantics: bouncer\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 5, mode: lease}\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 5, mode: async}\n  - key: c\n    rate_limit: {unit: second, requests_per_unit: 5}\n",
 			want: map[string]bouncer.Mode{"a.per_second": lease, "b.per_second": async, "c.per_second": strict},

@@ -30,7 +30,7 @@ func gatewayFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { gatewayUsage(fs.Output()) }
-	for _, name := range []string{"config", "store", "store-timeout", "on-store-error", "log-level", "log-format",
+	for _, name := range []string{"config", "store", "store-timeout", "on-store-error", "mode", "log-level", "log-format",
 		"shutdown-timeout", "watch", "otel-endpoint", "otel-insecure", "otel-sample-ratio", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"} {
 		f := full.Lookup(name)
 		usage := f.Usage
@@ -89,7 +89,7 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		return nil, err
 	}
 	// The gateway sees every request end: it can hold concurrency leases.
-	a, err := openApp(ctx, c, o, log, cfg.Rules, rules.LoadOptions{AllowConcurrency: true})
+	a, err := openApp(ctx, c, o, log, cfg.Rules, rules.LoadOptions{AllowConcurrency: true, Mode: o.mode})
 	if err != nil {
 		return nil, err
 	}

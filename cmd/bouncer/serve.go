@@ -41,6 +41,7 @@ type serveConfig struct {
 	store           string
 	storeTimeout    time.Duration
 	onStoreError    string
+	mode            string
 	headers         string
 	unknownDomain   string
 	logLevel        string
@@ -73,6 +74,7 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[[user]:password@]host:port[,host:port...] (several addresses: a Cluster)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call; a check whose reply has not come by then decides by policy")
 	fs.StringVar(&c.onStoreError, "on-store-error", "local", "when Redis cannot answer, for rules that say nothing: local (each instance limits on its own), allow or deny")
+	fs.StringVar(&c.mode, "mode", "strict", "with Redis, how limits whose rule names no mode are shared: strict (every check asks Redis), lease (quota taken in leases, spent locally) or async (counted locally, synced every 100ms); see docs/hybrid.md")
 	fs.StringVar(&c.headers, "headers", "all", "rate-limit headers to return: all, ietf, x-ratelimit or off")
 	fs.StringVar(&c.unknownDomain, "unknown-domain", "allow", "requests for a domain no config defines: allow (no limits, as envoyproxy/ratelimit) or error (NOT_FOUND / 404)")
 	fs.BoolVar(&c.respMetadata, "response-metadata", false, "gRPC answers carry dynamic metadata: the request's domain, descriptors and hits, and the config metadata of the descriptors that passed (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA)")
@@ -128,6 +130,7 @@ type serveOptions struct {
 	level         slog.Level
 	headers       header.Mode
 	policy        bouncer.StoreErrorPolicy
+	mode          bouncer.Mode
 	rejectUnknown bool
 	redisAddrs    []string
 	redisUser     string
@@ -157,6 +160,9 @@ func (c serveConfig) validate() (serveOptions, error) {
 		return o, fmt.Errorf("--on-store-error: want allow, deny or local, got %q", c.onStoreError)
 	}
 	o.policy = p
+	if o.mode, err = bouncer.ParseMode(c.mode); err != nil {
+		return o, fmt.Errorf("--mode: want strict, lease or async, got %q", c.mode)
+	}
 	switch c.unknownDomain {
 	case "allow":
 	case "error":
@@ -234,7 +240,7 @@ const redisStreamWorkers = 256
 // startService loads the config, opens the store and the listeners, and
 // starts serving; ctx ends the config watch.
 func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logger) (*service, error) {
-	a, err := openApp(ctx, c, o, log, c.config, rules.LoadOptions{})
+	a, err := openApp(ctx, c, o, log, c.config, rules.LoadOptions{Mode: o.mode})
 	if err != nil {
 		return nil, err
 	}
