@@ -37,7 +37,7 @@ func TestCheckTeaches(t *testing.T) {
 		stderr string
 	}{
 		{"two paths", []string{"a.yaml", "dir/"}, exitUsage, "bouncer check takes one path, a file or a directory; got 2\n\n"},
-		{"a flag", []string{"-v"}, exitUsage, "bouncer check takes no flags; got -v\n\n"},
+		{"a flag", []string{"-v"}, exitUsage, "bouncer check takes no flag but --mode; got -v\n\n"},
 		{"misspelt rules", []string{rulez}, exitFail, rulez + `:2: top level: unknown field "rulez" (did you mean rules?); read as envoyproxy/ratelimit's format: the file has no top-level rules` + "\n"},
 		{"fractional rate", []string{frac}, exitFail, frac + ":5: rules[0].limits[0].rate: want a whole number, got 0.5: for 0.5 per 1s write rate: 1, period: 2s\n"},
 		{"unknown algorithm on a rule, once at its line", []string{algo}, exitFail, algo + `:4: rules[0].algorithm: unknown algorithm "tokenbucket" (did you mean token_bucket?); want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter` + "\n"},
@@ -66,5 +66,42 @@ func TestCheckTeaches(t *testing.T) {
 				t.Errorf("stderr: got %q, want %q", got, c.stderr)
 			}
 		})
+	}
+}
+
+// TestCheckPrintsModeBounds asserts that bouncer check prints, for each
+// limit in lease or async mode, how far over it the instances can admit:
+// the file's own modes, and those --mode gives.
+func TestCheckPrintsModeBounds(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.yaml")
+	cfg := "domain: d\nrules:\n  - name: api\n    match: [{key: user}]\n    mode: lease\n    limits:\n      - {name: s, rate: 10, period: 1s, algorithm: gcra, burst: 20}\n      - {name: w, rate: 1000, period: 1h, algorithm: fixed_window}\n  - name: ip\n    match: [{key: ip}]\n    limits:\n      - {name: m, rate: 100, period: 1m, algorithm: fixed_window}\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{p}, "domain d (bouncer semantics): 2 rules, from " + p + "\n" +
+			"  " + p + ":3: user, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
+			"  " + p + ":3: user, limit w: lease: never more than 1000 per 1h0m0s\n"},
+		{[]string{"--mode", "async", p}, "domain d (bouncer semantics): 2 rules, from " + p + "\n" +
+			"  " + p + ":3: user, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
+			"  " + p + ":3: user, limit w: lease: never more than 1000 per 1h0m0s\n" +
+			"  " + p + ":9: ip, limit m: async: at most (instances - 1) x 100 more than 100 per 1m0s (what one instance can admit between syncs, every 100ms)\n"},
+	}
+	for _, c := range cases {
+		var stdout, stderr strings.Builder
+		if code := runCheck(c.args, &stdout, &stderr); code != exitOK {
+			t.Fatalf("%v: exit %d, stderr %q", c.args, code, stderr.String())
+		}
+		got, _, _ := strings.Cut(stdout.String(), "ok: ")
+		if got != c.want {
+			t.Errorf("%v: got\n%s\nwant\n%s", c.args, got, c.want)
+		}
+	}
+	var stdout, stderr strings.Builder
+	if code := runCheck([]string{"--mode=fast", p}, &stdout, &stderr); code != exitUsage || !strings.HasPrefix(stderr.String(), `--mode: want strict, lease or async, got "fast"`) {
+		t.Errorf("--mode=fast: exit %d, stderr %q", code, stderr.String())
 	}
 }
