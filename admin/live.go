@@ -62,6 +62,7 @@ type LiveView struct {
 	KeysOff       bool           `json:"keys_off,omitempty"`   // the key index is off (--admin-keys 0)
 	KeysError     string         `json:"keys_error,omitempty"` // why the peeks stopped short
 	Redis         *RedisHealth   `json:"redis,omitempty"`      // nil unless the store is Redis
+	Hybrid        *HybridStats   `json:"hybrid,omitempty"`     // nil unless a hybrid limiter decides
 	Reloads       map[string]int `json:"reloads"`              // attempts by result: success, unchanged, failure
 	ReloadHistory []ReloadEvent  `json:"reload_history"`       // the last attempts, oldest first
 }
@@ -102,6 +103,19 @@ type DeniedKey struct {
 type RedisHealth struct {
 	Connected bool        `json:"connected"`
 	Nodes     []RedisNode `json:"nodes"`
+}
+
+// HybridStats are the hybrid limiter's counters (package hybrid), as its
+// metrics report them: leases by event (taken, returned, expired) and
+// decisions by mode (strict, lease, async).
+type HybridStats struct {
+	Leases       map[string]float64 `json:"leases"`
+	UnitsParked  float64            `json:"units_parked"`
+	Syncs        float64            `json:"syncs"`
+	OverAdmitted float64            `json:"over_admitted"`
+	CacheHits    float64            `json:"cache_hits"`
+	Throttled    float64            `json:"throttled"`
+	Decisions    map[string]float64 `json:"decisions"`
 }
 
 // RedisNode is one Redis node's circuit breaker.
@@ -218,10 +232,42 @@ func readMetrics(v *LiveView, c *rules.Config, g prometheus.Gatherer) {
 			for _, m := range mf.GetMetric() {
 				node(redis(v), labels(m.GetLabel())["node"]).Slow = m.GetGauge().GetValue() > 0
 			}
+		default:
+			name, ok := strings.CutPrefix(mf.GetName(), "bouncer_hybrid_")
+			if !ok {
+				continue
+			}
+			if v.Hybrid == nil {
+				v.Hybrid = &HybridStats{Leases: map[string]float64{}, Decisions: map[string]float64{}}
+			}
+			for _, m := range mf.GetMetric() {
+				hybridValue(v.Hybrid, name, labels(m.GetLabel()), m.GetCounter().GetValue(), m.GetGauge().GetValue())
+			}
 		}
 	}
 	if v.Redis != nil {
 		slices.SortFunc(v.Redis.Nodes, func(a, b RedisNode) int { return strings.Compare(a.Node, b.Node) })
+	}
+}
+
+// hybridValue sets one of h's counters: name is the metric's, less
+// bouncer_hybrid_; counter and gauge its values (the one it has).
+func hybridValue(h *HybridStats, name string, l map[string]string, counter, gauge float64) {
+	switch name {
+	case "leases_total":
+		h.Leases[l["event"]] = counter
+	case "decisions_total":
+		h.Decisions[l["mode"]] = counter
+	case "units_parked":
+		h.UnitsParked = gauge
+	case "syncs_total":
+		h.Syncs = counter
+	case "over_admitted_total":
+		h.OverAdmitted = counter
+	case "cache_hits_total":
+		h.CacheHits = counter
+	case "throttled_total":
+		h.Throttled = counter
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -213,5 +214,40 @@ func TestLiveRedisBreakers(t *testing.T) {
 	}}
 	if v.Redis == nil || v.Redis.Connected != want.Connected || !slices.Equal(v.Redis.Nodes, want.Nodes) {
 		t.Errorf("redis: got %+v, want %+v", v.Redis, want)
+	}
+}
+
+// The live view carries the hybrid limiter's counters when its metrics
+// are there, and none when they are not.
+func TestLiveHybrid(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	leases := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bouncer_hybrid_leases_total", Help: "h"}, []string{"event"})
+	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bouncer_hybrid_decisions_total", Help: "h"}, []string{"mode"})
+	parked := prometheus.NewGauge(prometheus.GaugeOpts{Name: "bouncer_hybrid_units_parked", Help: "h"})
+	hits := prometheus.NewCounter(prometheus.CounterOpts{Name: "bouncer_hybrid_cache_hits_total", Help: "h"})
+	reg.MustRegister(leases, decisions, parked, hits)
+	leases.WithLabelValues("taken").Add(7)
+	leases.WithLabelValues("expired").Add(2)
+	decisions.WithLabelValues("lease").Add(40)
+	decisions.WithLabelValues("strict").Add(3)
+	parked.Set(12)
+	hits.Add(5)
+
+	h := admin.Handler(admin.Options{Engine: keyEngine(t), Gatherer: reg})
+	var v admin.LiveView
+	get(t, h, "/live.json", http.StatusOK, &v)
+	want := admin.HybridStats{
+		Leases: map[string]float64{"taken": 7, "expired": 2}, Decisions: map[string]float64{"lease": 40, "strict": 3},
+		UnitsParked: 12, CacheHits: 5,
+	}
+	if v.Hybrid == nil || !maps.Equal(v.Hybrid.Leases, want.Leases) || !maps.Equal(v.Hybrid.Decisions, want.Decisions) ||
+		v.Hybrid.UnitsParked != want.UnitsParked || v.Hybrid.CacheHits != want.CacheHits {
+		t.Errorf("hybrid: got %+v, want %+v", v.Hybrid, want)
+	}
+
+	var none admin.LiveView
+	get(t, admin.Handler(admin.Options{Engine: keyEngine(t), Gatherer: prometheus.NewRegistry()}), "/live.json", http.StatusOK, &none)
+	if none.Hybrid != nil {
+		t.Errorf("without hybrid metrics: got %+v, want none", none.Hybrid)
 	}
 }

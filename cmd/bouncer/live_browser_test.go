@@ -90,7 +90,8 @@ func testLivePage(t *testing.T, bin, store, node string) {
 		`<tbody id="most-denied"><tr>`, // the hostile user, denied at least twice, heads the most denied
 		`<td class="rejected">config rejected; the old one keeps serving</td><td class="key">` + version + `</td><td class="problems">` + ts.dir + "/native.yaml:"}
 	if node != "" {
-		want = append(want, "Connected.", `<td class="key">`+node+`</td><td class="closed">closed</td>`)
+		want = append(want, "Connected.", `<td class="key">`+node+`</td><td class="closed">closed</td>`,
+			`<p id="hybrid-decisions">Decisions: `) // the hybrid limiter in front of Redis counts them
 	}
 	for _, w := range want {
 		if !strings.Contains(dom, w) {
