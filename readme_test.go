@@ -21,6 +21,7 @@ var readmeImports = map[string]string{
 	module:                 "bouncer.TokenBucket",
 	module + "/memstore":   "memstore.New",
 	module + "/redisstore": "redisstore.New",
+	module + "/hybrid":     "hybrid.New",
 	module + "/httplimit":  "httplimit.Middleware",
 }
 
