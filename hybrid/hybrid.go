@@ -256,15 +256,52 @@ func (e *entry) idle(now int64) bool {
 
 // Refund gives r's units back in the shared store and the local one, and
 // forgets the denials cached for its keys.
+//
+// An async limit's units not pushed yet are taken off what the next push
+// carries, and given back to the instance's view, rather than given to the
+// shared store, which has not counted them.
 func (h *Limiter) Refund(ctx context.Context, r bouncer.Request) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	if hasLocal(r) {
-		h.forget(r, false)
-		_ = h.local.Refund(ctx, localOnly(r))
+	if !hasLocal(r) {
+		return h.shared.Refund(ctx, r)
 	}
-	return h.shared.Refund(ctx, r)
+	h.forget(r, false)
+	_ = h.local.Refund(ctx, localOnly(r))
+	shared := bouncer.Request{Cost: r.Cost}
+	for _, k := range r.Keys {
+		var ls []bouncer.Limit
+		for _, l := range k.Limits {
+			if l.Mode == bouncer.Async && h.unpush(k.Key, &l, r.Cost) {
+				_ = h.view.Refund(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k.Key, Limits: []bouncer.Limit{l}}}, Cost: r.Cost})
+				continue
+			}
+			ls = append(ls, l)
+		}
+		if ls != nil {
+			shared.Keys = append(shared.Keys, bouncer.KeyLimits{Key: k.Key, Limits: ls})
+		}
+	}
+	if len(shared.Keys) == 0 {
+		return nil
+	}
+	return h.shared.Refund(ctx, shared)
+}
+
+// unpush takes n units off the pending count of key under l, if it has
+// that many.
+func (h *Limiter) unpush(key string, l *bouncer.Limit, n int64) bool {
+	i := idOf(key, l)
+	sh := h.shardOf(&i)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[i]
+	if e == nil || e.pending < n {
+		return false
+	}
+	e.pending -= n
+	return true
 }
 
 // Reset forgets r's keys everywhere: the shared store, the local one,

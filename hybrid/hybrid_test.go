@@ -529,3 +529,30 @@ func TestCheckEach(t *testing.T) {
 		t.Error("a strict key checked again: allowed, want denied")
 	}
 }
+
+// A refund of async units not pushed yet takes them off the next push
+// and gives them back to the view; the shared store, which never counted
+// them, is not given units it did not charge.
+func TestAsyncRefundBeforePush(t *testing.T) {
+	f := newFleet(t, 1, hybrid.Options{})
+	h := f.ins[0]
+	l := bouncer.Limit{Name: "w", Algorithm: bouncer.FixedWindow, Rate: 5, Period: time.Hour, Mode: bouncer.Async}
+	strict := l
+	strict.Mode = bouncer.Strict
+	check(t, h, one("k", 3, l))
+	h.Tick(context.Background()) // the shared store counts 3
+	check(t, h, one("k", 2, l))  // pending: 2
+	if err := h.Refund(context.Background(), one("k", 2, l)); err != nil {
+		t.Fatal(err)
+	}
+	h.Tick(context.Background())
+	if d := check(t, f.shared.Limiter, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "k", Limits: []bouncer.Limit{strict}}}, Peek: true}); d.Remaining != 2 {
+		t.Fatalf("the shared store has %d left, want 2 (3 pushed, the refunded 2 never)", d.Remaining)
+	}
+	if d := check(t, h, one("k", 2, l)); !d.Allowed {
+		t.Fatalf("after the refund: got %+v, want 2 allowed", d)
+	}
+	if d := check(t, h, one("k", 1, l)); d.Allowed {
+		t.Fatalf("over: got %+v, want denied", d)
+	}
+}
