@@ -51,7 +51,7 @@ var allowedImports = map[string][]string{
 	"gateway": {"", "header", "clientip", "rules", "internal/edge", "internal/yamlconf", "gateway/auth", "gateway/route", "gateway/tlsreload", "gateway/transcode",
 		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3", "go.opentelemetry.io/otel"},
 	"internal/...": {""},
-	"examples/...": {"", "memstore", "redisstore", "httplimit", "github.com/golang-jwt/jwt/v5"},
+	"examples/...": {"", "memstore", "redisstore", "hybrid", "httplimit", "github.com/golang-jwt/jwt/v5"},
 }
 
 type listedPackage struct {
