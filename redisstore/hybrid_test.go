@@ -374,6 +374,28 @@ func TestHybridLoad(t *testing.T) {
 	})
 }
 
+// A bucket in async mode admits at most (instances − 1) × AsyncBound more
+// than the bucket alone would, in any span, as hybrid.AsyncBound's
+// comment, the package's doc and bouncer check say.
+//
+// It does not: each instance's view refills at the bucket's rate between
+// syncs, a push the shared bucket cannot take is dropped (not carried as
+// debt), and the view reconciled to empty refills again; three instances
+// each over the rate admit three times the rate for as long as the load
+// lasts, and the excess grows with the span.
+func TestHybridAsyncBucketBound(t *testing.T) {
+	limits := hybridModeLimits(100, func(l bouncer.Limit) bool { return l.Mode == bouncer.Async && l.Algorithm.UsesBurst() })
+	forEachHybridTopology(t, 3, func(t *testing.T, cs []rueidis.Client) {
+		for _, l := range limits {
+			t.Run(l.Algorithm.String(), func(t *testing.T) {
+				as, _ := hybridRun(t, cs, l, hybridLoadChecks)
+				worst := hybridWithin(t, as, l, hybridLoadOptions, len(cs))
+				t.Logf("worst: %d over the limit alone, bound %d", worst, int64(len(cs)-1)*hybrid.AsyncBound(l, hybridLoadOptions.SyncInterval))
+			})
+		}
+	})
+}
+
 // Below their limits (keys under them, the hottest too), three instances
 // deny nothing and send Redis at least ten times fewer requests than they
 // decide checks, in either mode, for every algorithm that takes it.
