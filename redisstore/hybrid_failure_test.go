@@ -13,6 +13,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 // hybridFrozenTimeout is the stores' deadline while Redis is frozen.
@@ -34,6 +35,7 @@ const (
 func TestHybridRedisFrozen(t *testing.T) {
 	pr := startPrivateRedis(t)
 	t.Run("LeasesAndSyncs", func(t *testing.T) { testHybridFrozen(t, pr) })
+	t.Run("AsyncDenyAcrossWindows", func(t *testing.T) { testHybridFrozenWindowEnds(t, pr) })
 }
 
 // frozenFleet makes n instances on pr's standalone server, each with a
@@ -209,4 +211,35 @@ func hybridWantExact(t *testing.T, f *hybridFleet, lease bouncer.Limit) {
 		}
 		t.Logf("round %d: a call missed its deadline (a loaded machine); again on a fresh key", round)
 	}
+}
+
+// An async limit under deny whose syncs failed until its fixed window
+// ended decides in Redis again once Redis is back: it has nothing left
+// to push (its window's usage is dropped with the window), yet its
+// instance must find out that syncs work. (A limiter that tries a sync
+// only with usage to push, and admits none under deny while syncs fail,
+// never does.)
+func testHybridFrozenWindowEnds(t *testing.T, pr *privateRedis) {
+	f := frozenFleet(t, pr, 1)
+	h := f.ins[0]
+	l := bouncer.Limit{Name: "deny", Algorithm: bouncer.FixedWindow, Rate: 10, Period: time.Second, Mode: bouncer.Async, OnStoreError: bouncer.StoreErrorDeny}
+	if d := timedCheck(t, h, hybridRequest("k", 1, l)); !d.Allowed || d.Degraded {
+		t.Fatalf("async check with Redis up: %+v, want allowed", d)
+	}
+	pr.freeze(t, pr.port)
+	timedTick(t, h)
+	if d := timedCheck(t, h, hybridRequest("k", 1, l)); d.Allowed || !d.Degraded {
+		t.Fatalf("async check under deny while syncs fail: %+v, want denied and degraded", d)
+	}
+	f.clock.Set(storetest.Start.Add(l.Period)) // the next window
+	pr.resumeAll(t)
+	var d bouncer.Decision
+	for range failureRounds {
+		f.clock.Advance(hybrid.DefaultSyncInterval)
+		timedTick(t, h)
+		if d = timedCheck(t, h, hybridRequest("k", 1, l)); d.Allowed && !d.Degraded {
+			return
+		}
+	}
+	t.Fatalf("%d ticks after Redis came back, in a fresh window: %+v, want allowed and not degraded (stats %+v)", failureRounds, d, h.Stats())
 }
