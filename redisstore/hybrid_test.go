@@ -285,7 +285,7 @@ func hybridWithin(t *testing.T, as []hybridAdmission, l bouncer.Limit, o hybrid.
 			}
 		}
 	default:
-		for _, span := range []time.Duration{0, 10 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second} {
+		for _, span := range []time.Duration{0, 10 * time.Millisecond, 100 * time.Millisecond, time.Second, 2 * time.Second} {
 			limit := l.Burst + (l.Rate*int64(span)+int64(l.Period)-1)/int64(l.Period)
 			for _, k := range hybridKeys {
 				got := hybridMaxInSpan(as, k, span)
@@ -318,9 +318,9 @@ func hybridModeLimits(rate int64, keep func(bouncer.Limit) bool) []bouncer.Limit
 	return ls
 }
 
-// hybridLoadChecks is how many checks a load test makes: about 3s of the
-// fake clock, 30 sync intervals.
-const hybridLoadChecks = 6000
+// hybridLoadChecks is how many checks a load test makes: about 2s of the
+// fake clock, 20 sync intervals.
+const hybridLoadChecks = 4000
 
 // hybridRun runs a seeded load of checks of l through three instances
 // and returns the admissions and the requests they sent the shared
