@@ -186,6 +186,9 @@ func (c *call) checkView(ctx context.Context, h *Limiter) (bouncer.Decision, boo
 			return bouncer.Decision{Capacity: k.Limits[0].Capacity(), RetryAfter: h.interval, Key: k.Key, LimitName: k.Limits[0].Name, Degraded: true}, false
 		}
 	}
+	if d, ok := c.inDebt(h); ok {
+		return d, false
+	}
 	d, err := h.view.Check(ctx, c.view)
 	if err != nil || !d.Allowed {
 		d.Degraded = c.degraded
@@ -198,6 +201,25 @@ func (c *call) checkView(ctx context.Context, h *Limiter) (bouncer.Decision, boo
 		}
 	}
 	return d, true
+}
+
+// inDebt returns a denial for the first async part whose pair owes the
+// shared store units it could not take yet.
+func (c *call) inDebt(h *Limiter) (bouncer.Decision, bool) {
+	for i := range c.parts {
+		p := &c.parts[i]
+		if p.l.Mode != bouncer.Async {
+			continue
+		}
+		p.sh.mu.Lock()
+		e := p.sh.m[p.id]
+		debt := e != nil && e.debt > 0
+		p.sh.mu.Unlock()
+		if debt {
+			return bouncer.Decision{Capacity: p.l.Capacity(), RetryAfter: h.interval, Key: p.key, LimitName: p.l.Name}, true
+		}
+	}
+	return bouncer.Decision{}, false
 }
 
 // policyOf is the strictest policy of r's limits while syncs fail: deny

@@ -70,6 +70,7 @@ type Limiter struct {
 	calls         sync.Pool
 
 	syncFailing atomic.Bool
+	lastPush    atomic.Pointer[bouncer.Request] // the last push that failed
 	stats       counters
 
 	stop chan struct{}
@@ -210,6 +211,9 @@ type entry struct {
 	// not at all: in the next they would count against it).
 	pending, pendingWin int64
 	dirty               bool
+	// debt is units admitted that the shared store could not take yet
+	// (see sync): the pair admits nothing until it has.
+	debt int64
 }
 
 type shard struct {
@@ -251,7 +255,7 @@ func (h *Limiter) evict(sh *shard, now int64) {
 }
 
 func (e *entry) idle(now int64) bool {
-	return (e.units == 0 || now >= e.until) && now >= e.deniedUntil && e.pending == 0 && !e.dirty
+	return (e.units == 0 || now >= e.until) && now >= e.deniedUntil && e.pending == 0 && e.debt == 0 && !e.dirty
 }
 
 // Refund gives r's units back in the shared store and the local one, and

@@ -6,22 +6,27 @@ import (
 	"github.com/bouncerhq/bouncer"
 )
 
-// push is one async pair's usage on its way to the shared store.
+// push is one async pair's usage on its way to the shared store: n
+// units, debt of them owed by earlier pushes.
 type push struct {
-	id id
-	e  *entry
-	sh *shard
-	n  int64
+	id      id
+	e       *entry
+	sh      *shard
+	n, debt int64
 }
 
 // sync pushes the units the async pairs admitted since the last push to
 // the shared store, a request each, all in one go; each reply's
 // remaining becomes the pair's view. A push the shared store denies had
-// less room than the instance admitted: what fits is pushed, and the
-// view is empty.
+// less room than the instance admitted: what fits is pushed, the view is
+// emptied, and the rest is a debt, pushed again at every sync until the
+// shared limit takes it; the pair admits nothing meanwhile. So every
+// unit admitted is counted in the shared store in the end, and an
+// instance is never more than one interval's admissions ahead of it.
 func (h *Limiter) sync(ctx context.Context) {
 	ps := h.pending()
 	if len(ps) == 0 {
+		h.probe(ctx)
 		return
 	}
 	h.stats.syncs.Add(1)
@@ -37,14 +42,20 @@ func (h *Limiter) sync(ctx context.Context) {
 		switch {
 		case errs[k] != nil || d.Degraded:
 			failed = true
-			h.requeue(p)
+			h.requeue(p, p.n-p.debt, p.debt)
+			h.lastPush.Store(&rs[k])
 		case d.Allowed:
 			h.reconcile(ctx, p, d.Remaining)
 		default:
-			h.stats.overAdmitted.Add(p.n - d.Remaining)
-			if d.Remaining > 0 {
-				rest = append(rest, pushRequest(p, d.Remaining))
+			fits := max(d.Remaining, 0)
+			if d.RetryAfter == bouncer.Never {
+				fits = 0 // more than the limit's capacity: pushed in parts
 			}
+			h.stats.overAdmitted.Add(max(p.n-fits-p.debt, 0))
+			if fits > 0 {
+				rest = append(rest, pushRequest(p, fits))
+			}
+			h.requeue(p, 0, p.n-fits)
 			h.reconcile(ctx, p, 0)
 		}
 	}
@@ -52,6 +63,21 @@ func (h *Limiter) sync(ctx context.Context) {
 		bouncer.CheckEach(ctx, h.shared, rest, ds, errs)
 	}
 	h.syncFailing.Store(failed)
+}
+
+// probe asks the shared store, while syncs fail and there is nothing to
+// push, whether it answers again, with a peek of the last push that
+// failed: under a deny policy nothing is admitted, so no push would ever
+// say so.
+func (h *Limiter) probe(ctx context.Context) {
+	r := h.lastPush.Load()
+	if !h.syncFailing.Load() || r == nil {
+		return
+	}
+	peek := bouncer.Request{Keys: r.Keys, Peek: true}
+	if d, err := h.shared.Check(ctx, peek); err == nil && !d.Degraded {
+		h.syncFailing.Store(false)
+	}
 }
 
 // pending takes the async pairs' pending units.
@@ -68,11 +94,11 @@ func (h *Limiter) pending() []push {
 			}
 			e.dirty = false
 			if window(&e.lim, now) != e.pendingWin {
-				e.pending = 0 // its window is over
+				e.pending, e.debt = 0, 0 // its window is over
 			}
-			if e.pending > 0 {
-				ps = append(ps, push{id: i, e: e, sh: sh, n: e.pending})
-				e.pending = 0
+			if n := e.pending + e.debt; n > 0 {
+				ps = append(ps, push{id: i, e: e, sh: sh, n: n, debt: e.debt})
+				e.pending, e.debt = 0, 0
 			}
 		}
 		sh.dirty = sh.dirty[:0]
@@ -85,11 +111,13 @@ func pushRequest(p *push, n int64) bouncer.Request {
 	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: p.id.key, Limits: []bouncer.Limit{p.e.lim}}}, Cost: n}
 }
 
-// requeue puts back a push that failed, for the next.
-func (h *Limiter) requeue(p *push) {
+// requeue puts back units of a push for the next: pending ones, and a
+// debt.
+func (h *Limiter) requeue(p *push, pending, debt int64) {
 	p.sh.mu.Lock()
 	defer p.sh.mu.Unlock()
-	p.e.pending += p.n
+	p.e.pending += pending
+	p.e.debt += debt
 	if !p.e.dirty {
 		p.e.dirty = true
 		p.sh.dirty = append(p.sh.dirty, p.id)
