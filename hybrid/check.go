@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
@@ -154,20 +155,41 @@ func (c *call) cached(h *Limiter, cost, now int64) (bouncer.Decision, bool) {
 		p := &c.parts[i]
 		p.sh.mu.Lock()
 		e := p.sh.m[p.id]
-		if e == nil || now >= e.deniedUntil || cost < e.deniedCost {
-			p.sh.mu.Unlock()
+		var until int64
+		var d bouncer.Decision
+		if e != nil {
+			until, d = e.deniedFor(p.l, cost), e.denied
+		}
+		p.sh.mu.Unlock()
+		if now >= until {
 			continue
 		}
-		d := e.denied
-		elapsed := time.Duration(now - e.deniedAt)
-		p.sh.mu.Unlock()
 		if d.RetryAfter != bouncer.Never {
-			d.RetryAfter = max(d.RetryAfter-elapsed, 1)
+			d.RetryAfter = time.Duration(until - now)
 		}
-		d.ResetAfter = max(d.ResetAfter-elapsed, 0)
+		d.ResetAfter = max(d.ResetAfter-time.Duration(now-e.deniedAt), 0)
 		return d, true
 	}
 	return bouncer.Decision{}, false
+}
+
+// deniedFor is until when e's cached denial denies a check of cost (0:
+// it does not). A denial holds for its cost or more. A smaller cost that
+// the denied check's remaining could not pass either is denied too: by a
+// fixed window until it ends, by a bucket, which refills one unit an
+// interval, as much sooner as the units it needs less.
+func (e *entry) deniedFor(l *bouncer.Limit, cost int64) int64 {
+	switch {
+	case cost >= e.deniedCost:
+		return e.deniedUntil
+	case cost <= e.denied.Remaining || e.deniedUntil == math.MaxInt64:
+		return 0
+	case l.Algorithm == bouncer.FixedWindow:
+		return e.deniedUntil
+	case l.Algorithm.UsesBurst():
+		return e.deniedUntil - (e.deniedCost-cost)*int64(l.Interval())
+	}
+	return 0
 }
 
 // checkView charges the async parts to the instance's view, unless syncs

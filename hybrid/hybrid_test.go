@@ -556,3 +556,27 @@ func TestAsyncRefundBeforePush(t *testing.T) {
 		t.Fatalf("over: got %+v, want denied", d)
 	}
 }
+
+// A bucket's cached denial also denies a smaller cost that the remaining
+// could not pass, as much sooner as the units it needs less, and no
+// longer: the bucket refills one unit an interval.
+func TestOverLimitCacheSmallerCost(t *testing.T) {
+	f := newFleet(t, 2, hybrid.Options{})
+	l := bouncer.Limit{Name: "g", Algorithm: bouncer.GCRA, Rate: 10, Period: time.Second, Burst: 5, Mode: bouncer.Lease}
+	if d := check(t, f.ins[0], one("k", 5, l)); !d.Allowed {
+		t.Fatalf("the burst: got %+v", d)
+	}
+	d := check(t, f.ins[1], one("k", 3, l))
+	if d.Allowed || d.RetryAfter != 300*time.Millisecond {
+		t.Fatalf("3 of an empty bucket: got %+v, want denied for 300ms", d)
+	}
+	calls := f.shared.checks.Load()
+	f.clock.Advance(50 * time.Millisecond)
+	if d := check(t, f.ins[1], one("k", 1, l)); d.Allowed || d.RetryAfter != 50*time.Millisecond || f.shared.checks.Load() != calls {
+		t.Fatalf("1 at 50ms: got %+v with %d shared requests, want a cached denial for 50ms more", d, f.shared.checks.Load()-calls)
+	}
+	f.clock.Advance(50 * time.Millisecond)
+	if d := check(t, f.ins[1], one("k", 1, l)); !d.Allowed {
+		t.Fatalf("1 at 100ms, a unit refilled: got %+v, want allowed", d)
+	}
+}
