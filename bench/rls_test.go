@@ -65,11 +65,9 @@ var rlsServers = []rlsServer{
 	{"bouncer", "memory", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
 		return startRLS(tb, refsvc.Bouncer{Config: config, Args: []string{"--store", "memory"}}.Start)
 	}},
-	{"bouncer", "redis", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
-		addrs := redisAddrs(tb, redisTopologies[0])
-		args := []string{"--store", "redis://" + addrs[0]}
-		return startRLS(tb, refsvc.Bouncer{Config: config, Args: args}.Start)
-	}},
+	{"bouncer", "redis", rlsload.RLS, bouncerOnRedis()},
+	{"bouncer", "redis-lease", rlsload.RLS, bouncerOnRedis("--mode", "lease")},
+	{"bouncer", "redis-async", rlsload.RLS, bouncerOnRedis("--mode", "async")},
 	{"envoy-ratelimit", "redis", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
 		addrs := redisAddrs(tb, redisTopologies[0])
 		return startRLS(tb, refsvc.EnvoyRatelimit{RedisAddrs: addrs, Config: config}.Start)
@@ -80,6 +78,18 @@ var rlsServers = []rlsServer{
 		}
 		return startRLS(tb, refsvc.Gubernator{}.Start)
 	}},
+}
+
+// bouncerOnRedis starts bouncer serve on the standalone Redis with args
+// besides the store: --mode lease or async, for the hybrid limiter's
+// rows (store=redis-lease, store=redis-async; the configuration is
+// envoyproxy/ratelimit's, whose limits name no mode).
+func bouncerOnRedis(args ...string) func(testing.TB, string) *refsvc.Server {
+	return func(tb testing.TB, config string) *refsvc.Server {
+		addrs := redisAddrs(tb, redisTopologies[0])
+		args := append([]string{"--store", "redis://" + addrs[0]}, args...)
+		return startRLS(tb, refsvc.Bouncer{Config: config, Args: args}.Start)
+	}
 }
 
 // startRLS runs start, stops the server it started when tb ends, and
@@ -113,6 +123,9 @@ func startRLS(tb testing.TB, start func(context.Context) (*refsvc.Server, error)
 //	p99-µs    99th percentile
 //	p99.9-µs  99.9th percentile
 //
+// Bouncer runs on memory and on the standalone Redis, where it decides
+// through its hybrid limiter: strict (store=redis, the default), and with
+// --mode lease and --mode async (store=redis-lease, store=redis-async).
 // envoyproxy/ratelimit runs on the standalone Redis of BOUNCER_REDIS_ADDR
 // (and skips without it), with its default settings besides those
 // refsvc.EnvoyRatelimit.Start names; gubernator runs as one node with its
