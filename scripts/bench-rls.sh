@@ -13,14 +13,23 @@ if [ "$(nproc)" -lt 2 ]; then
 	exit 1
 fi
 # The Redis servers go to CPU 1 for the run and back to every CPU after
-# it, so that later runs (make bench, tests) find them as they were.
+# it, so that later runs (make bench, tests) find them as they were: the
+# servers of BOUNCER_REDIS_DIR (scripts/with-redis.sh sets it), not those
+# of others on the same machine; every redis-server without it.
+redis_pids() {
+	if [ -n "${BOUNCER_REDIS_DIR:-}" ]; then
+		cat "$BOUNCER_REDIS_DIR"/*/redis.pid 2>/dev/null || true
+	else
+		pgrep -x redis-server || true
+	fi
+}
 unpin() {
-	for pid in $(pgrep -x redis-server || true); do
+	for pid in $(redis_pids); do
 		taskset -pc "0-$(($(nproc) - 1))" "$pid" >/dev/null || true
 	done
 }
 trap unpin EXIT
-for pid in $(pgrep -x redis-server || true); do
+for pid in $(redis_pids); do
 	taskset -pc 1 "$pid" >/dev/null
 done
 # Rounds of one count each (five, or BOUNCER_BENCH_ROUNDS), rather than
