@@ -301,8 +301,9 @@ func (c *call) take(h *Limiter, cost, now int64) {
 }
 
 // ask sends the leases asked for and the strict limits to the shared
-// store in one go, and a second time, at the check's cost, the leases
-// larger than it that were denied.
+// store in one go, and a second time the leases larger than the check's
+// cost that were denied, for what the shared limit had left (or the
+// cost).
 func (c *call) ask(ctx context.Context, h *Limiter, cost, now int64) error {
 	c.reqs, c.strictReq = c.reqs[:0], -1
 	for i := range c.parts {
@@ -335,6 +336,8 @@ func (c *call) ask(ctx context.Context, h *Limiter, cost, now int64) error {
 		}
 		d := c.ds[p.req]
 		if !d.Allowed && !d.Degraded && p.ask+p.use > cost {
+			// Again for what was left, if that covers the cost.
+			p.ask = max(cost, min(d.Remaining, p.ask+p.use)) - p.use
 			c.retries = append(c.retries, i)
 			continue
 		}
@@ -351,7 +354,7 @@ func (c *call) retry(ctx context.Context, h *Limiter, cost, now int64) error {
 	c.reqs = c.reqs[:0]
 	for _, i := range c.retries {
 		p := &c.parts[i]
-		p.ask, p.req = cost-p.use, len(c.reqs)
+		p.req = len(c.reqs)
 		c.reqs = append(c.reqs, leaseRequest(p, p.ask))
 	}
 	c.ds, c.errs = bouncer.CheckEach(ctx, h.shared, c.reqs, c.ds, c.errs)

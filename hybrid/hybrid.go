@@ -196,6 +196,7 @@ type entry struct {
 	// (granted: a lease was, once).
 	units, until, rem, resetAt int64
 	granted                    bool
+	holdAsk                    int64 // the lease to ask for after a hold (see hold)
 
 	// Demand: units asked since since, and in the span before (each span
 	// a lease's life long).

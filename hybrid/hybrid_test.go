@@ -580,3 +580,28 @@ func TestOverLimitCacheSmallerCost(t *testing.T) {
 		t.Fatalf("1 at 100ms, a unit refilled: got %+v, want allowed", d)
 	}
 }
+
+// A bucket far over its rate on every instance is held by each until it
+// could fill a lease: the shared store decides a small part of the checks,
+// and the units admitted are nearly those strict mode admits on the same
+// seeded stream.
+func TestLeaseBucketOverload(t *testing.T) {
+	units := map[bouncer.Mode]int64{}
+	calls := map[bouncer.Mode]int64{}
+	for _, m := range []bouncer.Mode{bouncer.Strict, bouncer.Lease} {
+		f := newFleet(t, 3, hybrid.Options{})
+		l := bouncer.Limit{Name: "b", Algorithm: bouncer.GCRA, Rate: 100, Period: time.Second, Burst: 20, Mode: m}
+		as, _ := f.load(t, 42, 4000, []string{"k"}, l, []float64{1.0 / 3, 1.0 / 3, 1.0 / 3}, time.Millisecond, 100*time.Millisecond)
+		for _, a := range as {
+			units[m] += a.cost
+		}
+		calls[m] = f.shared.checks.Load()
+	}
+	if units[bouncer.Lease] < units[bouncer.Strict]*90/100 || units[bouncer.Lease] > units[bouncer.Strict]+hybrid.LeaseBound(bouncer.Limit{Algorithm: bouncer.GCRA, Rate: 100, Period: time.Second, Burst: 20}, hybrid.DefaultLeaseTime) {
+		t.Errorf("units admitted: lease %d, strict %d: want at least 90%% of strict, at most LeaseBound more", units[bouncer.Lease], units[bouncer.Strict])
+	}
+	if calls[bouncer.Lease]*10 > calls[bouncer.Strict] {
+		t.Errorf("shared requests: lease %d, strict %d: want 10x fewer", calls[bouncer.Lease], calls[bouncer.Strict])
+	}
+	t.Logf("units: lease %d, strict %d; shared requests: lease %d, strict %d", units[bouncer.Lease], units[bouncer.Strict], calls[bouncer.Lease], calls[bouncer.Strict])
+}

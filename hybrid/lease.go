@@ -31,13 +31,45 @@ func (h *Limiter) roll(e *entry, l *bouncer.Limit, now int64) {
 // current one), at least cost, at most the limit's capacity and a
 // quarter of what the shared limit had left at the last grant. A cold
 // pair asks for its cost alone: strict.
+//
+// After a hold (see hold), the pair asks for the units it waited for.
 func (h *Limiter) size(e *entry, l *bouncer.Limit, cost, now int64) int64 {
 	h.roll(e, l, now)
+	if n := e.holdAsk; n > 0 {
+		e.holdAsk = 0
+		return max(n, cost)
+	}
 	n := min(max(e.prevAsked, e.asked), l.Capacity())
 	if e.granted {
 		n = min(n, e.rem/4)
 	}
 	return max(n, cost)
+}
+
+// hold makes a bucket pair whose local demand alone is over what the
+// bucket refills wait, after a denial at cost, until the bucket could
+// hold a whole lease (its demand, at most its capacity), and then ask for
+// it: without it, every unit the bucket refills would be a lease of one,
+// fought for by every instance, and most checks a round trip. The units
+// admitted over time are about the same; they come in leases. It reports
+// false, to cache the denial as it is, for a window, or a pair whose
+// demand the bucket's rate serves (a denial then is a burst's, and
+// holding would deny what strict mode allows). The shard must be locked.
+func (h *Limiter) hold(e *entry, l *bouncer.Limit, cost, now int64, d *bouncer.Decision) bool {
+	if !l.Algorithm.UsesBurst() || d.RetryAfter == bouncer.Never {
+		return false
+	}
+	demand := max(e.prevAsked, e.asked)
+	k := min(demand, l.Capacity())
+	if k <= cost || demand <= LeaseBound(*l, h.leaseTime) {
+		return false
+	}
+	e.deniedCost, e.denied, e.deniedAt = 1, *d, now
+	e.denied.Remaining = 0
+	e.deniedUntil = now + int64(d.RetryAfter) + (k-cost)*int64(l.Interval())
+	e.holdAsk = k
+	h.stats.holds.Add(1)
+	return true
 }
 
 // granted records the shared store's answer d to p's lease ask, made at
@@ -56,7 +88,7 @@ func (h *Limiter) granted(p *part, d bouncer.Decision, cost, now int64) {
 			e.units += p.use
 			h.stats.unitsParked.Add(p.use)
 		}
-		if !d.Degraded && p.ask+p.use == cost {
+		if !d.Degraded && p.ask+p.use == cost && !h.hold(e, p.l, cost, now, &d) {
 			e.deniedCost, e.denied, e.deniedAt = cost, d, now
 			e.deniedUntil = math.MaxInt64
 			if d.RetryAfter != bouncer.Never {

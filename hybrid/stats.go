@@ -11,6 +11,7 @@ type Stats struct {
 	Syncs          uint64 // pushes of async usage
 	OverAdmitted   int64  // async units admitted past the shared limit, as pushes found
 	CacheHits      uint64 // checks denied by the over-limit cache
+	Holds          uint64 // over-demanded bucket pairs made to wait for a larger lease
 	Throttled      uint64 // checks denied by the local pre-throttle
 	Strict         uint64 // checks sent to the shared store as they are
 	Lease          uint64 // allowed lease-mode (key, limit) decisions
@@ -22,7 +23,7 @@ type counters struct {
 	unitsParked                                atomic.Int64
 	syncs                                      atomic.Uint64
 	overAdmitted                               atomic.Int64
-	cacheHits, throttled                       atomic.Uint64
+	cacheHits, throttled, holds                atomic.Uint64
 	strict, lease, async                       atomic.Uint64
 }
 
@@ -32,7 +33,7 @@ func (h *Limiter) Stats() Stats {
 	return Stats{
 		LeasesTaken: c.leasesTaken.Load(), LeasesReturned: c.leasesReturned.Load(), LeasesExpired: c.leasesExpired.Load(),
 		UnitsParked: c.unitsParked.Load(), Syncs: c.syncs.Load(), OverAdmitted: c.overAdmitted.Load(),
-		CacheHits: c.cacheHits.Load(), Throttled: c.throttled.Load(),
+		CacheHits: c.cacheHits.Load(), Holds: c.holds.Load(), Throttled: c.throttled.Load(),
 		Strict: c.strict.Load(), Lease: c.lease.Load(), Async: c.async.Load(),
 	}
 }
