@@ -112,7 +112,7 @@ func (s *Store) submitEach(ctx context.Context, ps []*part) ([][]result, []error
 		s.calls.Add(1)
 		r := -1
 		for k := range runs {
-			if runs[k].l == l {
+			if runs[k].l == l && len(runs[k].ps) < s.batch {
 				r = k
 				break
 			}

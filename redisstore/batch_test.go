@@ -174,3 +174,52 @@ func TestCheckEachStaysExact(t *testing.T) {
 		}
 	})
 }
+
+// fcallCounter is a client that counts the FCALLs it sends and the most
+// keys one carried.
+type fcallCounter struct {
+	rueidis.Client
+	calls, maxKeys atomic.Int64
+}
+
+func (c *fcallCounter) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if cs := cmd.Commands(); len(cs) > 2 && cs[0] == "FCALL" {
+		c.calls.Add(1)
+		var n int64
+		fmt.Sscan(cs[2], &n)
+		for m := c.maxKeys.Load(); n > m && !c.maxKeys.CompareAndSwap(m, n); m = c.maxKeys.Load() {
+		}
+	}
+	return c.Client.Do(ctx, cmd)
+}
+
+// CheckEach of many requests sends them in calls of at most Options.Batch
+// checks, as concurrent Checks are: one call of thousands of keys would
+// hold Redis past the deadline.
+func TestCheckEachBatchBound(t *testing.T) {
+	c := &fcallCounter{Client: newClient(t, addrs(t, "BOUNCER_REDIS_ADDR"))}
+	s := newStore(t, c, redisstore.Options{Batch: 16})
+	l := bouncer.Limit{Name: "w", Algorithm: bouncer.FixedWindow, Rate: 5, Period: time.Hour}
+	rs := make([]bouncer.Request, 100)
+	for i := range rs {
+		rs[i] = bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprint("each-", i), Limits: []bouncer.Limit{l}}}, Cost: 1}
+	}
+	// Connected first: until then CheckEach checks one by one.
+	if _, err := s.Check(context.Background(), bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "each-warm", Limits: []bouncer.Limit{l}}}, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.calls.Store(0)
+	ds, errs := make([]bouncer.Decision, len(rs)), make([]error, len(rs))
+	s.CheckEach(context.Background(), rs, ds, errs)
+	for i := range rs {
+		if errs[i] != nil || !ds[i].Allowed || ds[i].Degraded {
+			t.Fatalf("request %d: %+v, %v", i, ds[i], errs[i])
+		}
+	}
+	if m := c.maxKeys.Load(); m > 16 {
+		t.Errorf("a call carried %d keys, want at most the batch of 16", m)
+	}
+	if n := c.calls.Load(); n < 7 {
+		t.Errorf("%d calls for 100 checks in batches of 16, want at least 7", n)
+	}
+}
