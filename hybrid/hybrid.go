@@ -27,10 +27,10 @@ type Options struct {
 	// over-limit cache run on it.
 	Now func() time.Time
 
-	// LeaseTime is how long a lease lives at most (less when its fixed
-	// window ends sooner, or its limit's Period is shorter); 0 means
-	// DefaultLeaseTime. A bucket in lease mode admits at most rate ×
-	// LeaseTime more than the limit.
+	// LeaseTime is how long a bucket's lease lives at most (less when the
+	// limit's Period is shorter; a fixed window's lease lives as long as
+	// its window); 0 means DefaultLeaseTime. A bucket in lease mode admits
+	// at most rate × LeaseTime more than the limit.
 	LeaseTime time.Duration
 
 	// SyncInterval is how often async limits push their usage to the
@@ -146,8 +146,9 @@ func (h *Limiter) run() {
 	}
 }
 
-// Close stops the limiter's goroutine and gives back the units of the
-// bucket leases it holds. It does not close the shared store.
+// Close stops the limiter's goroutine, pushes what async limits admitted
+// since the last sync, and gives back the units of the bucket leases it
+// holds. It does not close the shared store.
 func (h *Limiter) Close() error {
 	h.once.Do(func() {
 		if h.stop != nil {
@@ -156,6 +157,7 @@ func (h *Limiter) Close() error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
+		h.sync(ctx)
 		h.endLeases(ctx, true)
 		h.view.Close()
 		if h.ownLocal != nil {

@@ -8,7 +8,9 @@ import (
 	"github.com/bouncerhq/bouncer"
 )
 
-// life is how long a lease of l lives at most, in ns.
+// life is how long a bucket's lease of l lives at most, in ns (a fixed
+// window's lives as long as its window), and the span over which a
+// pair's demand is counted.
 func (h *Limiter) life(l *bouncer.Limit) int64 { return int64(min(h.leaseTime, l.Period)) }
 
 // roll starts a new span of demand when the last one is a lease's life
@@ -104,7 +106,9 @@ func (h *Limiter) granted(p *part, d bouncer.Decision, cost, now int64) {
 	}
 	until := now + h.life(p.l)
 	if p.l.Algorithm == bouncer.FixedWindow {
-		until = min(until, now+int64(d.ResetAfter)) // a lease dies with its window
+		// A lease lives as long as its window: its units, given back or
+		// not, are the window's, and this instance may as well spend them.
+		until = now + int64(d.ResetAfter)
 	}
 	if p.use > 0 || e.units > 0 {
 		until = min(until, e.until) // units of the last lease are in it
