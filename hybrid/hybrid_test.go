@@ -605,3 +605,44 @@ func TestLeaseBucketOverload(t *testing.T) {
 	}
 	t.Logf("units: lease %d, strict %d; shared requests: lease %d, strict %d", units[bouncer.Lease], units[bouncer.Strict], calls[bouncer.Lease], calls[bouncer.Strict])
 }
+
+// An async pair that admitted more than its limit's capacity before a
+// sync pushes it in parts of at most the capacity (a larger push could
+// never pass), admits nothing while it owes the rest, and is counted
+// whole in the shared store in the end.
+func TestAsyncPushInParts(t *testing.T) {
+	f := newFleet(t, 1, hybrid.Options{})
+	h := f.ins[0]
+	l := bouncer.Limit{Name: "t", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 4, Mode: bouncer.Async}
+	strict := l
+	strict.Mode = bouncer.Strict
+	peek := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "k", Limits: []bouncer.Limit{strict}}}, Peek: true}
+	// 4 at once, and 1 more refilled 100ms later: 5 before the first sync.
+	for range 4 {
+		check(t, h, one("k", 1, l))
+	}
+	f.clock.Advance(100 * time.Millisecond)
+	if d := check(t, h, one("k", 1, l)); !d.Allowed {
+		t.Fatalf("a refilled unit: got %+v", d)
+	}
+	f.shared.down.Store(true) // the shared bucket refills meanwhile, not charged
+	h.Tick(context.Background())
+	f.shared.down.Store(false)
+	h.Tick(context.Background()) // 4 of the 5 (the capacity), 1 owed
+	if d := check(t, f.shared.Limiter, peek); d.Remaining != 0 {
+		t.Fatalf("after the first push: %d left in the shared bucket, want 0", d.Remaining)
+	}
+	if d := check(t, h, one("k", 1, l)); d.Allowed {
+		t.Fatalf("a pair that owes a unit: got %+v, want denied", d)
+	}
+	f.clock.Advance(100 * time.Millisecond) // one unit refilled in the shared bucket
+	h.Tick(context.Background())            // the unit owed
+	if d := check(t, f.shared.Limiter, peek); d.Remaining != 0 {
+		t.Fatalf("after the debt: %d left in the shared bucket, want 0", d.Remaining)
+	}
+	f.clock.Advance(100 * time.Millisecond)
+	h.Tick(context.Background())
+	if d := check(t, h, one("k", 1, l)); !d.Allowed {
+		t.Fatalf("the debt paid and a unit refilled: got %+v, want allowed", d)
+	}
+}

@@ -30,27 +30,43 @@ func (h *Limiter) sync(ctx context.Context) {
 		return
 	}
 	h.stats.syncs.Add(1)
+	failed := 0
+	for len(ps) > 0 {
+		n := min(len(ps), pushChunk)
+		failed += h.push(ctx, ps[:n])
+		ps = ps[n:]
+	}
+	// Syncs fail when most pushes do (Redis down, not one slow call):
+	// the pushes that failed are made again at the next either way.
+	h.syncFailing.Store(failed > 0 && 2*failed >= len(ps)+failed)
+}
+
+// pushChunk is how many pushes one CheckEach carries: a sync of more
+// sends them a chunk after another, so that every call of the store's
+// starts within its deadline.
+const pushChunk = 256
+
+// push sends ps to the shared store and settles each reply; it returns
+// how many failed.
+func (h *Limiter) push(ctx context.Context, ps []push) int {
 	rs := make([]bouncer.Request, len(ps))
 	for k := range ps {
 		rs[k] = pushRequest(&ps[k], ps[k].n)
 	}
 	ds, errs := bouncer.CheckEach(ctx, h.shared, rs, nil, nil)
-	failed := false
+	failed := 0
 	var rest []bouncer.Request
 	for k := range ps {
 		p, d := &ps[k], ds[k]
 		switch {
 		case errs[k] != nil || d.Degraded:
-			failed = true
+			failed++
 			h.requeue(p, p.n-p.debt, p.debt)
 			h.lastPush.Store(&rs[k])
 		case d.Allowed:
 			h.reconcile(ctx, p, d.Remaining)
 		default:
 			fits := max(d.Remaining, 0)
-			if d.RetryAfter == bouncer.Never {
-				fits = 0 // more than the limit's capacity: pushed in parts
-			}
 			h.stats.overAdmitted.Add(max(p.n-fits-p.debt, 0))
 			if fits > 0 {
 				rest = append(rest, pushRequest(p, fits))
@@ -62,7 +78,7 @@ func (h *Limiter) sync(ctx context.Context) {
 	if len(rest) > 0 {
 		bouncer.CheckEach(ctx, h.shared, rest, ds, errs)
 	}
-	h.syncFailing.Store(failed)
+	return failed
 }
 
 // probe asks the shared store, while syncs fail and there is nothing to
@@ -87,6 +103,7 @@ func (h *Limiter) pending() []push {
 	for s := range h.shards {
 		sh := &h.shards[s]
 		sh.mu.Lock()
+		var again []id
 		for _, i := range sh.dirty {
 			e := sh.m[i]
 			if e == nil {
@@ -96,12 +113,19 @@ func (h *Limiter) pending() []push {
 			if window(&e.lim, now) != e.pendingWin {
 				e.pending, e.debt = 0, 0 // its window is over
 			}
-			if n := e.pending + e.debt; n > 0 {
-				ps = append(ps, push{id: i, e: e, sh: sh, n: n, debt: e.debt})
-				e.pending, e.debt = 0, 0
+			// A push is at most the limit's capacity (more could never
+			// pass); the rest stays a debt for the next.
+			if total := e.pending + e.debt; total > 0 {
+				n := min(total, e.lim.Capacity())
+				ps = append(ps, push{id: i, e: e, sh: sh, n: n, debt: min(e.debt, n)})
+				e.pending, e.debt = 0, total-n
+				if e.debt > 0 {
+					e.dirty = true
+					again = append(again, i)
+				}
 			}
 		}
-		sh.dirty = sh.dirty[:0]
+		sh.dirty = append(sh.dirty[:0], again...)
 		sh.mu.Unlock()
 	}
 	return ps
