@@ -130,8 +130,18 @@ func New(shared, local bouncer.Limiter, o Options) *Limiter {
 }
 
 // run ticks every interval until Close.
+//
+// A tick is not bounded by the interval: each call of the shared store
+// has the store's own deadline, and a sync of many keys makes many calls
+// one chunk after another (bounding the whole by 100 ms timed out the
+// last chunks of large syncs). Close cancels a tick in progress.
 func (h *Limiter) run() {
 	defer close(h.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-h.stop
+		cancel()
+	}()
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
 	for {
@@ -139,9 +149,7 @@ func (h *Limiter) run() {
 		case <-h.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), h.interval)
 			h.Tick(ctx)
-			cancel()
 		}
 	}
 }
