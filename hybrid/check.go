@@ -72,6 +72,11 @@ func (c *call) split(h *Limiter, r bouncer.Request) {
 	c.local = bouncer.Request{Cost: r.Cost, Keys: c.local.Keys[:0]}
 	c.view = bouncer.Request{Cost: r.Cost, Keys: c.view.Keys[:0]}
 	c.localCharged, c.viewCharged, c.strictAllowed, c.degraded = false, false, false, false
+	// An async limit's view holds the instance to at most what its own
+	// admissions and the others' leave, less than the pre-throttle would:
+	// it needs one only while syncs fail (and its view may not be asked).
+	failing := h.syncFailing.Load()
+	throttled := func(m bouncer.Mode) bool { return m == bouncer.Lease || m == bouncer.Async && failing }
 	for _, k := range r.Keys {
 		var s, l, v int
 		for li := range k.Limits {
@@ -83,7 +88,9 @@ func (c *call) split(h *Limiter, r bouncer.Request) {
 			case bouncer.Async:
 				v++
 			}
-			l++
+			if throttled(lim.Mode) {
+				l++
+			}
 			i := idOf(k.Key, lim)
 			c.parts = append(c.parts, part{key: k.Key, l: lim, id: i, sh: h.shardOf(&i)})
 		}
@@ -91,7 +98,7 @@ func (c *call) split(h *Limiter, r bouncer.Request) {
 			c.strict.Keys = append(c.strict.Keys, bouncer.KeyLimits{Key: k.Key, Limits: c.pick(k.Limits, s, func(m bouncer.Mode) bool { return m == bouncer.Strict })})
 		}
 		if l > 0 {
-			c.local.Keys = append(c.local.Keys, bouncer.KeyLimits{Key: k.Key, Limits: c.pick(k.Limits, l, func(m bouncer.Mode) bool { return m != bouncer.Strict })})
+			c.local.Keys = append(c.local.Keys, bouncer.KeyLimits{Key: k.Key, Limits: c.pick(k.Limits, l, throttled)})
 		}
 		if v > 0 {
 			c.view.Keys = append(c.view.Keys, bouncer.KeyLimits{Key: k.Key, Limits: c.pick(k.Limits, v, func(m bouncer.Mode) bool { return m == bouncer.Async })})
@@ -122,14 +129,16 @@ func (c *call) check(ctx context.Context, h *Limiter, r bouncer.Request) (bounce
 		h.stats.cacheHits.Add(1)
 		return d, nil
 	}
-	ld, err := h.local.Check(ctx, c.local)
-	if err != nil || !ld.Allowed {
-		if err == nil {
-			h.stats.throttled.Add(1)
+	if len(c.local.Keys) > 0 {
+		ld, err := h.local.Check(ctx, c.local)
+		if err != nil || !ld.Allowed {
+			if err == nil {
+				h.stats.throttled.Add(1)
+			}
+			return ld, err
 		}
-		return ld, err
+		c.localCharged, c.ld = true, ld
 	}
-	c.localCharged, c.ld = true, ld
 	if d, ok := c.checkView(ctx, h); !ok {
 		c.undo(ctx, h, r.Cost, now)
 		return d, nil
@@ -151,6 +160,9 @@ func (c *call) check(ctx context.Context, h *Limiter, r bouncer.Request) (bounce
 // cached returns the denial cached for a part, if one holds for cost
 // now.
 func (c *call) cached(h *Limiter, cost, now int64) (bouncer.Decision, bool) {
+	if now >= h.denialsEnd.Load() {
+		return bouncer.Decision{}, false
+	}
 	for i := range c.parts {
 		p := &c.parts[i]
 		p.sh.mu.Lock()

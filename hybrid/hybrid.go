@@ -70,6 +70,8 @@ type Limiter struct {
 	calls         sync.Pool
 
 	syncFailing atomic.Bool
+	denialsEnd  atomic.Int64                    // no cached denial holds from then on (see cachedUntil)
+	idleTicks   atomic.Uint64                   // ticks endLeases skipped, with no units parked
 	lastPush    atomic.Pointer[bouncer.Request] // the last push that failed
 	stats       counters
 
@@ -181,6 +183,17 @@ func (h *Limiter) Close() error {
 func (h *Limiter) Tick(ctx context.Context) {
 	h.sync(ctx)
 	h.endLeases(ctx, false)
+}
+
+// cachedUntil notes that a denial is cached until t, so that checks
+// after the last such t need not look for one.
+func (h *Limiter) cachedUntil(t int64) {
+	for {
+		end := h.denialsEnd.Load()
+		if t <= end || h.denialsEnd.CompareAndSwap(end, t) {
+			return
+		}
+	}
 }
 
 // id names a (key, limit) pair: the limit without its Mode and

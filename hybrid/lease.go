@@ -69,6 +69,7 @@ func (h *Limiter) hold(e *entry, l *bouncer.Limit, cost, now int64, d *bouncer.D
 	e.deniedCost, e.denied, e.deniedAt = 1, *d, now
 	e.denied.Remaining = 0
 	e.deniedUntil = now + int64(d.RetryAfter) + (k-cost)*int64(l.Interval())
+	h.cachedUntil(e.deniedUntil)
 	e.holdAsk = k
 	h.stats.holds.Add(1)
 	return true
@@ -96,6 +97,7 @@ func (h *Limiter) granted(p *part, d bouncer.Decision, cost, now int64) {
 			if d.RetryAfter != bouncer.Never {
 				e.deniedUntil = now + int64(d.RetryAfter)
 			}
+			h.cachedUntil(e.deniedUntil)
 		}
 		return
 	}
@@ -139,7 +141,13 @@ func (e *entry) decision(p *part, now int64) bouncer.Decision {
 // with every), giving back the units left of buckets' leases. A window's
 // units stay charged: given back later, they could land in the next
 // window, which has not paid for them.
+//
+// With no units parked it looks at the entries (to drop the idle ones)
+// only every tenth tick.
 func (h *Limiter) endLeases(ctx context.Context, every bool) {
+	if !every && h.stats.unitsParked.Load() == 0 && h.idleTicks.Add(1)%10 != 0 {
+		return
+	}
 	now := h.now().UnixNano()
 	horizon := now + int64(h.interval)
 	byUnits := map[int64][]bouncer.KeyLimits{}
