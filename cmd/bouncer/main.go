@@ -2,7 +2,7 @@
 //
 //	bouncer serve --config PATH [flags]     serve Envoy RLS v3 (gRPC), the JSON API and the admin API
 //	bouncer gateway --config FILE [flags]   serve the API gateway: routes, authentication, limits
-//	bouncer check CONFIG                    validate a config without serving it
+//	bouncer check [--mode M] CONFIG         validate a config without serving it
 //	bouncer simulate [flags]                run algorithms over a traffic pattern on a virtual clock
 //	bouncer version                         print the version, commit and Go version built with
 //	bouncer help [command]                  print usage
