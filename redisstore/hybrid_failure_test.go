@@ -5,6 +5,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -36,6 +37,56 @@ func TestHybridRedisFrozen(t *testing.T) {
 	pr := startPrivateRedis(t)
 	t.Run("LeasesAndSyncs", func(t *testing.T) { testHybridFrozen(t, pr) })
 	t.Run("AsyncDenyAcrossWindows", func(t *testing.T) { testHybridFrozenWindowEnds(t, pr) })
+	t.Run("Killed", func(t *testing.T) { testHybridKilled(t, pr) })
+}
+
+// Redis killed (SIGKILL: a crash; its connections refused until it
+// starts again, empty) while the instances hold leases and have usage to
+// push: a check with a lease is allowed from it; one without, and a tick,
+// return by the deadline, decided by policy; once Redis is back, the
+// fleet decides exactly again.
+func testHybridKilled(t *testing.T, pr *privateRedis) {
+	f := frozenFleet(t, pr, 3)
+	lease := bouncer.Limit{Name: "lease", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: time.Hour, Mode: bouncer.Lease, OnStoreError: bouncer.StoreErrorDeny}
+	deny := bouncer.Limit{Name: "deny", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: time.Hour, Mode: bouncer.Async, OnStoreError: bouncer.StoreErrorDeny}
+	for i := 0; f.ins[0].Stats().UnitsParked < 10; i++ {
+		if i == 1000 {
+			t.Fatalf("no lease of 10 units after %d checks: %+v", i, f.ins[0].Stats())
+		}
+		f.clock.Advance(time.Millisecond)
+		timedCheck(t, f.ins[0], hybridRequest("k-hot", 1, lease))
+	}
+	if d := timedCheck(t, f.ins[1], hybridRequest("k-async", 1, deny)); !d.Allowed || d.Degraded {
+		t.Fatalf("async check with Redis up: %+v, want allowed", d)
+	}
+
+	t.Cleanup(func() { pr.script(60*time.Second, "redis-node.sh", "start", strconv.Itoa(pr.port)) })
+	pr.node(t, "kill", pr.port)
+	for i := range 10 {
+		if d := timedCheck(t, f.ins[0], hybridRequest("k-hot", 1, lease)); !d.Allowed || d.Degraded {
+			t.Fatalf("check %d with a lease, Redis killed: %+v, want allowed from the lease", i, d)
+		}
+	}
+	if d := timedCheck(t, f.ins[2], hybridRequest("k-cold", 1, lease)); d.Allowed || !d.Degraded {
+		t.Errorf("a check without a lease, Redis killed: %+v, want denied by policy and degraded", d)
+	}
+	timedTick(t, f.ins[1])
+	if d := timedCheck(t, f.ins[1], hybridRequest("k-async", 1, deny)); d.Allowed || !d.Degraded {
+		t.Errorf("async check under deny while syncs fail: %+v, want denied and degraded", d)
+	}
+
+	pr.node(t, "start", pr.port)
+	hybridWantExact(t, f, lease)
+	for i := 0; ; i++ {
+		timedTick(t, f.ins[1])
+		d := timedCheck(t, f.ins[1], hybridRequest("k-async", 1, deny))
+		if d.Allowed && !d.Degraded {
+			break
+		}
+		if i == failureRounds {
+			t.Fatalf("async check under deny after %d ticks with Redis back: %+v, want allowed", i+1, d)
+		}
+	}
 }
 
 // frozenFleet makes n instances on pr's standalone server, each with a
