@@ -179,6 +179,7 @@ func hybridRun(b *testing.B, admin *redis.Client, addrs []string, prefix string,
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	b.ReportMetric(100*float64(r.allowed)/float64(b.N), "allowed-%")
 	b.ReportMetric(per(fcalls), "fcalls/1000")
+	b.ReportMetric(per(int64(r.seen)), "lease-floor/1000")
 	b.ReportMetric(per(sent), "sent/1000")
 	b.ReportMetric(0, "degraded")
 	if b.N > 1 {
@@ -191,6 +192,17 @@ func hybridRun(b *testing.B, admin *redis.Client, addrs []string, prefix string,
 type hybridResult struct {
 	allowed, degraded, failed int64
 	firstErr                  error
+	// seen is how many (instance, key, second) the decisions fell in: a
+	// lease is charged in one window and lives at most a second, so lease
+	// mode can ask Redis no fewer times than that.
+	seen int
+}
+
+// seenKey is one (instance, key, second) of hybridResult.seen.
+type seenKey struct {
+	instance int
+	key      string
+	second   int64
 }
 
 // hybridDrive makes n decisions, or decisions until the deadline when n
@@ -201,6 +213,8 @@ func hybridDrive(hs []*hybrid.Limiter, w hybridWorkload, keys []string, l bounce
 	var allowed, degraded, failed atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[seenKey]struct{}{}
 	limits := []bouncer.Limit{l}
 	every := time.Duration(hybridCallers) * time.Second / hybridLoad
 	start := time.Now()
@@ -216,13 +230,16 @@ func hybridDrive(hs []*hybrid.Limiter, w hybridWorkload, keys []string, l bounce
 				next = func() string { return keys[z.Uint64()] }
 			}
 			var a, d, f int64
+			mine := map[seenKey]struct{}{}
 			at := start.Add(every * time.Duration(g) / hybridCallers)
 			for j := 0; n > 0 && j < count || n == 0 && time.Now().Before(deadline); j++ {
 				if wait := time.Until(at); wait > 0 {
 					time.Sleep(wait)
 				}
 				at = at.Add(every)
-				dec, err := h.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: next(), Limits: limits}}, Cost: 1})
+				key := next()
+				mine[seenKey{g % len(hs), key, time.Now().Unix()}] = struct{}{}
+				dec, err := h.Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: limits}}, Cost: 1})
 				switch {
 				case err != nil:
 					if f++; f == 1 {
@@ -237,10 +254,15 @@ func hybridDrive(hs []*hybrid.Limiter, w hybridWorkload, keys []string, l bounce
 			allowed.Add(a)
 			degraded.Add(d)
 			failed.Add(f)
+			mu.Lock()
+			for k := range mine {
+				seen[k] = struct{}{}
+			}
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	r := hybridResult{allowed: allowed.Load(), degraded: degraded.Load(), failed: failed.Load()}
+	r := hybridResult{allowed: allowed.Load(), degraded: degraded.Load(), failed: failed.Load(), seen: len(seen)}
 	if p := firstErr.Load(); p != nil {
 		r.firstErr = *p
 	}

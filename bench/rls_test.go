@@ -72,6 +72,12 @@ var rlsServers = []rlsServer{
 		addrs := redisAddrs(tb, redisTopologies[0])
 		return startRLS(tb, refsvc.EnvoyRatelimit{RedisAddrs: addrs, Config: config}.Start)
 	}},
+	// envoyproxy/ratelimit with its local cache of keys over their limit
+	// on (100 MiB), the peer of the hybrid limiter's over-limit cache.
+	{"envoy-ratelimit", "redis-localcache", rlsload.RLS, func(tb testing.TB, config string) *refsvc.Server {
+		addrs := redisAddrs(tb, redisTopologies[0])
+		return startRLS(tb, refsvc.EnvoyRatelimit{RedisAddrs: addrs, Config: config, Env: []string{"LOCAL_CACHE_SIZE_IN_BYTES=104857600"}}.Start)
+	}},
 	{"gubernator", "memory", rlsload.Gubernator, func(tb testing.TB, _ string) *refsvc.Server {
 		if testing.Short() {
 			tb.Skip("installing gubernator takes minutes on a fresh machine; run without -short")
