@@ -238,6 +238,9 @@ type entry struct {
 	// debt is units admitted that the shared store could not take yet
 	// (see sync): the pair admits nothing until it has.
 	debt int64
+	// room is what a fixed window had left after the pair's last push,
+	// in window roomWin (see canWait).
+	room, roomWin int64
 }
 
 type shard struct {

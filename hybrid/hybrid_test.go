@@ -707,3 +707,43 @@ func TestLeaseFalseDenials(t *testing.T) {
 		}
 	}
 }
+
+// An async fixed window far below its limit pushes nothing (its units
+// wait, and go with the window if it ends first): a tick only peeks, to
+// learn whether the shared store answers. Once its units near a
+// sixteenth of what is left, they are pushed; and while the shared store
+// cannot answer, the policy decides though nothing was pushed.
+func TestAsyncWaitsFarBelow(t *testing.T) {
+	f := newFleet(t, 1, hybrid.Options{})
+	h := f.ins[0]
+	l := bouncer.Limit{Name: "w", Algorithm: bouncer.FixedWindow, Rate: 160, Period: time.Hour, Mode: bouncer.Async, OnStoreError: bouncer.StoreErrorDeny}
+	strict := l
+	strict.Mode = bouncer.Strict
+	peek := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "k", Limits: []bouncer.Limit{strict}}}, Peek: true}
+	for range 9 {
+		check(t, h, one("k", 1, l))
+	}
+	h.Tick(context.Background())
+	if d := check(t, f.shared.Limiter, peek); d.Remaining != l.Rate {
+		t.Fatalf("9 of 160 pending: the shared store counts %d, want nothing pushed", l.Rate-d.Remaining)
+	}
+	if h.Stats().Syncs != 0 {
+		t.Fatalf("syncs: %d, want 0", h.Stats().Syncs)
+	}
+	check(t, h, one("k", 1, l)) // 10 of 160: a sixteenth
+	h.Tick(context.Background())
+	if d := check(t, f.shared.Limiter, peek); d.Remaining != l.Rate-10 {
+		t.Fatalf("10 of 160 pending: the shared store counts %d, want 10 pushed", l.Rate-d.Remaining)
+	}
+	check(t, h, one("k", 1, l)) // 1 pending, far below what is left
+	f.shared.down.Store(true)
+	h.Tick(context.Background())
+	if d := check(t, h, one("k", 1, l)); d.Allowed || !d.Degraded {
+		t.Fatalf("the shared store down, nothing to push: got %+v, want denied by policy", d)
+	}
+	f.shared.down.Store(false)
+	h.Tick(context.Background())
+	if d := check(t, h, one("k", 1, l)); !d.Allowed || d.Degraded {
+		t.Fatalf("the shared store back: got %+v, want allowed", d)
+	}
+}

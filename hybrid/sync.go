@@ -24,9 +24,9 @@ type push struct {
 // unit admitted is counted in the shared store in the end, and an
 // instance is never more than one interval's admissions ahead of it.
 func (h *Limiter) sync(ctx context.Context) {
-	ps := h.pending()
+	ps, waiting := h.pending()
 	if len(ps) == 0 {
-		h.probe(ctx)
+		h.probe(ctx, waiting)
 		return
 	}
 	h.stats.syncs.Add(1)
@@ -65,6 +65,7 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 			h.lastPush.Store(&rs[k])
 		case d.Allowed:
 			h.reconcile(ctx, p, d.Remaining)
+			h.noteRoom(p, d.Remaining)
 		default:
 			fits := max(d.Remaining, 0)
 			h.stats.overAdmitted.Add(max(p.n-fits-p.debt, 0))
@@ -81,24 +82,35 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 	return failed
 }
 
-// probe asks the shared store, while syncs fail and there is nothing to
-// push, whether it answers again, with a peek of the last push that
-// failed: under a deny policy nothing is admitted, so no push would ever
-// say so.
-func (h *Limiter) probe(ctx context.Context) {
-	r := h.lastPush.Load()
-	if !h.syncFailing.Load() || r == nil {
+// probe asks the shared store, when a sync has nothing to push, whether
+// it answers, with a peek: of a pair whose push waits (see canWait), or,
+// while syncs fail, of the last push that failed (under a deny policy
+// nothing is admitted, so no push would ever say Redis is back). So the
+// policy decides while Redis is down whether or not usage is pushed.
+func (h *Limiter) probe(ctx context.Context, waiting *push) {
+	var r *bouncer.Request
+	switch {
+	case waiting != nil:
+		req := pushRequest(waiting, 0)
+		r = &req
+	case h.syncFailing.Load():
+		r = h.lastPush.Load()
+	}
+	if r == nil {
 		return
 	}
 	peek := bouncer.Request{Keys: r.Keys, Peek: true}
-	if d, err := h.shared.Check(ctx, peek); err == nil && !d.Degraded {
-		h.syncFailing.Store(false)
+	d, err := h.shared.Check(ctx, peek)
+	failing := err != nil || d.Degraded
+	if failing {
+		h.lastPush.Store(&peek)
 	}
+	h.syncFailing.Store(failing)
 }
 
-// pending takes the async pairs' pending units.
-func (h *Limiter) pending() []push {
-	var ps []push
+// pending takes the async pairs' pending units, and returns a pair whose
+// push waits, if one does.
+func (h *Limiter) pending() (ps []push, waiting *push) {
 	now := h.now().UnixNano()
 	for s := range h.shards {
 		sh := &h.shards[s]
@@ -112,6 +124,14 @@ func (h *Limiter) pending() []push {
 			e.dirty = false
 			if window(&e.lim, now) != e.pendingWin {
 				e.pending, e.debt = 0, 0 // its window is over
+			}
+			if e.canWait(now) {
+				e.dirty = true
+				again = append(again, i)
+				if waiting == nil {
+					waiting = &push{id: i, e: e, sh: sh}
+				}
+				continue
 			}
 			// A push is at most the limit's capacity (more could never
 			// pass); the rest stays a debt for the next.
@@ -128,11 +148,18 @@ func (h *Limiter) pending() []push {
 		sh.dirty = append(sh.dirty[:0], again...)
 		sh.mu.Unlock()
 	}
-	return ps
+	return ps, waiting
 }
 
 func pushRequest(p *push, n int64) bouncer.Request {
 	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: p.id.key, Limits: []bouncer.Limit{p.e.lim}}}, Cost: n}
+}
+
+// noteRoom records what p's fixed window had left after its push.
+func (h *Limiter) noteRoom(p *push, remaining int64) {
+	p.sh.mu.Lock()
+	defer p.sh.mu.Unlock()
+	p.e.room, p.e.roomWin = remaining, window(&p.e.lim, h.now().UnixNano())
 }
 
 // requeue puts back units of a push for the next: pending ones, and a
@@ -168,4 +195,28 @@ func (h *Limiter) reconcile(ctx context.Context, p *push, remaining int64) {
 		r.Cost = target - rv
 		_ = h.view.Refund(ctx, r)
 	}
+}
+
+// waitShare is how far below what a fixed window has left a pair's
+// pending units must be for its push to wait: each instance then holds
+// back less than a sixteenth of the window.
+const waitShare = 16
+
+// canWait reports whether e's push can wait for a later sync: a fixed
+// window's units far below what it had left at its last push in this
+// window (or its rate, in a window it has not pushed in), owing nothing.
+// Those units are pushed once they near it, or not at all if the window
+// ends first, when they no longer count. Every instance holding back
+// less than a sixteenth of the rate keeps async mode within its bound,
+// and a key far below its limit costs Redis nothing (BenchmarkRLS: 10 000
+// keys a few times a second each, of 1 000 000 a second).
+func (e *entry) canWait(now int64) bool {
+	if e.lim.Algorithm != bouncer.FixedWindow || e.debt > 0 || e.pending == 0 {
+		return false
+	}
+	room := e.lim.Rate
+	if e.roomWin == window(&e.lim, now) {
+		room = e.room
+	}
+	return e.pending*waitShare < room
 }
