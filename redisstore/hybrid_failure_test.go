@@ -80,16 +80,7 @@ func testHybridKilled(t *testing.T, pr *privateRedis) {
 	pr.node(t, "start", pr.port)
 	waitDecided(t, f)
 	hybridWantExact(t, f, lease)
-	for i := 0; ; i++ {
-		timedTick(t, f.ins[1])
-		d := timedCheck(t, f.ins[1], hybridRequest("k-async", 1, deny))
-		if d.Allowed && !d.Degraded {
-			break
-		}
-		if i == failureRounds {
-			t.Fatalf("async check under deny after %d ticks with Redis back: %+v, want allowed", i+1, d)
-		}
-	}
+	syncsBack(t, f.ins[1], hybridRequest("k-async", 1, deny))
 }
 
 // frozenFleet makes n instances on pr's standalone server, each with a
@@ -146,6 +137,22 @@ func timedCheck(t *testing.T, h *hybrid.Limiter, r bouncer.Request) bouncer.Deci
 		t.Fatalf("check of %q: %v", r.Keys[0].Key, err)
 	}
 	return d
+}
+
+// syncsBack ticks h until its async check r is allowed and not degraded
+// (its syncs work again with Redis back), up to failureRounds ticks.
+func syncsBack(t *testing.T, h *hybrid.Limiter, r bouncer.Request) {
+	t.Helper()
+	for i := 0; ; i++ {
+		timedTick(t, h)
+		d := timedCheck(t, h, r)
+		if d.Allowed && !d.Degraded {
+			return
+		}
+		if i == failureRounds {
+			t.Fatalf("async check under deny after %d ticks with Redis back: %+v, want allowed", i+1, d)
+		}
+	}
 }
 
 // timedTick ticks h and fails t if that takes more than hangBound.
@@ -226,16 +233,7 @@ func testHybridFrozen(t *testing.T, pr *privateRedis) {
 
 	pr.resumeAll(t)
 	hybridWantExact(t, f, lease)
-	for i := 0; ; i++ {
-		timedTick(t, f.ins[1])
-		d := timedCheck(t, f.ins[1], hybridRequest("async", 1, deny))
-		if d.Allowed && !d.Degraded {
-			break
-		}
-		if i == failureRounds {
-			t.Fatalf("async check under deny after %d ticks with Redis back: %+v, want allowed", i+1, d)
-		}
-	}
+	syncsBack(t, f.ins[1], hybridRequest("async", 1, deny))
 	peek := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "async", Limits: []bouncer.Limit{local}}}, Peek: true}
 	if d, err := f.shared[2].Store.Check(context.Background(), peek); err == nil && !d.Degraded {
 		t.Logf("Redis counts %d units of the async limit under local, of which the instance admitted 2", local.Rate-d.Remaining)
