@@ -747,3 +747,40 @@ func TestAsyncWaitsFarBelow(t *testing.T) {
 		t.Fatalf("the shared store back: got %+v, want allowed", d)
 	}
 }
+
+// signaling is a shared store that says on pushed when it is asked
+// to charge units.
+type signaling struct {
+	bouncer.Limiter
+	pushed chan int64
+}
+
+func (s *signaling) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	if r.Cost > 0 {
+		select {
+		case s.pushed <- r.Cost:
+		default:
+		}
+	}
+	return s.Limiter.Check(ctx, r)
+}
+
+// Without Manual, the limiter's own goroutine pushes async usage every
+// SyncInterval, and Close stops it (goleak checks that it is gone).
+func TestBackgroundSync(t *testing.T) {
+	ms := memstore.New(memstore.Options{})
+	defer ms.Close()
+	shared := &signaling{Limiter: ms, pushed: make(chan int64, 1)}
+	h := hybrid.New(shared, nil, hybrid.Options{SyncInterval: 10 * time.Millisecond})
+	l := bouncer.Limit{Name: "w", Algorithm: bouncer.FixedWindow, Rate: 3, Period: time.Hour, Mode: bouncer.Async}
+	check(t, h, one("k", 2, l))
+	select {
+	case n := <-shared.pushed:
+		if n != 2 {
+			t.Errorf("pushed %d units, want 2", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no push within 10s of a 10ms sync interval")
+	}
+	h.Close()
+}
