@@ -15,8 +15,8 @@ type grpcCaller struct {
 	timeout time.Duration
 }
 
-func newGRPCCaller(cfg *Config, w *workload) (*grpcCaller, error) {
-	cc, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func newGRPCCaller(cfg *Config, addr string, w *workload) (*grpcCaller, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}

@@ -14,11 +14,15 @@ func init() { workloads[Gubernator] = newGubernator }
 
 // newGubernator returns the GetRateLimits calls of cfg, with one
 // RateLimitReq per key: reqs[k] checks keys k, k+1, ... (mod Keys), each
-// a token bucket of Limit per Period named Domain_DescriptorKey. An
-// answer must carry one response per key, each without error and with
-// Limit as its limit.
+// a token bucket of Limit per Period named Domain_DescriptorKey, with
+// behaviour GLOBAL if cfg.Global. An answer must carry one response per
+// key, each without error and with Limit as its limit.
 func newGubernator(cfg *Config) *workload {
 	name := cfg.Domain + "_" + cfg.DescriptorKey
+	behavior := guber.Behavior_BATCHING // gubernator's default
+	if cfg.Global {
+		behavior = guber.Behavior_GLOBAL
+	}
 	one := make([]*guber.RateLimitReq, cfg.Keys)
 	for k := range one {
 		one[k] = &guber.RateLimitReq{
@@ -28,6 +32,7 @@ func newGubernator(cfg *Config) *workload {
 			Limit:     cfg.Limit,
 			Duration:  cfg.Period.Milliseconds(),
 			Algorithm: guber.Algorithm_TOKEN_BUCKET,
+			Behavior:  behavior,
 		}
 	}
 	reqs := make([]proto.Message, cfg.Keys)

@@ -4,6 +4,7 @@ package rlsload
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -28,6 +29,34 @@ func TestGubernatorWireFieldNumbers(t *testing.T) {
 		{&guber.RateLimitResp{}, "limit", guberRespLimit},
 		{&guber.RateLimitResp{}, "error", guberRespError},
 	})
+}
+
+// TestGubernatorGlobal: every request sent carries behaviour GLOBAL with
+// Config.Global, and gubernator's default (BATCHING) without.
+func TestGubernatorGlobal(t *testing.T) {
+	for _, tt := range []struct {
+		global bool
+		want   guber.Behavior
+	}{{false, guber.Behavior_BATCHING}, {true, guber.Behavior_GLOBAL}} {
+		t.Run(fmt.Sprint("global=", tt.global), func(t *testing.T) {
+			cfg := Config{Addr: "x", Protocol: Gubernator, Keys: 10, Descriptors: 3, Limit: 5, Global: tt.global}
+			if err := cfg.setDefaults(); err != nil {
+				t.Fatal(err)
+			}
+			w := newGubernator(&cfg)
+			for k, b := range w.wire {
+				var req guber.GetRateLimitsReq
+				if err := proto.Unmarshal(b[5:], &req); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range req.GetRequests() {
+					if r.GetBehavior() != tt.want {
+						t.Fatalf("request %d: got behaviour %v, want %v", k, r.GetBehavior(), tt.want)
+					}
+				}
+			}
+		})
+	}
 }
 
 type fakeGubernator struct {

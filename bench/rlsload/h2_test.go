@@ -43,7 +43,7 @@ func TestLeanSameAnswers(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer cc.Close()
-				lean := newLeanCaller(&cfg, w)
+				lean := newLeanCaller(&cfg, cfg.Addr, w)
 				defer lean.Close()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -129,7 +129,7 @@ func leanRLS(t *testing.T, cfg Config) *leanCaller {
 	if err := cfg.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	c := newLeanCaller(&cfg, newRLS(&cfg))
+	c := newLeanCaller(&cfg, cfg.Addr, newRLS(&cfg))
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -156,7 +156,7 @@ func TestLeanErrorStatus(t *testing.T) {
 		cfg.setDefaults()
 		w := newRLS(&cfg)
 		w.method = "/envoy.service.ratelimit.v3.RateLimitService/NoSuchMethod"
-		c := newLeanCaller(&cfg, w)
+		c := newLeanCaller(&cfg, cfg.Addr, w)
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -538,7 +538,7 @@ func TestLeanClose(t *testing.T) {
 	addr, _ := serveErr(t, s)
 	cfg := Config{Addr: addr}
 	cfg.setDefaults()
-	c := newLeanCaller(&cfg, newRLS(&cfg))
+	c := newLeanCaller(&cfg, cfg.Addr, newRLS(&cfg))
 	done := make(chan error)
 	go func() {
 		_, err := c.call(context.Background(), 0)

@@ -14,11 +14,11 @@ type leanCaller struct {
 	streams sync.Pool // of *h2Stream
 }
 
-func newLeanCaller(cfg *Config, w *workload) *leanCaller {
+func newLeanCaller(cfg *Config, addr string, w *workload) *leanCaller {
 	return &leanCaller{
-		cl:  newH2Client(cfg.Addr, cfg.CallTimeout),
+		cl:  newH2Client(addr, cfg.CallTimeout),
 		w:   w,
-		hdr: headerBlock(cfg.Addr, w.method, cfg.CallTimeout),
+		hdr: headerBlock(addr, w.method, cfg.CallTimeout),
 	}
 }
 

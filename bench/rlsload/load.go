@@ -2,10 +2,11 @@
 // services: Envoy RLS v3 (envoyproxy/ratelimit, `bouncer serve`) and,
 // in a build with -tags gubernator, gubernator's own API.
 //
-// A Load holds gRPC connections to one server and one request per key,
-// built (and marshalled) in advance so that the generator spends its CPU
-// on calls, not on building messages: it shares the machine with the
-// server it measures. For the same reason it makes its calls, by default,
+// A Load holds gRPC connections to one server (or to each of several
+// instances of one, Config.Addrs) and one request per key, built (and
+// marshalled) in advance so that the generator spends its CPU on calls,
+// not on building messages: it shares the machine with the server it
+// measures. For the same reason it makes its calls, by default,
 // with a minimal gRPC client of its own (Lean: unary calls over HTTP/2
 // without TLS, on golang.org/x/net/http2's Framer), which costs a small
 // fraction of grpc-go's CPU per call, so that the server, not the load
@@ -112,14 +113,19 @@ func ParseClient(s string) (Client, error) {
 // Config says where a Load sends its calls and what they ask. Zero fields
 // take the defaults given.
 type Config struct {
-	// Addr is the server's gRPC address, host:port. Required.
-	Addr     string
+	// Addr is the server's gRPC address, host:port. Addr or Addrs is
+	// required, not both.
+	Addr string
+	// Addrs are the gRPC addresses of several instances of one service,
+	// which share the calls: stream i calls Addrs[i mod len(Addrs)].
+	Addrs    []string
 	Protocol Protocol
 	// Client is the gRPC client that makes the calls. Default Lean.
 	Client Client
 
-	// Conns is how many gRPC connections the streams share (stream i uses
-	// connection i mod Conns). Default 4.
+	// Conns is how many gRPC connections the streams share, to each
+	// address (stream i uses connection i mod (Conns·len(Addrs)), whose
+	// address is Addrs[i mod len(Addrs)]). Default 4.
 	Conns int
 
 	// Domain is the RLS domain; for gubernator, a rate limit's name is
@@ -144,14 +150,29 @@ type Config struct {
 	Limit  int64
 	Period time.Duration
 
+	// Global sets behaviour GLOBAL on every gubernator request: the node
+	// asked answers from its own copy of the key's bucket and sends the
+	// hits to the key's owner in the background, instead of forwarding
+	// the request to the owner and waiting. Gubernator only.
+	Global bool
+
 	// CallTimeout bounds each call (and is sent as its grpc-timeout).
 	// Default 5 s.
 	CallTimeout time.Duration
 }
 
+// setDefaults fills the zero fields and checks the others; afterwards
+// Addrs holds every address, Addr's too.
 func (c *Config) setDefaults() error {
-	if c.Addr == "" {
+	switch {
+	case c.Addr == "" && len(c.Addrs) == 0:
 		return errors.New("rlsload: Config.Addr is required")
+	case c.Addr != "" && len(c.Addrs) > 0:
+		return errors.New("rlsload: Config.Addr and Config.Addrs both set")
+	case c.Addr != "":
+		c.Addrs = []string{c.Addr}
+	case slices.Contains(c.Addrs, ""):
+		return errors.New("rlsload: empty address in Config.Addrs")
 	}
 	c.Conns = cmp.Or(c.Conns, 4)
 	c.Domain = cmp.Or(c.Domain, "bench")
@@ -172,6 +193,8 @@ func (c *Config) setDefaults() error {
 		return errors.New("rlsload: gubernator: built without -tags gubernator")
 	case c.Protocol == Gubernator && c.Limit == 0:
 		return errors.New("rlsload: gubernator needs Config.Limit")
+	case c.Global && c.Protocol != Gubernator:
+		return fmt.Errorf("rlsload: Config.Global with %v; only gubernator has it", c.Protocol)
 	case c.Client != Lean && c.Client != GRPC:
 		return fmt.Errorf("rlsload: unknown %v", c.Client)
 	}
@@ -198,29 +221,30 @@ type caller interface {
 	Close() error
 }
 
-// Load is a prepared workload against one server. Its Run may be called
-// many times, but not concurrently.
+// Load is a prepared workload against one server, or several instances
+// of one. Its Run may be called many times, but not concurrently.
 type Load struct {
 	cfg     Config
-	callers []caller // one per connection
+	callers []caller // one per connection; callers[i] to Addrs[i mod len(Addrs)]
 }
 
-// New connects to cfg.Addr (lazily: the first call dials) and builds
-// every request Run will send.
+// New connects to cfg.Addr or cfg.Addrs (lazily: the first call dials)
+// and builds every request Run will send.
 func New(cfg Config) (*Load, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
 	w := workloads[cfg.Protocol](&cfg)
 	l := &Load{cfg: cfg}
-	for range cfg.Conns {
+	for i := range cfg.Conns * len(cfg.Addrs) {
+		addr := cfg.Addrs[i%len(cfg.Addrs)]
 		var c caller
 		var err error
 		switch cfg.Client {
 		case Lean:
-			c = newLeanCaller(&cfg, w)
+			c = newLeanCaller(&cfg, addr, w)
 		case GRPC:
-			c, err = newGRPCCaller(&cfg, w)
+			c, err = newGRPCCaller(&cfg, addr, w)
 		}
 		if err != nil {
 			l.Close()

@@ -180,6 +180,63 @@ func TestGubernatorNotBuilt(t *testing.T) {
 	}
 }
 
+// TestRunAddrs: with Addrs, the streams share the calls out among the
+// addresses round-robin, whatever the client.
+func TestRunAddrs(t *testing.T) {
+	for _, client := range []Client{Lean, GRPC} {
+		t.Run(client.String(), func(t *testing.T) {
+			var addrs []string
+			var counters []*counter
+			for range 3 {
+				addr, c := serve(t, RLS, 1000, false)
+				addrs = append(addrs, addr)
+				counters = append(counters, c)
+			}
+			l, err := New(Config{Addrs: addrs, Client: client, Conns: 2, Keys: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			// 6 streams of 100 calls: streams i and i+3 call addrs[i].
+			r, err := l.Run(context.Background(), Spec{Streams: 6, Calls: 600})
+			if err != nil || r.Allowed != 600 {
+				t.Fatalf("Run: got %v, %v; want 600 calls allowed", r, err)
+			}
+			for i, c := range counters {
+				if got := c.total(); got != 200 {
+					t.Errorf("server %d counted %d hits, want 200", i, got)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigInvalid: New refuses a Config that says nothing or says
+// something twice, naming the field.
+func TestConfigInvalid(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no address", Config{}, "rlsload: Config.Addr is required"},
+		{"both addresses", Config{Addr: "127.0.0.1:1", Addrs: []string{"127.0.0.1:2"}}, "rlsload: Config.Addr and Config.Addrs both set"},
+		{"empty address", Config{Addrs: []string{"127.0.0.1:1", ""}}, "rlsload: empty address in Config.Addrs"},
+		{"global with rls", Config{Addr: "127.0.0.1:1", Global: true}, "rlsload: Config.Global with rls; only gubernator has it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := New(tt.cfg)
+			if err == nil {
+				l.Close()
+			}
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("New: got %v, want %s", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestRunDuration(t *testing.T) {
 	addr, _ := serve(t, RLS, 1<<30, false)
 	l, err := New(Config{Addr: addr, Keys: 100})
