@@ -17,7 +17,8 @@ import (
 // TestRLSReferences checks that the reference services run as the
 // benchmarks assume: envoyproxy/ratelimit on Redis and gubernator, each
 // holding one key to 3 a minute, answer five calls OK, OK, OK, OVER_LIMIT,
-// OVER_LIMIT with 2, 1, 0, 0, 0 remaining. It needs BOUNCER_REDIS_ADDR,
+// OVER_LIMIT with 2, 1, 0, 0, 0 remaining, and so does each node of a
+// gubernator cluster of three. It needs BOUNCER_REDIS_ADDR,
 // like the Redis tests (see redisAddrs), and for gubernator a build with
 // -tags gubernator. Each run uses a domain and key of its own, so that no
 // earlier run's counter is seen.
@@ -38,6 +39,19 @@ func TestRLSReferences(t *testing.T) {
 		checkSmoke(t, func(value string) ([]smokeAnswer, error) {
 			return gubernatorSmokeCalls(context.Background(), s.Addr, "smoke_user_id", value)
 		})
+	})
+	// Three nodes, each asked in turn: a key's calls go to its owner,
+	// whichever node they reach, so the answers are those of one node.
+	t.Run("gubernator-cluster", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("installing gubernator takes minutes on a fresh machine; only the benchmarks need it")
+		}
+		nodes := startGubernatorCluster(t, 3) // skips without -tags gubernator
+		for _, s := range nodes {
+			checkSmoke(t, func(value string) ([]smokeAnswer, error) {
+				return gubernatorSmokeCalls(context.Background(), s.Addr, "smoke_user_id", value+"-"+s.Addr)
+			})
+		}
 	})
 }
 

@@ -114,6 +114,23 @@ func startRLS(tb testing.TB, start func(context.Context) (*refsvc.Server, error)
 	return s
 }
 
+// startGubernatorCluster starts a gubernator cluster of n nodes, stops it
+// when tb ends, and skips tb in a build without -tags gubernator.
+func startGubernatorCluster(tb testing.TB, n int) []*refsvc.Server {
+	tb.Helper()
+	nodes, err := refsvc.Gubernator{}.StartCluster(context.Background(), n)
+	if errors.Is(err, refsvc.ErrNoGubernator) {
+		tb.Skip(err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, s := range nodes {
+		tb.Cleanup(s.Stop)
+	}
+	return nodes
+}
+
 // BenchmarkRLS measures rate limit services over gRPC: one op is one call
 // (ShouldRateLimit, or gubernator's GetRateLimits) that checks 1 or 3
 // descriptors [{user_id: u<k>}] of 10 000 values, from 1 or 64 streams

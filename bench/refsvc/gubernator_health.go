@@ -15,7 +15,7 @@ func init() { gubernatorHealthy = gubernatorHealthCheck }
 
 // gubernatorHealthCheck is gubernatorHealthy in a build with -tags
 // gubernator.
-func gubernatorHealthCheck(ctx context.Context, addr string) error {
+func gubernatorHealthCheck(ctx context.Context, addr string, peers int) error {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
@@ -25,7 +25,7 @@ func gubernatorHealthCheck(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	if h.GetStatus() != "healthy" || h.GetPeerCount() < 1 {
+	if h.GetStatus() != "healthy" || int(h.GetPeerCount()) < peers {
 		return fmt.Errorf("%w: %s %q with %d peers", errNotReady, h.GetStatus(), h.GetMessage(), h.GetPeerCount())
 	}
 	return nil

@@ -127,7 +127,10 @@ func spawn(ctx context.Context, name, addr, path string, args, env []string, cle
 // ago and whose UDP ports were free too (gubernator's member list uses
 // both). Another process may take one before the server binds it; the
 // server then fails to start, and says why.
-func freePorts(n int) ([]int, error) {
+func freePorts(n int) ([]int, error) { return freePortsOn("127.0.0.1", n) }
+
+// freePortsOn is freePorts on the address ip.
+func freePortsOn(ip string, n int) ([]int, error) {
 	var ports []int
 	var hold []net.Listener
 	defer func() {
@@ -136,13 +139,13 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 		if err != nil {
 			return nil, fmt.Errorf("refsvc: finding a free port: %w", err)
 		}
 		hold = append(hold, l)
 		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		u, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(port)))
 		if err != nil {
 			continue // the UDP port is taken; keep the TCP one held and try another
 		}
@@ -152,7 +155,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+func loopback(port int) string { return hostPort("127.0.0.1", port) }
+
+func hostPort(ip string, port int) string { return net.JoinHostPort(ip, strconv.Itoa(port)) }
 
 // tail keeps the last max bytes written to it.
 type tail struct {
