@@ -63,6 +63,13 @@
 //	make bench-rls
 //	cd bench && go run ./cmd/rlsload -server envoy-ratelimit -streams 64 -duration 10s
 //
+// BenchmarkHybridPeers sets the hybrid limiter's async mode beside
+// gubernator's GLOBAL behaviour, its peer: three `bouncer serve --mode
+// async` on the standalone Redis and a gubernator cluster of three nodes,
+// each trio loaded round-robin (rlsload.Config.Addrs) with BenchmarkRLS's
+// workload from 64 streams. A gubernator cluster on one machine needs
+// Linux with user namespaces (see refsvc.Gubernator.StartCluster).
+//
 // Gubernator's rows, and everything that speaks its API, need a build
 // with -tags gubernator (scripts/bench-rls.sh passes it): its Go client
 // brings some 300 packages, Kubernetes' and etcd's clients among them,
