@@ -20,6 +20,11 @@ func (h *Limiter) Check(ctx context.Context, r bouncer.Request) (bouncer.Decisio
 		h.stats.strict.Add(1)
 		return h.shared.Check(ctx, r)
 	}
+	return h.checkLocal(ctx, r)
+}
+
+// checkLocal decides a valid r that has lease or async limits.
+func (h *Limiter) checkLocal(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
 	c := h.calls.Get().(*call)
 	defer h.calls.Put(c)
 	return c.check(ctx, h, r)
@@ -41,20 +46,20 @@ type part struct {
 
 // call is the scratch of one check.
 type call struct {
-	parts          []part
-	strict, local  bouncer.Request
-	view           bouncer.Request
-	limits         []bouncer.Limit
-	reqs           []bouncer.Request
-	ds             []bouncer.Decision
-	errs           []error
-	strictReq      int              // index of the strict request in reqs; -1: none
-	ld             bouncer.Decision // the pre-throttle's
-	localCharged   bool
-	viewCharged    bool
-	strictAllowed  bool
-	degraded       bool
-	retries, order []int
+	parts         []part
+	strict, local bouncer.Request
+	view          bouncer.Request
+	limits        []bouncer.Limit
+	reqs          []bouncer.Request
+	ds            []bouncer.Decision
+	errs          []error
+	strictReq     int              // index of the strict request in reqs; -1: none
+	ld            bouncer.Decision // the pre-throttle's
+	localCharged  bool
+	viewCharged   bool
+	strictAllowed bool
+	degraded      bool
+	retries       []int
 }
 
 // split sorts r's limits into the call's parts and requests.
@@ -389,9 +394,14 @@ func (c *call) firstErr() error {
 	return nil
 }
 
+// pairRequest is a request of n units of key under l alone.
+func pairRequest(key string, l bouncer.Limit, n int64) bouncer.Request {
+	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: n}
+}
+
 // leaseRequest asks the shared store for n units of p's limit.
 func leaseRequest(p *part, n int64) bouncer.Request {
-	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: p.key, Limits: []bouncer.Limit{*p.l}}}, Cost: n}
+	return pairRequest(p.key, *p.l, n)
 }
 
 // merge returns the check's decision over its parts and strict limits,
@@ -523,7 +533,7 @@ func (h *Limiter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []boun
 			strict, at = append(strict, r), append(at, i)
 			continue
 		}
-		ds[i], errs[i] = h.Check(ctx, r)
+		ds[i], errs[i] = h.checkLocal(ctx, r)
 	}
 	if len(strict) == 0 {
 		return

@@ -305,7 +305,7 @@ func (h *Limiter) Refund(ctx context.Context, r bouncer.Request) error {
 		var ls []bouncer.Limit
 		for _, l := range k.Limits {
 			if l.Mode == bouncer.Async && h.unpush(k.Key, &l, r.Cost) {
-				_ = h.view.Refund(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: k.Key, Limits: []bouncer.Limit{l}}}, Cost: r.Cost})
+				_ = h.view.Refund(ctx, pairRequest(k.Key, l, r.Cost))
 				continue
 			}
 			ls = append(ls, l)

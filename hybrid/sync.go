@@ -152,7 +152,7 @@ func (h *Limiter) pending() (ps []push, waiting *push) {
 }
 
 func pushRequest(p *push, n int64) bouncer.Request {
-	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: p.id.key, Limits: []bouncer.Limit{p.e.lim}}}, Cost: n}
+	return pairRequest(p.id.key, p.e.lim, n)
 }
 
 // noteRoom records what p's fixed window had left after its push.
@@ -181,7 +181,8 @@ func (h *Limiter) reconcile(ctx context.Context, p *push, remaining int64) {
 	p.sh.mu.Lock()
 	target := max(remaining-p.e.pending, 0)
 	p.sh.mu.Unlock()
-	r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: p.id.key, Limits: []bouncer.Limit{p.e.lim}}}, Peek: true}
+	r := pairRequest(p.id.key, p.e.lim, 0)
+	r.Peek = true
 	vd, err := h.view.Check(ctx, r)
 	if err != nil {
 		return

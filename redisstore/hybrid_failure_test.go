@@ -51,13 +51,7 @@ func testHybridKilled(t *testing.T, pr *privateRedis) {
 	f := privateFleet(t, pr, 3, redisstore.BreakerOptions{})
 	lease := bouncer.Limit{Name: "lease", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: time.Hour, Mode: bouncer.Lease, OnStoreError: bouncer.StoreErrorDeny}
 	deny := bouncer.Limit{Name: "deny", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: time.Hour, Mode: bouncer.Async, OnStoreError: bouncer.StoreErrorDeny}
-	for i := 0; f.ins[0].Stats().UnitsParked < 10; i++ {
-		if i == 1000 {
-			t.Fatalf("no lease of 10 units after %d checks: %+v", i, f.ins[0].Stats())
-		}
-		f.clock.Advance(time.Millisecond)
-		timedCheck(t, f.ins[0], hybridRequest("k-hot", 1, lease))
-	}
+	takeLease(t, f, "k-hot", lease)
 	if d := timedCheck(t, f.ins[1], hybridRequest("k-async", 1, deny)); !d.Allowed || d.Degraded {
 		t.Fatalf("async check with Redis up: %+v, want allowed", d)
 	}
@@ -155,6 +149,20 @@ func syncsBack(t *testing.T, h *hybrid.Limiter, r bouncer.Request) {
 	}
 }
 
+// takeLease checks key under l on instance 0 until it holds a lease of
+// at least 10 units. (A lease asked of a Redis late on a loaded machine is
+// denied by the policy: it asks again.)
+func takeLease(t *testing.T, f *hybridFleet, key string, l bouncer.Limit) {
+	t.Helper()
+	for i := 0; f.ins[0].Stats().UnitsParked < 10; i++ {
+		if i == 1000 {
+			t.Fatalf("no lease of 10 units after %d checks: %+v", i, f.ins[0].Stats())
+		}
+		f.clock.Advance(time.Millisecond)
+		timedCheck(t, f.ins[0], hybridRequest(key, 1, l))
+	}
+}
+
 // timedTick ticks h and fails t if that takes more than hangBound.
 func timedTick(t *testing.T, h *hybrid.Limiter) {
 	t.Helper()
@@ -177,15 +185,7 @@ func testHybridFrozen(t *testing.T, pr *privateRedis) {
 	deny := bouncer.Limit{Name: "deny", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: time.Hour, Mode: bouncer.Async, OnStoreError: bouncer.StoreErrorDeny}
 	local := bouncer.Limit{Name: "local", Algorithm: bouncer.FixedWindow, Rate: 1000, Period: time.Hour, Mode: bouncer.Async, OnStoreError: bouncer.StoreErrorLocal}
 
-	// Instance 0 takes a lease of at least 10 units. (A lease asked of a
-	// Redis late on a loaded machine is denied by the policy: ask again.)
-	for i := 0; f.ins[0].Stats().UnitsParked < 10; i++ {
-		if i == 1000 {
-			t.Fatalf("no lease of 10 units after %d checks: %+v", i, f.ins[0].Stats())
-		}
-		f.clock.Advance(time.Millisecond)
-		timedCheck(t, f.ins[0], hybridRequest("hot", 1, lease))
-	}
+	takeLease(t, f, "hot", lease)
 	// Instance 1 has async usage to push.
 	for _, l := range []bouncer.Limit{deny, local} {
 		if d := timedCheck(t, f.ins[1], hybridRequest("async", 1, l)); !d.Allowed || d.Degraded {
