@@ -56,6 +56,14 @@ bench:
 run:
 	$(GO) run ./cmd/bouncer serve --config examples/serve/bouncer.yaml
 
+# The README tour's gateway: the example upstream on 127.0.0.1:9001 and
+# bouncer gateway in front of it on 127.0.0.1:8088 (admin 8089). Ctrl-C
+# stops both; so does either one exiting.
+.PHONY: gateway-demo
+
+gateway-demo:
+	@trap 'kill 0' EXIT; $(GO) run ./examples/gateway & $(GO) run ./cmd/bouncer gateway --config examples/gateway/gateway.yaml
+
 # Redis servers for the Redis store tests: a standalone on 16379 and a
 # 3-master/3-replica cluster on 17000-17005 (installs redis-server with
 # apt-get if missing). See scripts/redis-up.sh; `. .redis/env` afterwards.

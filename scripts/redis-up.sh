@@ -7,6 +7,9 @@
 #   cluster     127.0.0.1:17000-17005           (BOUNCER_REDIS_CLUSTER_BASE_PORT)
 #               3 masters + 3 replicas, cluster-node-timeout 2000 ms
 #
+# With --standalone, only the standalone server starts (what the examples
+# need; the cluster is for the tests).
+#
 # Idempotent: if they already run and the cluster is healthy it does nothing;
 # otherwise it stops whatever is left of an earlier run and starts afresh.
 # State lives in $BOUNCER_REDIS_DIR (default .redis in the repository root).
@@ -48,6 +51,11 @@ install_redis() {
 
 main() {
 	local started=$SECONDS port state
+	case ${1:-} in
+	"") ;;
+	--standalone) CLUSTER_SIZE=0 ;;
+	*) die "usage: scripts/redis-up.sh [--standalone]" ;;
+	esac
 	validate_settings
 	install_redis
 	load_redis_version
@@ -95,7 +103,7 @@ main() {
 			nodes+=("$REDIS_HOST:$port")
 		done
 		local out
-		if ! out=$(bounded 60 redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes </dev/null 2>&1); then
+		if ((CLUSTER_SIZE > 0)) && ! out=$(bounded 60 redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes </dev/null 2>&1); then
 			printf '%s\n' "$out" >&2
 			die "redis-cli --cluster create failed"
 		fi
@@ -106,7 +114,7 @@ main() {
 			rcli "$CLUSTER_BASE_PORT" cluster nodes >&2 || true
 			die "cluster not healthy after ${WAIT_SECS}s: $HEALTH_REASON (logs: $STATE_DIR/<port>/redis.log)"
 		fi
-		log "up in $((SECONDS - started))s (servers $((t_servers - t_fresh))s, cluster create $((t_create - t_servers))s, replicas synced $((SECONDS - t_create))s): standalone $STANDALONE_PORT, cluster $(cluster_addrs)"
+		log "up in $((SECONDS - started))s (servers $((t_servers - t_fresh))s, cluster create $((t_create - t_servers))s, replicas synced $((SECONDS - t_create))s): standalone $STANDALONE_PORT, cluster ${CLUSTER_SIZE/#0/none}$(cluster_addrs)"
 	fi
 
 	local tmp=$STATE_DIR/env.tmp

@@ -3,7 +3,7 @@
 // locally, so most checks make no round trip, and together they still
 // admit no more than the limit.
 //
-//	bash scripts/redis-up.sh        # a Redis on 127.0.0.1:16379
+//	bash scripts/redis-up.sh --standalone   # one Redis, on 127.0.0.1:16379
 //	go run ./examples/hybrid 127.0.0.1:16379
 package main
 

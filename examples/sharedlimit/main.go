@@ -5,7 +5,7 @@
 // cannot be met stands in for a failed server), and each falls back to its
 // own in-memory copy of the limit, as the limit's OnStoreError says.
 //
-//	bash scripts/redis-up.sh        # a Redis on 127.0.0.1:16379
+//	bash scripts/redis-up.sh --standalone   # one Redis, on 127.0.0.1:16379
 //	go run ./examples/sharedlimit 127.0.0.1:16379
 package main
 
