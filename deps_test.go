@@ -52,6 +52,8 @@ var allowedImports = map[string][]string{
 		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3", "go.opentelemetry.io/otel"},
 	"internal/...": {""},
 	"examples/...": {"", "memstore", "redisstore", "hybrid", "httplimit", "github.com/golang-jwt/jwt/v5"},
+	// A gRPC service built from its descriptors, for the gateway to transcode.
+	"examples/transcode": {"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 }
 
 type listedPackage struct {
