@@ -64,6 +64,14 @@ run:
 gateway-demo:
 	@trap 'kill 0' EXIT; $(GO) run ./examples/gateway & $(GO) run ./cmd/bouncer gateway --config examples/gateway/gateway.yaml
 
+# The README tour's transcoding gateway: the example gRPC Greeter on
+# 127.0.0.1:9094 and bouncer gateway serving it as JSON on 127.0.0.1:8094
+# (admin 8095). Ctrl-C stops both.
+.PHONY: transcode-demo
+
+transcode-demo:
+	@trap 'kill 0' EXIT; $(GO) run ./examples/transcode & $(GO) run ./cmd/bouncer gateway --config examples/transcode/gateway.yaml
+
 # Redis servers for the Redis store tests: a standalone on 16379 and a
 # 3-master/3-replica cluster on 17000-17005 (installs redis-server with
 # apt-get if missing). See scripts/redis-up.sh; `. .redis/env` afterwards.

@@ -65,6 +65,12 @@ var tourSteps = []tourStep{
 		once(`HTTP/1.1 401 Unauthorized`), {`HTTP/1.1 200 OK`, 3}, {`hello alice`, 3},
 		once(`HTTP/1.1 429 Too Many Requests`), once(`(?i)Retry-After: \d+`),
 	}},
+	{block: "make transcode-demo", ready: []string{"127.0.0.1:8094", "127.0.0.1:8095", "127.0.0.1:9094"}},
+	{block: "curl -si -H 'X-API-Key: demo-alice-key' localhost:8094/v1/hello/world", want: []match{
+		{`HTTP/1.1 200 OK`, 3}, {`\{"message":"Hello, world!"\}`, 3},
+		{`HTTP/1.1 429 Too Many Requests`, 2}, once(`(?i)Retry-After: 30\r?\n`), once(`"error":"resource_exhausted"`),
+		once(`"error":"rate_limited"`),
+	}},
 }
 
 // defaultRedisMissing says why the README's Redis step cannot run here:
