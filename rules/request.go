@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/internal/storekey"
 )
 
@@ -172,6 +173,13 @@ type Status struct {
 	// Limit is the limit reported (RLS current_limit); nil when none
 	// applies, and for unlimited rules.
 	Limit *CurrentLimit
+
+	// Decided is the limit that decided the descriptor (its binding
+	// limit), which the rate-limit headers describe (Response.Values);
+	// the zero Limit when that is the fixed window Limit describes,
+	// RequestsPerUnit per Window, as for envoyproxy/ratelimit's rules and
+	// for the limits a request gives.
+	Decided bouncer.Limit
 
 	// Remaining is what the limit still admits; the uint32 maximum for
 	// unlimited rules.
