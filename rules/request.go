@@ -175,10 +175,10 @@ type Status struct {
 	Limit *CurrentLimit
 
 	// Decided is the limit that decided the descriptor (its binding
-	// limit), which the rate-limit headers describe (Response.Values);
-	// the zero Limit when that is the fixed window Limit describes,
-	// RequestsPerUnit per Window, as for envoyproxy/ratelimit's rules and
-	// for the limits a request gives.
+	// limit), which the rate-limit headers describe (Response.Values). It
+	// is the zero Limit under envoyproxy/ratelimit's semantics, whose
+	// limits are the fixed windows Limit describes: RequestsPerUnit per
+	// Window.
 	Decided bouncer.Limit
 
 	// Remaining is what the limit still admits; the uint32 maximum for
