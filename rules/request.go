@@ -176,9 +176,9 @@ type Status struct {
 
 	// Decided is the limit that decided the descriptor (its binding
 	// limit), which the rate-limit headers describe (Response.Values). It
-	// is the zero Limit under envoyproxy/ratelimit's semantics, whose
-	// limits are the fixed windows Limit describes: RequestsPerUnit per
-	// Window.
+	// is the zero Limit for a limit of 0 and under envoyproxy/ratelimit's
+	// semantics, whose limits are the fixed windows Limit describes:
+	// RequestsPerUnit per Window.
 	Decided bouncer.Limit
 
 	// Remaining is what the limit still admits; the uint32 maximum for
