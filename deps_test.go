@@ -24,7 +24,7 @@ var allowedImports = map[string][]string{
 	"redisstore":         {"", "algo", "memstore", "github.com/redis/rueidis"},
 	"hybrid":             {"", "memstore"},
 	"clientip":           {},
-	"header":             {},
+	"header":             {""},
 	"internal/storekey":  {},
 	"internal/yamlconf":  {"go.yaml.in/yaml/v3"},
 	"internal/filewatch": {"github.com/fsnotify/fsnotify"},

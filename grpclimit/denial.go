@@ -38,12 +38,9 @@ func denial(rule string, v header.Values) *status.Status {
 	return d
 }
 
-// concurrent is the quota unit of a Concurrency limit, whose period is
-// the lifetime of a lease, not a window.
-const concurrent = "concurrent-requests"
-
-// describe says which quota v's call exceeded: "3 requests per 1m0s",
-// "10 concurrent-requests".
+// describe says which quota v's call exceeded, as the headers give it
+// (header.ForLimit): "3 requests per 1m0s", "20 requests per 2s" (a
+// bucket's burst over its refill time), "10 concurrent-requests".
 func describe(v header.Values) string {
 	unit := v.QuotaUnit
 	if unit == "" {
@@ -52,7 +49,7 @@ func describe(v header.Values) string {
 	if v.RetryAfter == bouncer.Never {
 		return fmt.Sprintf("the call costs more than the quota of %d %s", v.Limit, unit)
 	}
-	if v.Window > 0 && unit != concurrent {
+	if v.Window > 0 {
 		return fmt.Sprintf("%d %s per %v", v.Limit, unit, v.Window)
 	}
 	return fmt.Sprintf("%d %s", v.Limit, unit)

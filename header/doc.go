@@ -17,6 +17,11 @@
 // with a parameter of the wrong type is left out. No input makes a parser
 // panic.
 //
+// ForLimit and Values.Decided define what the fields say of a limit and
+// its decision, for every algorithm; every writer of Bouncer (the HTTP
+// middleware, the gRPC interceptors, the gateway, the RLS service and the
+// JSON API) derives its Values through them.
+//
 // Every function is safe for concurrent use. The package imports the
-// standard library only.
+// standard library and the module's root package (its vocabulary) only.
 package header

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/header"
 )
 
@@ -61,4 +62,21 @@ func ExampleWriteDenied() {
 	// Output:
 	// 429 application/problem+json 12
 	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"over the limit \"per_minute\"","violated-policies":["per_minute"],"retry_after":12}
+}
+
+// The fields of a pro plan's token bucket, 50 a minute with bursts of
+// 100, after its first request: the quota is the burst, over the 120 s an
+// empty bucket takes to refill.
+func ExampleForLimit() {
+	pro := bouncer.Limit{Name: "pro", Algorithm: bouncer.TokenBucket, Rate: 50, Period: time.Minute, Burst: 100}
+	d := bouncer.Decision{Allowed: true, Capacity: 100, Remaining: 99, ResetAfter: 1200 * time.Millisecond}
+	for _, f := range header.ForLimit(pro.Name, pro).Decided(d).Append(nil, header.All) {
+		fmt.Printf("%s: %s\n", f.Name, f.Value)
+	}
+	// Output:
+	// RateLimit-Policy: "pro";q=100;w=120
+	// RateLimit: "pro";r=99;t=2
+	// X-RateLimit-Limit: 100
+	// X-RateLimit-Remaining: 99
+	// X-RateLimit-Reset: 2
 }

@@ -46,13 +46,15 @@ type Field struct {
 // DefaultQuotaUnit is the quota unit of a policy that names none.
 const DefaultQuotaUnit = "requests"
 
-// Values describe the binding limit of an answer.
+// Values describe the binding limit of an answer. ForLimit and Decided
+// fill them from a limit and its decision, as every writer of Bouncer
+// does, so that each field means one thing for every algorithm.
 type Values struct {
 	Policy    string        // the limit's name; "default" if empty
-	Limit     int64         // its quota per window
-	Window    time.Duration // its window (period); 0 writes no w
-	Remaining int64
-	Reset     time.Duration // until the quota is full again
+	Limit     int64         // its quota: the units allotted per Window (q)
+	Window    time.Duration // the time over which Limit is allotted (w); 0 writes no w
+	Remaining int64         // what Limit still admits now (r); at most Limit
+	Reset     time.Duration // until the quota is full again (t); at most Window
 	Denied    bool
 	// RetryAfter, for a denied answer, is how long until the same request
 	// would pass; math.MaxInt64 (bouncer.Never) writes no Retry-After,

@@ -156,22 +156,24 @@ func (p *pacer) host(host string, now time.Time) *hostState {
 
 // set records what an answer at now says of quota k. Within a window the
 // pacer holds to be still on, an answer can lower the count but not raise
-// it: answers to the requests in flight arrive in any order, and the
-// count has already gone down for every request sent.
+// it, and can put the reset off but not bring it nearer: answers to the
+// requests in flight arrive in any order, the count has already gone down
+// for every request sent, and each request may put off the time the quota
+// is full again (a bucket's t grows with what it holds spent).
 func (s *hostState) set(k quotaKey, q quota, now time.Time) {
 	old, ok := s.quotas[k]
 	switch {
 	case ok && now.Before(old.reset):
 		q.remaining = min(q.remaining, old.remaining)
-		q.reset = minTime(q.reset, old.reset)
+		q.reset = maxTime(q.reset, old.reset)
 	case !ok && len(s.quotas) >= maxQuotas:
 		delete(s.quotas, oldest(s.quotas, func(q *quota) time.Time { return q.updated }))
 	}
 	s.quotas[k] = &q
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
 		return b
 	}
 	return a

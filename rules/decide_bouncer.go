@@ -96,6 +96,7 @@ func setStatus(st *Status, m *matched, d bouncer.Decision) {
 	if i := slices.IndexFunc(m.limits, func(l bouncer.Limit) bool { return l.Name == d.LimitName }); i >= 0 {
 		l := m.limits[i]
 		st.Limit = &CurrentLimit{Name: l.Name, RequestsPerUnit: clamp32(l.Rate), Unit: unitOf(l.Period), Window: l.Period}
+		st.Decided = l
 	}
 	if !d.Allowed {
 		st.Code = OverLimit

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/header"
 )
 
@@ -17,32 +18,37 @@ func (r *Response) Headers(mode header.Mode) []header.Field {
 }
 
 // Values returns what the rate-limit headers of r report: its binding
-// status. It reports false when no descriptor had a limit. A denied
-// status with no RetryAfter of its own reports its ResetAfter as
-// RetryAfter.
+// status, through header.ForLimit and header.Values.Decided, as every
+// writer reports a limit. It reports false when no descriptor had a
+// limit.
 func (r *Response) Values() (header.Values, bool) {
 	if r.Binding < 0 || r.Statuses[r.Binding].Limit == nil {
 		return header.Values{}, false
 	}
 	st := &r.Statuses[r.Binding]
+	name := st.Limit.Name
+	if name == "" {
+		name = limitName("", st.Limit.Unit)
+	}
+	d := bouncer.Decision{
+		Allowed:   r.Code != OverLimit,
+		Remaining: int64(st.Remaining), ResetAfter: st.ResetAfter, RetryAfter: st.RetryAfter,
+	}
+	return header.ForLimit(name, st.decided()).Decided(d), true
+}
+
+// decided is the limit st's headers describe: Decided, or the fixed
+// window of Limit.
+func (st *Status) decided() bouncer.Limit {
+	if st.Decided.Algorithm.Valid() {
+		return st.Decided
+	}
 	l := st.Limit
 	window := l.Window
 	if window == 0 {
 		window = l.Unit.Duration()
 	}
-	name := l.Name
-	if name == "" {
-		name = limitName("", l.Unit)
-	}
-	v := header.Values{
-		Policy: name, Limit: int64(l.RequestsPerUnit), Window: window,
-		Remaining: int64(st.Remaining), Reset: st.ResetAfter,
-		Denied: r.Code == OverLimit, RetryAfter: st.RetryAfter,
-	}
-	if v.Denied && v.RetryAfter == 0 {
-		v.RetryAfter = st.ResetAfter
-	}
-	return v, true
+	return bouncer.Limit{Name: l.Name, Algorithm: bouncer.FixedWindow, Rate: int64(l.RequestsPerUnit), Period: window}
 }
 
 // DenialMessage is the message of the body of a denied r: "over the limit

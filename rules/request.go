@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/internal/storekey"
 )
 
@@ -172,6 +173,13 @@ type Status struct {
 	// Limit is the limit reported (RLS current_limit); nil when none
 	// applies, and for unlimited rules.
 	Limit *CurrentLimit
+
+	// Decided is the limit that decided the descriptor (its binding
+	// limit), which the rate-limit headers describe (Response.Values). It
+	// is the zero Limit for a limit of 0 and under envoyproxy/ratelimit's
+	// semantics, whose limits are the fixed windows Limit describes:
+	// RequestsPerUnit per Window.
+	Decided bouncer.Limit
 
 	// Remaining is what the limit still admits; the uint32 maximum for
 	// unlimited rules.

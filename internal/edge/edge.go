@@ -58,14 +58,11 @@ func New[R any](lim bouncer.Limiter, rules []Rule[R], maxDelay time.Duration, lo
 		c := rule[R]{Rule: r}
 		c.Limits = append([]bouncer.Limit(nil), r.Limits...)
 		for _, l := range c.Limits {
-			v := header.Values{Policy: r.Name, Limit: l.Capacity(), Window: l.Period}
+			policy := r.Name
 			if len(c.Limits) > 1 {
-				v.Policy += "." + l.Name
+				policy += "." + l.Name
 			}
-			if l.Algorithm == bouncer.Concurrency {
-				v.QuotaUnit = "concurrent-requests"
-			}
-			c.values = append(c.values, v.Prepare())
+			c.values = append(c.values, header.ForLimit(policy, l).Prepare())
 			if l.Algorithm == bouncer.Concurrency {
 				c.leases = append(c.leases, l)
 			} else {
@@ -313,14 +310,10 @@ func binding[R any](cs []charged[R], d bouncer.Decision) charged[R] {
 // the policy is the rule's name, and the limit's after a dot when the
 // rule has several.
 func values[R any](b charged[R], d bouncer.Decision) header.Values {
-	var v header.Values
 	for i, l := range b.rule.Limits {
 		if l.Name == d.LimitName {
-			v = b.rule.values[i]
-			break
+			return b.rule.values[i].Decided(d)
 		}
 	}
-	v.Limit, v.Remaining, v.Reset = d.Capacity, d.Remaining, d.ResetAfter
-	v.Denied, v.RetryAfter = !d.Allowed, d.RetryAfter
-	return v
+	return b.rule.values[0].Decided(d)
 }
