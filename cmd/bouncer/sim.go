@@ -26,6 +26,9 @@ type row struct {
 	admitted      int64
 	rejected      int64
 	maxDelay      time.Duration // the longest Delay of an admitted request
+	// offeredUnits and admittedUnits are the costs of the row's requests
+	// and of those admitted: what a limit counts, and the chart draws.
+	offeredUnits, admittedUnits int64
 }
 
 // outcome is one limit's run over a traffic pattern.
@@ -76,9 +79,11 @@ func simulate(l bouncer.Limit, traffic []arrival, c clock, hold time.Duration) o
 			releaseThrough(a.at)
 			ns, res := p.Check(s, now(a.at), a.cost)
 			r.requests++
+			r.offeredUnits += a.cost
 			if res.Allowed {
 				s = ns
 				r.admitted++
+				r.admittedUnits += a.cost
 				r.maxDelay = max(r.maxDelay, res.Delay)
 				admitted = append(admitted, a)
 				if l.Algorithm == bouncer.Concurrency && a.cost > 0 {

@@ -92,9 +92,10 @@ Clock and output:
   --step D           the time one table row covers (default --period / 10)
   --format F         text or csv (default text); csv has the rows only
   --summary          print only the summary, not the per-row tables
-  --svg FILE         also write the run to FILE as an SVG chart: requests,
-                     admitted and rejected per row, and each limit's
-                     remaining capacity, one colour per algorithm
+  --svg FILE         also write the run to FILE as an SVG chart: one panel per
+                     algorithm on a shared time axis, with what was offered
+                     and admitted per row, the rate, the window boundaries
+                     and the most admitted in any --period
 
 Examples:
   bouncer simulate --algorithm token_bucket --rate 1 --burst 5 --traffic burst --burst-size 10 --every 10s --duration 10s --step 1s

@@ -14,169 +14,332 @@ import (
 // The chart's geometry, in SVG user units.
 const (
 	svgWidth   = 900
-	svgLeft    = 70  // room for the y-axis labels
-	svgRight   = 20  // margin right of the plots
-	svgPlotH   = 200 // height of each of the two plots
-	svgTop1    = 50  // top of the requests plot
-	svgTop2    = 320 // top of the remaining plot
-	svgLegendY = 580 // first legend row
-	svgRowH    = 18  // height of a legend row
-	svgXTicks  = 6   // about this many time labels
+	svgLeft    = 80 // room for the y-axis label and numbers
+	svgRight   = 20 // margin right of the plots
+	svgPlotW   = svgWidth - svgLeft - svgRight
+	svgLegendY = 52  // the first legend row's baseline
+	svgRowH    = 20  // height of a legend row
+	svgMarksY  = 104 // baseline of the window boundaries' labels
+	svgTop     = 112 // top of the first panel
+	svgHeaderH = 22  // a panel's header: its limit and its figure
+	svgPlotH   = 110 // height of a panel's plot
+	svgPanelH  = svgHeaderH + svgPlotH + 16
+	svgAxisH   = 52 // the time labels below the last panel
+	svgTicks   = 8  // at most this many time intervals
+	// svgMaxBoundaries bounds the window boundaries drawn: more would
+	// be a grey wash, not marks.
+	svgMaxBoundaries = 60
 )
 
-// svgColors are the algorithms' colours, in --compare order.
+// The chart's colours: one per algorithm, in --compare order, and the
+// neutral marks.
 var svgColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"}
 
-// writeSVG writes the run as an SVG chart: on top, the requests of every
-// row (grey) and, per limit, the units admitted (a solid line) and the
-// requests rejected (a dashed line); below, per limit, what is left of its
-// capacity over time. The same traffic reaches every limit, so that
-// overlaid lines compare the algorithms: a fixed window's two full windows
-// on either side of a boundary show as a peak the sliding ones do not have.
-// Every number comes from the virtual clock: the same run writes the same
-// bytes.
+const (
+	svgOffered  = "#dddddd" // the offered units, under the admitted line
+	svgFrame    = "#bbbbbb"
+	svgLimit    = "#333333"
+	svgBoundary = "#555555"
+)
+
+// writeSVG writes the run as an SVG chart of small multiples: one panel
+// per limit, stacked on one time axis, each with the units offered in each
+// row (a faint area), the units it admitted (a step line in its colour),
+// its rate as a dotted reference, and the window boundaries as dashed
+// lines through every panel. A panel's header gives the most units
+// admitted within any one period, the summary's figure. Panels never
+// overlap, so that no limit's line hides another's. Every number comes
+// from the virtual clock: the same run writes the same bytes.
 func writeSVG(w io.Writer, sim *simulation, outcomes []outcome) error {
 	ew := &errWriter{w: w}
-	p := newSVGPlot(sim.clock, outcomes)
-	height := svgLegendY + svgRowH*(len(outcomes)+2)
+	ch := newSVGChart(sim, outcomes)
+	height := plotTop(len(outcomes)-1) + svgPlotH + svgAxisH
 	fmt.Fprintf(ew, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		svgWidth, height, svgWidth, height)
 	title := "bouncer simulate: " + sim.describe
 	fmt.Fprintf(ew, "<title>%s</title>\n", svgEscape(title))
 	fmt.Fprintf(ew, `<rect width="%d" height="%d" fill="white"/>`+"\n", svgWidth, height)
-	fmt.Fprintf(ew, `<text x="%d" y="20" font-size="14">%s</text>`+"\n", svgLeft, svgEscape(title))
-
-	svgAxes(ew, p.c, p.x, svgTop1, p.reqMax, p.y1, "requests per "+p.c.step.String())
-	svgAxes(ew, p.c, p.x, svgTop2, p.capMax, p.y2, "remaining of the capacity")
-	p.traffic(ew, outcomes[0].rows)
+	fmt.Fprintf(ew, `<text x="%d" y="24" font-size="15">%s</text>`+"\n", svgLeft, svgEscape(title))
+	ch.legend(ew)
 	for i, o := range outcomes {
-		p.lines(ew, svgColors[i%len(svgColors)], o)
+		ch.panel(ew, i, o, i == len(outcomes)-1)
 	}
-	svgLegend(ew, outcomes)
+	ch.boundaryLines(ew, len(outcomes))
+	for i, o := range outcomes {
+		ch.series(ew, i, o)
+	}
 	fmt.Fprintf(ew, "</svg>\n")
 	return ew.err
 }
 
-// svgPlot maps a run's times and values to the chart's coordinates: the
-// requests plot's scale is the most requests of a row, the remaining
-// plot's the largest capacity, each rounded up.
-type svgPlot struct {
-	c              clock
-	reqMax, capMax int64
+// svgChart maps a run's times and units to the chart's coordinates. Every
+// panel has the same scale, so that their heights compare.
+type svgChart struct {
+	c      clock
+	period time.Duration
+	rate   int64
+	unit   string // what the y axis counts: requests, or units when some cost is not 1
+	yMax   int64
+	// limited is whether some panel draws its rate: all but concurrency,
+	// whose rate bounds the units in flight, not those admitted.
+	limited bool
+	// windowed is whether some limit counts in windows aligned to the
+	// epoch; boundaries are those windows' starts within the run, or nil
+	// when there are more than svgMaxBoundaries (tooMany).
+	windowed   bool
+	boundaries []time.Duration
+	tooMany    bool
 }
 
-func newSVGPlot(c clock, outcomes []outcome) svgPlot {
-	p := svgPlot{c: c, reqMax: 1, capMax: 1}
-	for _, o := range outcomes {
-		p.capMax = max(p.capMax, o.limit.Capacity())
-		for _, r := range o.rows {
-			p.reqMax = max(p.reqMax, r.requests, r.admitted, r.rejected)
+func newSVGChart(sim *simulation, outcomes []outcome) *svgChart {
+	l := outcomes[0].limit
+	ch := &svgChart{c: sim.clock, period: l.Period, rate: l.Rate, unit: "requests"}
+	for _, a := range sim.traffic {
+		if a.cost != 1 {
+			ch.unit = "units"
+			break
 		}
 	}
-	p.reqMax, p.capMax = svgCeil(p.reqMax), svgCeil(p.capMax)
-	return p
-}
-
-func (p svgPlot) x(at time.Duration) string {
-	plotW := float64(svgWidth - svgLeft - svgRight)
-	return svgNum(svgLeft + plotW*float64(at)/float64(p.c.duration))
-}
-
-func (p svgPlot) y1(v int64) string { return svgY(svgTop1, p.reqMax, v) }
-func (p svgPlot) y2(v int64) string { return svgY(svgTop2, p.capMax, v) }
-
-// svgY is v's height in the plot whose top is at top and stands for
-// topV.
-func svgY(top int, topV, v int64) string {
-	return svgNum(float64(top+svgPlotH) - svgPlotH*float64(v)/float64(topV))
-}
-
-// steps is the points of a step line through the rows' values.
-func (p svgPlot) steps(rows []row, y func(row) (from, to string)) string {
-	pts := make([]string, 0, 2*len(rows))
-	for _, r := range rows {
-		from, to := y(r)
-		pts = append(pts, p.x(r.at)+","+from, p.x(min(r.at+p.c.step, p.c.duration))+","+to)
+	var top int64
+	for _, o := range outcomes {
+		if o.limit.Algorithm != bouncer.Concurrency {
+			ch.limited = true
+			top = max(top, o.limit.Rate)
+		}
+		switch o.limit.Algorithm {
+		case bouncer.FixedWindow, bouncer.SlidingWindowCounter:
+			ch.windowed = true
+		}
+		for _, r := range o.rows {
+			top = max(top, r.offeredUnits, r.admittedUnits)
+		}
 	}
-	return strings.Join(pts, " ")
+	ch.yMax = svgNice(top)
+	if ch.windowed {
+		ch.boundaries, ch.tooMany = windowBoundaries(ch.c, ch.period)
+	}
+	return ch
 }
 
-// traffic draws the requests, the same for every limit, as a filled step
-// area.
-func (p svgPlot) traffic(w io.Writer, rows []row) {
-	pts := p.steps(rows, func(r row) (string, string) { return p.y1(r.requests), p.y1(r.requests) })
-	fmt.Fprintf(w, `<polygon class="requests" fill="#dddddd" points="%s"/>`+"\n",
-		p.x(0)+","+p.y1(0)+" "+pts+" "+p.x(p.c.duration)+","+p.y1(0))
+// windowBoundaries returns the offsets from the run's start, strictly
+// inside the run, at which windows of period begin: the multiples of
+// period since the Unix epoch, as in every store. It returns nil and true
+// when there are more than svgMaxBoundaries.
+func windowBoundaries(c clock, period time.Duration) ([]time.Duration, bool) {
+	p := int64(period)
+	first := time.Duration((c.start/p+1)*p - c.start) // the first after the start
+	if n := (c.duration - first + period - 1) / period; n > svgMaxBoundaries {
+		return nil, true
+	}
+	var out []time.Duration
+	for b := first; b < c.duration; b += period {
+		out = append(out, b)
+	}
+	return out, false
 }
 
-// lines draws one limit's lines: the units it admitted and the requests
-// it rejected on top, what is left of its capacity below.
-func (p svgPlot) lines(w io.Writer, color string, o outcome) {
-	label := svgEscape(limitLabel(o.limit))
-	admitted := p.steps(o.rows, func(r row) (string, string) { return p.y1(r.admitted), p.y1(r.admitted) })
-	rejected := p.steps(o.rows, func(r row) (string, string) { return p.y1(r.rejected), p.y1(r.rejected) })
-	left := p.steps(o.rows, func(r row) (string, string) {
-		return p.y2(remaining(o.limit, r.before)), p.y2(remaining(o.limit, r.after))
-	})
-	fmt.Fprintf(w, `<polyline class="admitted" data-limit="%s" fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n",
-		label, color, admitted)
-	fmt.Fprintf(w, `<polyline class="rejected" data-limit="%s" fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="5,3" points="%s"/>`+"\n",
-		label, color, rejected)
-	fmt.Fprintf(w, `<polyline class="remaining" data-limit="%s" fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n",
-		label, color, left)
+func (ch *svgChart) x(at time.Duration) string {
+	return svgNum(svgLeft + svgPlotW*float64(at)/float64(ch.c.duration))
 }
 
-// svgLegend draws a row per limit, then the key to the line styles.
-func svgLegend(w io.Writer, outcomes []outcome) {
+// plotTop is the top of panel i's plot.
+func plotTop(i int) int { return svgTop + svgPanelH*i + svgHeaderH }
+
+// y is v's height in the plot whose top is top.
+func (ch *svgChart) y(top int, v int64) string {
+	return svgNum(float64(top+svgPlotH) - svgPlotH*float64(v)/float64(ch.yMax))
+}
+
+// steps is a step line through the rows' values, from the left edge to the
+// right: a horizontal run per row and a vertical jump between rows, never
+// a diagonal, since a row's value holds for the whole row.
+func (ch *svgChart) steps(top int, rows []row, v func(row) int64) string {
+	var b strings.Builder
+	for i, r := range rows {
+		if i == 0 {
+			fmt.Fprintf(&b, "M%s,%s", ch.x(r.at), ch.y(top, v(r)))
+		} else {
+			fmt.Fprintf(&b, " V%s", ch.y(top, v(r)))
+		}
+		fmt.Fprintf(&b, " H%s", ch.x(min(r.at+ch.c.step, ch.c.duration)))
+	}
+	return b.String()
+}
+
+// legend says once what each mark means, in words.
+func (ch *svgChart) legend(w io.Writer) {
+	col2 := svgLeft + svgPlotW/2
+	y1, y2 := svgLegendY, svgLegendY+svgRowH
+	step := svgDuration(ch.c.step)
 	fmt.Fprintf(w, `<g class="legend">`+"\n")
-	for i, o := range outcomes {
-		yy := svgLegendY + svgRowH*i
-		fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n",
-			svgLeft, yy-4, svgLeft+30, yy-4, svgColors[i%len(svgColors)])
-		fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", svgLeft+40, yy, svgEscape(describeLimit(o.limit)))
+	fmt.Fprintf(w, `<rect x="%d" y="%d" width="24" height="12" fill="%s"/>`+"\n", svgLeft, y1-10, svgOffered)
+	fmt.Fprintf(w, `<text x="%d" y="%d">offered: %s arriving in each %s step</text>`+"\n", svgLeft+32, y1, ch.unit, step)
+	fmt.Fprintf(w, `<path d="M%d,%d H%d V%d H%d" fill="none" stroke="%s" stroke-width="2"/>`+"\n",
+		col2, y1-2, col2+12, y1-10, col2+24, svgColors[0])
+	fmt.Fprintf(w, `<text x="%d" y="%d">admitted in each step (the grey above it was rejected)</text>`+"\n", col2+32, y1)
+	if ch.limited {
+		fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.5" stroke-dasharray="2,3"/>`+"\n",
+			svgLeft, y2-4, svgLeft+24, y2-4, svgLimit)
+		fmt.Fprintf(w, `<text x="%d" y="%d">limit: %d per %s</text>`+"\n", svgLeft+32, y2, ch.rate, svgDuration(ch.period))
 	}
-	yy := svgLegendY + svgRowH*len(outcomes)
-	fmt.Fprintf(w, `<rect x="%d" y="%d" width="30" height="10" fill="#dddddd"/>`+"\n", svgLeft, yy-10)
-	fmt.Fprintf(w, `<text x="%d" y="%d">requests; solid: admitted; dashed: rejected; below: remaining</text>`+"\n", svgLeft+40, yy)
+	if ch.windowed {
+		fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.5" stroke-dasharray="4,3"/>`+"\n",
+			col2+12, y2-13, col2+12, y2+3, svgBoundary)
+		text := "window boundary: a new " + svgDuration(ch.period) + " window starts"
+		if ch.tooMany {
+			text = "window boundaries every " + svgDuration(ch.period) + ": too many to draw"
+		}
+		fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", col2+32, y2, text)
+	}
 	fmt.Fprintf(w, "</g>\n")
 }
 
-// svgAxes draws one plot's frame, its y labels (0, half, top) and its time
-// labels, at whole rows.
-func svgAxes(w io.Writer, c clock, x func(time.Duration) string, top int, topV int64, y func(int64) string, label string) {
+// panel draws panel i's frame, offered units and axes; the time labels
+// only under the last.
+func (ch *svgChart) panel(w io.Writer, i int, o outcome, last bool) {
+	top := plotTop(i)
 	bottom := top + svgPlotH
-	fmt.Fprintf(w, `<g class="axes">`+"\n")
-	fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888888"/>`+"\n",
-		svgLeft, top, svgWidth-svgLeft-svgRight, svgPlotH)
-	fmt.Fprintf(w, `<text class="axis-label" x="%d" y="%d">%s</text>`+"\n", svgLeft, top-8, svgEscape(label))
-	for _, v := range []int64{0, topV / 2, topV} {
-		fmt.Fprintf(w, `<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%d</text>`+"\n", svgLeft-6, y(v), v)
+	fmt.Fprintf(w, `<g class="panel" data-limit="%s">`+"\n", svgEscape(limitLabel(o.limit)))
+	fmt.Fprintf(w, `<rect class="plot" data-limit="%s" x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s"/>`+"\n",
+		svgEscape(limitLabel(o.limit)), svgLeft, top, svgPlotW, svgPlotH, svgFrame)
+	fmt.Fprintf(w, `<path class="offered" d="%s V%d H%d Z" fill="%s"/>`+"\n",
+		ch.steps(top, o.rows, func(r row) int64 { return r.offeredUnits }), bottom, svgLeft, svgOffered)
+	fmt.Fprintf(w, `<text x="%d" y="%d" transform="rotate(-90 %d %d)" text-anchor="middle">%s per %s</text>`+"\n",
+		18, top+svgPlotH/2, 18, top+svgPlotH/2, ch.unit, svgDuration(ch.c.step))
+	for _, v := range []int64{0, ch.yMax / 2, ch.yMax} {
+		fmt.Fprintf(w, `<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%d</text>`+"\n", svgLeft-6, ch.y(top, v), v)
 	}
-	rows := (c.duration + c.step - 1) / c.step
-	every := max((rows+svgXTicks-1)/svgXTicks, 1)
-	for i := time.Duration(0); i <= rows; i += every {
-		at := min(i*c.step, c.duration)
-		fmt.Fprintf(w, `<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="#888888"/>`+"\n", x(at), bottom, x(at), bottom+4)
-		fmt.Fprintf(w, `<text x="%s" y="%d" text-anchor="middle">%v</text>`+"\n", x(at), bottom+16, at)
+	tick := svgTick(ch.c.duration)
+	for at := time.Duration(0); at <= ch.c.duration; at += tick {
+		fmt.Fprintf(w, `<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="%s"/>`+"\n", ch.x(at), bottom, ch.x(at), bottom+4, svgFrame)
+		if last {
+			fmt.Fprintf(w, `<text x="%s" y="%d" text-anchor="middle">%s</text>`+"\n", ch.x(at), bottom+17, svgDuration(at))
+		}
 	}
-	fmt.Fprintf(w, `<text class="axis-label" x="%d" y="%d" text-anchor="middle">time from %s</text>`+"\n",
-		svgLeft+(svgWidth-svgLeft-svgRight)/2, bottom+32, time.Unix(0, c.start).UTC().Format(time.RFC3339))
+	if last {
+		fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">time from %s</text>`+"\n",
+			svgLeft+svgPlotW/2, bottom+36, time.Unix(0, ch.c.start).UTC().Format(time.RFC3339))
+	}
 	fmt.Fprintf(w, "</g>\n")
 }
 
-// remaining turns stateOf's number into what is left of l's capacity, so
-// that every algorithm's line reads the same way up.
-func remaining(l bouncer.Limit, state int64) int64 {
-	switch l.Algorithm {
-	case bouncer.TokenBucket, bouncer.GCRA:
-		return state
+// boundaryLines draws each window boundary once, through every panel, and
+// labels those that have room.
+func (ch *svgChart) boundaryLines(w io.Writer, panels int) {
+	if len(ch.boundaries) == 0 {
+		return
 	}
-	return l.Capacity() - state
+	const labelW = 96 // "window boundary" at 11 units, with a margin
+	fmt.Fprintf(w, `<g class="boundaries">`+"\n")
+	lastLabel := -labelW
+	for _, b := range ch.boundaries {
+		x := ch.x(b)
+		fmt.Fprintf(w, `<line class="boundary" data-at="%s" x1="%s" y1="%d" x2="%s" y2="%d" stroke="%s" stroke-width="1.5" stroke-dasharray="6,4"/>`+"\n",
+			svgDuration(b), x, svgMarksY+4, x, plotTop(panels-1)+svgPlotH, svgBoundary)
+		lx := min(max(int(svgLeft+svgPlotW*float64(b)/float64(ch.c.duration)), svgLeft+labelW/2), svgWidth-svgRight-labelW/2)
+		if lx-lastLabel >= labelW {
+			fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle" font-size="11" fill="%s">window boundary</text>`+"\n",
+				lx, svgMarksY, svgBoundary)
+			lastLabel = lx
+		}
+	}
+	fmt.Fprintf(w, "</g>\n")
 }
 
-// svgCeil rounds v up to an even number, so that the half-way label is
-// whole.
-func svgCeil(v int64) int64 { return v + v%2 }
+// series draws panel i's limit line, its admitted units and its header,
+// over the boundaries; the header's white halo keeps it legible where a
+// boundary crosses it.
+func (ch *svgChart) series(w io.Writer, i int, o outcome) {
+	top := plotTop(i)
+	color := svgColors[i%len(svgColors)]
+	label := svgEscape(limitLabel(o.limit))
+	fmt.Fprintf(w, `<g class="series" data-limit="%s">`+"\n", label)
+	if o.limit.Algorithm != bouncer.Concurrency {
+		fmt.Fprintf(w, `<line class="limit" x1="%d" y1="%s" x2="%d" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="2,3"/>`+"\n",
+			svgLeft, ch.y(top, o.limit.Rate), svgLeft+svgPlotW, ch.y(top, o.limit.Rate), svgLimit)
+	}
+	fmt.Fprintf(w, `<path class="admitted" data-limit="%s" d="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n",
+		label, ch.steps(top, o.rows, func(r row) int64 { return r.admittedUnits }), color)
+	halo := `stroke="white" stroke-width="4" paint-order="stroke"`
+	fmt.Fprintf(w, `<text x="%d" y="%d" font-weight="bold" fill="%s" %s>%s</text>`+"\n",
+		svgLeft, top-7, color, halo, svgEscape(describeLimit(o.limit)))
+	most := fmt.Sprintf("most admitted in any %s window: %d", svgDuration(o.limit.Period), o.maxInWindow)
+	if overLimit(o) {
+		most += ", over the limit"
+	}
+	fmt.Fprintf(w, `<text class="most" x="%d" y="%d" text-anchor="end" %s>%s</text>`+"\n",
+		svgLeft+svgPlotW, top-7, halo, most)
+	fmt.Fprintf(w, "</g>\n")
+}
+
+// overLimit reports whether o admitted more than its rate within one
+// period, for the algorithms that promise not to: the windows. A bucket may
+// by design, by its burst; concurrency bounds units in flight instead.
+func overLimit(o outcome) bool {
+	switch o.limit.Algorithm {
+	case bouncer.FixedWindow, bouncer.SlidingWindowLog, bouncer.SlidingWindowCounter:
+		return o.maxInWindow > o.limit.Rate
+	}
+	return false
+}
+
+// svgTickSteps are the intervals the time axis may be marked at.
+var svgTickSteps = func() []time.Duration {
+	var out []time.Duration
+	for m := time.Duration(1); m < time.Second; m *= 10 {
+		out = append(out, m, 2*m, 5*m)
+	}
+	for _, unit := range []time.Duration{time.Second, time.Minute} {
+		for _, n := range []time.Duration{1, 2, 5, 10, 15, 30} {
+			out = append(out, n*unit)
+		}
+	}
+	for _, n := range []time.Duration{1, 2, 3, 6, 12, 24, 48, 7 * 24, 14 * 24, 30 * 24, 90 * 24, 365 * 24, 2 * 365 * 24, 5 * 365 * 24} {
+		out = append(out, n*time.Hour)
+	}
+	return out
+}()
+
+// svgTick is the shortest interval of svgTickSteps that marks d with at
+// most svgTicks intervals, or d itself.
+func svgTick(d time.Duration) time.Duration {
+	for _, s := range svgTickSteps {
+		if d/s <= svgTicks {
+			return s
+		}
+	}
+	return d
+}
+
+// svgNice rounds v up, leaving a tenth as headroom, to a number whose half
+// is whole and that reads well on an axis: an even number up to 10, then
+// 1, 1.2, 1.6, 2, 3, 4, 5, 6 or 8 times a power of ten.
+func svgNice(v int64) int64 {
+	v = max(v+v/10, 1)
+	if v <= 10 || v > 1<<60 {
+		return v + v%2
+	}
+	for pow := int64(1); ; pow *= 10 {
+		for _, m := range []int64{10, 12, 16, 20, 30, 40, 50, 60, 80, 100} {
+			if m*pow >= v {
+				return m * pow
+			}
+		}
+	}
+}
+
+// svgDuration is d as Go writes it, without the zero minutes and seconds
+// that follow a larger unit: 1m, 1h, 1m30s.
+func svgDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // svgNum formats a coordinate to one decimal place, the same on every
 // platform.
