@@ -46,6 +46,7 @@ var tourSteps = []tourStep{
 	{block: "for i in 1 2 3 4; do\n  curl -si localhost:8080/v1/check", want: []match{
 		{`HTTP/1.1 200 OK`, 3}, once(`HTTP/1.1 429 Too Many Requests`), once(`(?i)Retry-After: 1\r?\n`),
 		{`"overall_code":"OK"`, 3}, once(`"overall_code":"OVER_LIMIT"`),
+		{`(?i)RateLimit-Policy: "per_second";q=3;w=2\r?\n`, 4},
 	}},
 	{block: "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@", want: []match{once(`"overallCode": "OK"`)}},
 	{block: "curl -s localhost:6070/                   # every admin endpoint", want: []match{
