@@ -22,6 +22,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/admin"
+	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/metrics"
@@ -103,19 +104,43 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 	return a, nil
 }
 
-// logReload logs what a reload attempt did: a rejection with one
-// attribute per problem, each with its file and line.
+// logReload logs what a reload attempt did: a rejection on one line,
+// then each problem on a line of its own (logProblems).
 func (a *app) logReload(res rules.ReloadResult) {
-	attrs := []any{"version", res.Config.Version}
 	switch res.Outcome {
 	case rules.Rejected, rules.WatchFailed:
-		for i, p := range res.Problems {
-			attrs = append(attrs, fmt.Sprintf("problem.%d", i+1), p.String())
-		}
-		a.log.Error(res.Outcome.String(), attrs...)
+		logProblems(a.log, res.Outcome.String(), res.Problems, "version", res.Config.Version)
 	default: // reloaded, unchanged (a SIGHUP with nothing new), fixed back
-		a.log.Info(res.Outcome.String(), attrs...)
+		a.log.Info(res.Outcome.String(), "version", res.Config.Version)
 	}
+}
+
+// logProblems logs msg at ERROR with attrs and the count of problems,
+// then one "config problem" line per problem with its file, line (when
+// it has one) and reason: a config with many problems reads one per
+// line, as bouncer check prints them, never as one line of escaped
+// newlines.
+func logProblems(log *slog.Logger, msg string, problems []rules.Problem, attrs ...any) {
+	log.Error(msg, append(attrs, "problems", len(problems))...)
+	for _, p := range problems {
+		pa := []any{"file", p.File}
+		if p.Line > 0 {
+			pa = append(pa, "line", p.Line)
+		}
+		log.Error("config problem", append(pa, "reason", p.Reason)...)
+	}
+}
+
+// configProblems returns the problems of the config err rejects (a rules
+// or a gateway *ConfigError), or nil if err is of another kind.
+func configProblems(err error) []rules.Problem {
+	if ce, ok := errors.AsType[*rules.ConfigError](err); ok {
+		return ce.Problems
+	}
+	if ce, ok := errors.AsType[*gateway.ConfigError](err); ok {
+		return ce.Problems
+	}
+	return nil
 }
 
 // serveAdmin serves the admin API on addr ("" for none), with the
@@ -249,7 +274,11 @@ func runApp[S interface {
 	defer signal.Stop(hup)
 	s, err := start(ctx, *c, o, log)
 	if err != nil {
-		log.Error("cannot start", "err", err)
+		if ps := configProblems(err); ps != nil {
+			logProblems(log, "cannot start: the config has problems", ps)
+		} else {
+			log.Error("cannot start", "err", err)
+		}
 		return exitFail
 	}
 	go func() {

@@ -119,7 +119,7 @@ func TestGatewayCommand(t *testing.T) {
 	// one keeps serving, counts included.
 	write("gateway.yaml", strings.NewReplacer("ROUTE", "first", "UPSTREAM", upstream.URL, "path_prefix: /app/", "path_prefix: app").Replace(gatewayFile))
 	s.reload()
-	if !strings.Contains(logs.String(), "config rejected") || !strings.Contains(logs.String(), "gateway.yaml:5") {
+	if !strings.Contains(logs.String(), "config rejected") || !strings.Contains(logs.String(), `gateway.yaml","line":5,`) {
 		t.Fatalf("logs after a bad config: %s\nwant the rejection with file and line", logs.String())
 	}
 	if code, _, h := get(base + "/app/x"); code != 200 || h.Get("X-RateLimit-Remaining") != "2" {
