@@ -144,8 +144,8 @@ func configProblems(err error) []rules.Problem {
 }
 
 // serveAdmin serves the admin API on addr ("" for none), with the
-// command's own endpoints in extra (pattern → handler).
-func (a *app) serveAdmin(addr string, extra map[string]http.Handler) error {
+// command's own endpoints in extra, which its index lists.
+func (a *app) serveAdmin(addr string, extra ...admin.Extra) error {
 	if addr == "" {
 		return nil
 	}
@@ -154,15 +154,7 @@ func (a *app) serveAdmin(addr string, extra map[string]http.Handler) error {
 		return err
 	}
 	h := admin.Handler(admin.Options{Engine: a.engine, Gatherer: a.reg, Ready: func() bool { return !a.draining.Load() },
-		Degraded: a.store.degraded, Reloads: a.reloader.History})
-	if len(extra) > 0 {
-		mux := http.NewServeMux()
-		for pattern, eh := range extra {
-			mux.Handle(pattern, eh)
-		}
-		mux.Handle("/", h)
-		h = mux
-	}
+		Degraded: a.store.degraded, Reloads: a.reloader.History, Extra: extra})
 	a.adminSrv = a.c.httpServer(h)
 	a.adminAddr = ln.Addr().String()
 	a.serve(func() error { return a.adminSrv.Serve(ln) })
