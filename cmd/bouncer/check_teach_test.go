@@ -87,11 +87,11 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 		want string
 	}{
 		{[]string{p}, "domain d (bouncer semantics): 2 rules, from " + p + "\n" +
-			"  " + p + ":3: user, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
-			"  " + p + ":3: user, limit w: lease: never more than 1000 per 1h0m0s\n"},
+			"  " + p + ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
+			"  " + p + ":3: api, limit w: lease: never more than 1000 per 1h0m0s\n"},
 		{[]string{"--mode", "async", p}, "domain d (bouncer semantics): 2 rules, from " + p + "\n" +
-			"  " + p + ":3: user, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
-			"  " + p + ":3: user, limit w: lease: never more than 1000 per 1h0m0s\n" +
+			"  " + p + ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
+			"  " + p + ":3: api, limit w: lease: never more than 1000 per 1h0m0s\n" +
 			"  " + p + ":9: ip, limit m: async: at most (instances - 1) x 100 more than 100 per 1m0s (what one instance can admit between syncs, every 100ms)\n"},
 	}
 	for _, c := range cases {
