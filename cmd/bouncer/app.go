@@ -104,8 +104,8 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 	return a, nil
 }
 
-// logReload logs what a reload attempt did: a rejection on one line,
-// then each problem on a line of its own (logProblems).
+// logReload logs what a reload attempt did: a rejection as each problem
+// on a line of its own, then the rejection (logProblems).
 func (a *app) logReload(res rules.ReloadResult) {
 	switch res.Outcome {
 	case rules.Rejected, rules.WatchFailed:
@@ -115,13 +115,12 @@ func (a *app) logReload(res rules.ReloadResult) {
 	}
 }
 
-// logProblems logs msg at ERROR with attrs and the count of problems,
-// then one "config problem" line per problem with its file, line (when
-// it has one) and reason: a config with many problems reads one per
-// line, as bouncer check prints them, never as one line of escaped
-// newlines.
+// logProblems logs one "config problem" line per problem, with its
+// file, line (when it has one) and reason, then msg with attrs and the
+// count of problems: a config with many problems reads one per line, as
+// bouncer check prints them, never as one line of escaped newlines. msg
+// comes last so that whoever waits for it has every problem already.
 func logProblems(log *slog.Logger, msg string, problems []rules.Problem, attrs ...any) {
-	log.Error(msg, append(attrs, "problems", len(problems))...)
 	for _, p := range problems {
 		pa := []any{"file", p.File}
 		if p.Line > 0 {
@@ -129,6 +128,7 @@ func logProblems(log *slog.Logger, msg string, problems []rules.Problem, attrs .
 		}
 		log.Error("config problem", append(pa, "reason", p.Reason)...)
 	}
+	log.Error(msg, append(attrs, "problems", len(problems))...)
 }
 
 // configProblems returns the problems of the config err rejects (a rules

@@ -16,8 +16,8 @@ import (
 // on a line of its own.
 var problemLine = regexp.MustCompile(`level=ERROR msg="config problem" file=(\S+) line=(\d+) reason=`)
 
-// checkProblemLines checks that logs hold summary on a line of its own
-// and then each of want (a "file:line" each) on a line of its own, and
+// checkProblemLines checks that logs hold each of want (a "file:line"
+// each) on a line of its own, then summary on a line of its own, and
 // that no line escapes a newline.
 func checkProblemLines(t *testing.T, logs, summary string, want ...string) {
 	t.Helper()
@@ -31,6 +31,9 @@ func checkProblemLines(t *testing.T, logs, summary string, want ...string) {
 			sawSummary = true
 		}
 		if m := problemLine.FindStringSubmatch(line); m != nil {
+			if sawSummary {
+				t.Errorf("problem %q logged after %q, want it before", line, summary)
+			}
 			got = append(got, m[1]+":"+m[2])
 		}
 	}
