@@ -317,7 +317,7 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 		c.errorf(max(nl.AlgorithmAt.Line, nl.At.Line), "%s.algorithm: %s", at, reason)
 		return bouncer.Limit{}, false
 	}
-	if reason := missing(nl); reason != "" {
+	if reason := limitMissing(nl); reason != "" {
 		c.errorf(nl.At.Line, "%s: %s", at, reason)
 		return bouncer.Limit{}, false
 	}
@@ -349,10 +349,10 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 	return l, true
 }
 
-// missing says which of a limit's rate and period nl lacks, or "": a
+// limitMissing says which of a limit's rate and period nl lacks, or "": a
 // limit has no default for either, and "must be at least 1, got 0" would
 // not say that the field is absent.
-func missing(nl nativeLimit) string {
+func limitMissing(nl nativeLimit) string {
 	noRate := nl.Rate.Kind == 0 || nl.Rate.ShortTag() == "!!null"
 	noPeriod := nl.PeriodAt.Line == 0
 	switch {
