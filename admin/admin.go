@@ -51,6 +51,17 @@ type Options struct {
 	// Reloads returns the last reload attempts, oldest first
 	// (rules.Reloader.History), for the live page; nil means none.
 	Reloads func() []rules.ReloadRecord
+
+	// Extra are the command's own endpoints, such as the gateway's
+	// GET /v1/upstreams: each is served at its method and path, and
+	// GET / lists it after the admin API's own.
+	Extra []Extra
+}
+
+// Extra is an endpoint a command adds to the admin API.
+type Extra struct {
+	Endpoint
+	Handler http.Handler
 }
 
 // Handler returns the admin API's handler.
@@ -94,11 +105,15 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/keys/state", func(w http.ResponseWriter, r *http.Request) { keyState(w, r, o) })
 	mux.HandleFunc("POST /v1/keys/reset", func(w http.ResponseWriter, r *http.Request) { resetKey(w, r, o) })
 	mountLive(mux, o)
+	eps := slices.Clone(endpoints)
+	if o.Gatherer == nil {
+		eps = slices.DeleteFunc(eps, func(e Endpoint) bool { return e.Path == "/metrics" })
+	}
+	for _, e := range o.Extra {
+		mux.Handle(e.Method+" "+e.Path, e.Handler)
+		eps = append(eps, e.Endpoint)
+	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		eps := endpoints
-		if o.Gatherer == nil {
-			eps = slices.DeleteFunc(slices.Clone(eps), func(e Endpoint) bool { return e.Path == "/metrics" })
-		}
 		writeJSON(w, http.StatusOK, map[string]any{"endpoints": eps})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {

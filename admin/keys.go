@@ -57,7 +57,7 @@ type LimitStatus struct {
 func view(k rules.KeyInfo) KeyView {
 	v := KeyView{Key: k.Key, Domain: k.Domain, LastSeen: k.LastSeen, Entries: make([]EntryView, len(k.Entries))}
 	if k.Rule != nil {
-		v.Rule = k.Rule.Path
+		v.Rule = k.Rule.Label()
 	}
 	for i, e := range k.Entries {
 		v.Entries[i] = EntryView{Key: e.Key, Value: e.Value}

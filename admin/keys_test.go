@@ -168,3 +168,37 @@ func TestKeysResetForgetsState(t *testing.T) {
 
 // onlyLimiter hides every method of its store but the Limiter's.
 type onlyLimiter struct{ bouncer.Limiter }
+
+// A key names its rule as the metrics do: by the rule's name (per_user),
+// and by its descriptor path (zone) only when the rule has no name.
+func TestKeysNameTheirRule(t *testing.T) {
+	c, err := rules.Parse("app.yaml", []byte("domain: app\nrules:\n  - name: per_user\n    match: [{key: user_id}]\n    limits: [{rate: 10, period: 1m}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	e := rules.NewEngine(c, st)
+	e.Keys = rules.NewKeyIndex(10)
+	if _, err := e.Decide(t.Context(), rules.Request{Domain: "app", Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "user_id", Value: "u"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	h := admin.Handler(admin.Options{Engine: e})
+	var list struct{ Keys []admin.KeyView }
+	get(t, h, "/v1/keys", http.StatusOK, &list)
+	if len(list.Keys) != 1 || list.Keys[0].Rule != "per_user" {
+		t.Errorf("/v1/keys: got %+v, want one key of rule per_user", list.Keys)
+	}
+	var v admin.KeyView
+	get(t, h, "/v1/keys/state?domain=app&entry=user_id=u", http.StatusOK, &v)
+	if v.Rule != "per_user" {
+		t.Errorf("/v1/keys/state: rule %q, want per_user", v.Rule)
+	}
+
+	e = keyEngine(t)
+	hit(t, e, rules.Entry{Key: "zone", Value: "z1"})
+	get(t, admin.Handler(admin.Options{Engine: e}), "/v1/keys", http.StatusOK, &list)
+	if len(list.Keys) != 1 || list.Keys[0].Rule != "zone" {
+		t.Errorf("/v1/keys of a rule without a name: got %+v, want rule zone", list.Keys)
+	}
+}

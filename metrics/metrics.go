@@ -34,7 +34,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bouncer_decisions_total",
-			Help: "Descriptors decided, by domain, rule (its descriptor path) and result: ok, over_limit, shadowed (over, answered OK by a shadow rule), unlimited, degraded (decided by the store failure policy), replaced (its rule replaced by another rule of the request) or no_rule.",
+			Help: "Descriptors decided, by domain, rule (its name; its descriptor path if it has none) and result: ok, over_limit, shadowed (over, answered OK by a shadow rule), unlimited, degraded (decided by the store failure policy), replaced (its rule replaced by another rule of the request) or no_rule.",
 		}, []string{"domain", "rule", "result"}),
 		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bouncer_near_limit_total",
@@ -62,7 +62,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		// bound. The engine's log names them (rules.Engine.Logger).
 		unknown: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bouncer_unknown_domain_requests_total",
-			Help: "Requests for a domain the config does not define: answered OK with no limit, or rejected as unknown_domain with --reject-unknown-domains.",
+			Help: "Requests for a domain the config does not define: answered OK with no limit, or rejected as unknown_domain with --unknown-domain error.",
 		}),
 	}
 	reg.MustRegister(m.decisions, m.nearLimit, m.errors, m.storeTime, m.reloads, m.version, m.unknown)
@@ -89,7 +89,7 @@ func (m *Metrics) Observe(domain string, resp *rules.Response, err error) {
 		st := &resp.Statuses[i]
 		rule := ""
 		if st.Rule != nil {
-			rule = st.Rule.Path
+			rule = st.Rule.Label()
 		}
 		result := "ok"
 		switch {

@@ -83,6 +83,7 @@ func TestObserveResults(t *testing.T) {
 		{"no rule", rules.Status{Code: rules.OK}, "", "no_rule"},
 		{"replaced", rules.Status{Code: rules.OK, Rule: rule}, "user", "replaced"},
 		{"a limit given with the request", rules.Status{Code: rules.OK, Limit: limit, Remaining: 5}, "", "ok"},
+		{"a named rule", rules.Status{Code: rules.OverLimit, Rule: &rules.Rule{Path: "user_id", Name: "per_user"}, Limit: limit}, "per_user", "over_limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -69,7 +69,8 @@ descriptors:
 		})
 	}
 
-	// A replaced rule's descriptor is counted as replaced, under its rule.
+	// A replaced rule's descriptor is counted as replaced, under its rule:
+	// its name, or its descriptor path when it has none.
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	st := memstore.New(memstore.Options{})
@@ -83,7 +84,7 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range []struct{ rule, result string }{{"dest_vip", "ok"}, {"dest", "replaced"}} {
+	for _, tt := range []struct{ rule, result string }{{"dest_vip", "ok"}, {"per_dest", "replaced"}} {
 		if got := value(t, reg, "bouncer_decisions_total", "domain=edge", "rule="+tt.rule, "result="+tt.result); got != 1 {
 			t.Errorf("bouncer_decisions_total{rule=%q,result=%q}: got %v, want 1", tt.rule, tt.result, got)
 		}

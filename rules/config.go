@@ -153,6 +153,16 @@ type Rule struct {
 	Metadata map[string]any
 }
 
+// Label is how metrics, logs and the admin API name r: its Name, or its
+// Path when it has none (an envoyproxy/ratelimit rule without a name).
+// Native rules' names are unique in their domain.
+func (r *Rule) Label() string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.Path
+}
+
 // Plan is the limits of one plan of a rule.
 type Plan struct {
 	Limits    []bouncer.Limit

@@ -72,6 +72,7 @@ type nativeLimit struct {
 	Rate        yaml.Node `yaml:"rate"` // read by wholeRates into rate, to advise on a fraction
 	rate        int64
 	Period      time.Duration `yaml:"period"`
+	PeriodAt    pos           `yamlconf:"period"`
 	Burst       *int64        `yaml:"burst"` // nil: one period's worth
 	Shape       bool          `yaml:"shape"`
 	Mode        string        `yaml:"mode"`
@@ -316,6 +317,10 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 		c.errorf(max(nl.AlgorithmAt.Line, nl.At.Line), "%s.algorithm: %s", at, reason)
 		return bouncer.Limit{}, false
 	}
+	if reason := limitMissing(nl); reason != "" {
+		c.errorf(nl.At.Line, "%s: %s", at, reason)
+		return bouncer.Limit{}, false
+	}
 	a, _ := bouncer.ParseAlgorithm(algName)
 	l := bouncer.Limit{
 		Name: nl.Name, Algorithm: a, Rate: nl.rate, Period: nl.Period,
@@ -342,6 +347,23 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 		return bouncer.Limit{}, false
 	}
 	return l, true
+}
+
+// limitMissing says which of a limit's rate and period nl lacks, or "": a
+// limit has no default for either, and "must be at least 1, got 0" would
+// not say that the field is absent.
+func limitMissing(nl nativeLimit) string {
+	noRate := nl.Rate.Kind == 0 || nl.Rate.ShortTag() == "!!null"
+	noPeriod := nl.PeriodAt.Line == 0
+	switch {
+	case noRate && noPeriod:
+		return "rate and period are required: write the units admitted and the time they are counted over, such as rate: 10, period: 1s"
+	case noRate:
+		return "rate is required: write the units admitted per period, such as rate: 10"
+	case noPeriod:
+		return "period is required: write the time the rate is counted over, such as period: 1s, 1m or 1d"
+	}
+	return ""
 }
 
 // mode is the mode of limit l, compiled from nl of rule nr: the limit's
@@ -398,6 +420,9 @@ func wholeRate(nl *nativeLimit) string {
 	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!float" {
 		if n.Kind == yaml.ScalarNode {
+			if hint := rateHint(n.Value); hint != "" {
+				return fmt.Sprintf("must be a number, got %q; %s", n.Value, hint)
+			}
 			return fmt.Sprintf("want a whole number, got %q", n.Value)
 		}
 		return "want a whole number, got a " + map[yaml.Kind]string{yaml.MappingNode: "mapping", yaml.SequenceNode: "list"}[n.Kind]

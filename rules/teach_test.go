@@ -58,6 +58,31 @@ func TestConfigErrorsTeach(t *testing.T) {
 			},
 		},
 		{
+			"a rate written with its period",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 10/s}\n      - {rate: 10/m, period: 1m}\n      - {rate: 100/5m}\n      - {rate: 10 per second}\n      - {rate: 10 requests per hour}\n      - {rate: 5rps}\n      - {rate: 2 a day}\n      - {rate: 10/fortnight}\n      - {rate: ten}\n",
+			[]string{
+				`c.yaml:6: rules[0].limits[0].rate: must be a number, got "10/s"; write rate: 10, period: 1s`,
+				`c.yaml:7: rules[0].limits[1].rate: must be a number, got "10/m"; write rate: 10, period: 1m`,
+				`c.yaml:8: rules[0].limits[2].rate: must be a number, got "100/5m"; write rate: 100, period: 5m`,
+				`c.yaml:9: rules[0].limits[3].rate: must be a number, got "10 per second"; write rate: 10, period: 1s`,
+				`c.yaml:10: rules[0].limits[4].rate: must be a number, got "10 requests per hour"; write rate: 10, period: 1h`,
+				`c.yaml:11: rules[0].limits[5].rate: must be a number, got "5rps"; write rate: 5, period: 1s`,
+				`c.yaml:12: rules[0].limits[6].rate: must be a number, got "2 a day"; write rate: 2, period: 1d`,
+				`c.yaml:13: rules[0].limits[7].rate: want a whole number, got "10/fortnight"`,
+				`c.yaml:14: rules[0].limits[8].rate: want a whole number, got "ten"`,
+			},
+		},
+		{
+			"a missing rate or period",
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 10}\n      - {name: b, period: 1m}\n      - {name: c, algorithm: gcra}\n      - {name: d, rate: 10, period: 0s}\n",
+			[]string{
+				`c.yaml:6: rules[0].limits[0]: period is required: write the time the rate is counted over, such as period: 1s, 1m or 1d`,
+				`c.yaml:7: rules[0].limits[1]: rate is required: write the units admitted per period, such as rate: 10`,
+				`c.yaml:8: rules[0].limits[2]: rate and period are required: write the units admitted and the time they are counted over, such as rate: 10, period: 1s`,
+				`c.yaml:9: rules[0].limits[3].period: must be positive, got 0s`,
+			},
+		},
+		{
 			"fractional rate in a plan",
 			"domain: d\nplans: {key: plan}\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: 1s}]\n    plans:\n      pro:\n        limits: [{rate: 1.5, period: 1h}]\n",
 			[]string{`c.yaml:9: rules[0].plans.pro.limits[0].rate: want a whole number, got 1.5: for 1.5 per 1h write rate: 3, period: 2h`},

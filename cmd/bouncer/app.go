@@ -22,6 +22,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/admin"
+	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/metrics"
@@ -103,24 +104,48 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 	return a, nil
 }
 
-// logReload logs what a reload attempt did: a rejection with one
-// attribute per problem, each with its file and line.
+// logReload logs what a reload attempt did: a rejection as each problem
+// on a line of its own, then the rejection (logProblems).
 func (a *app) logReload(res rules.ReloadResult) {
-	attrs := []any{"version", res.Config.Version}
 	switch res.Outcome {
 	case rules.Rejected, rules.WatchFailed:
-		for i, p := range res.Problems {
-			attrs = append(attrs, fmt.Sprintf("problem.%d", i+1), p.String())
-		}
-		a.log.Error(res.Outcome.String(), attrs...)
+		logProblems(a.log, res.Outcome.String(), res.Problems, "version", res.Config.Version)
 	default: // reloaded, unchanged (a SIGHUP with nothing new), fixed back
-		a.log.Info(res.Outcome.String(), attrs...)
+		a.log.Info(res.Outcome.String(), "version", res.Config.Version)
 	}
 }
 
+// logProblems logs one "config problem" line per problem, with its
+// file, line (when it has one) and reason, then msg with attrs and the
+// count of problems: a config with many problems reads one per line, as
+// bouncer check prints them, never as one line of escaped newlines. msg
+// comes last so that whoever waits for it has every problem already.
+func logProblems(log *slog.Logger, msg string, problems []rules.Problem, attrs ...any) {
+	for _, p := range problems {
+		pa := []any{"file", p.File}
+		if p.Line > 0 {
+			pa = append(pa, "line", p.Line)
+		}
+		log.Error("config problem", append(pa, "reason", p.Reason)...)
+	}
+	log.Error(msg, append(attrs, "problems", len(problems))...)
+}
+
+// configProblems returns the problems of the config err rejects (a rules
+// or a gateway *ConfigError), or nil if err is of another kind.
+func configProblems(err error) []rules.Problem {
+	if ce, ok := errors.AsType[*rules.ConfigError](err); ok {
+		return ce.Problems
+	}
+	if ce, ok := errors.AsType[*gateway.ConfigError](err); ok {
+		return ce.Problems
+	}
+	return nil
+}
+
 // serveAdmin serves the admin API on addr ("" for none), with the
-// command's own endpoints in extra (pattern → handler).
-func (a *app) serveAdmin(addr string, extra map[string]http.Handler) error {
+// command's own endpoints in extra, which its index lists.
+func (a *app) serveAdmin(addr string, extra ...admin.Extra) error {
 	if addr == "" {
 		return nil
 	}
@@ -129,15 +154,7 @@ func (a *app) serveAdmin(addr string, extra map[string]http.Handler) error {
 		return err
 	}
 	h := admin.Handler(admin.Options{Engine: a.engine, Gatherer: a.reg, Ready: func() bool { return !a.draining.Load() },
-		Degraded: a.store.degraded, Reloads: a.reloader.History})
-	if len(extra) > 0 {
-		mux := http.NewServeMux()
-		for pattern, eh := range extra {
-			mux.Handle(pattern, eh)
-		}
-		mux.Handle("/", h)
-		h = mux
-	}
+		Degraded: a.store.degraded, Reloads: a.reloader.History, Extra: extra})
 	a.adminSrv = a.c.httpServer(h)
 	a.adminAddr = ln.Addr().String()
 	a.serve(func() error { return a.adminSrv.Serve(ln) })
@@ -249,7 +266,11 @@ func runApp[S interface {
 	defer signal.Stop(hup)
 	s, err := start(ctx, *c, o, log)
 	if err != nil {
-		log.Error("cannot start", "err", err)
+		if ps := configProblems(err); ps != nil {
+			logProblems(log, "cannot start: the config has problems", ps)
+		} else {
+			log.Error("cannot start", "err", err)
+		}
 		return exitFail
 	}
 	go func() {

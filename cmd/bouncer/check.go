@@ -87,7 +87,7 @@ func printModes(w io.Writer, r *rules.Rule) {
 			if l.Mode == bouncer.Strict {
 				continue
 			}
-			name := r.Path
+			name := r.Label()
 			if plan != "" {
 				name += " (plan " + plan + ")"
 			}

@@ -30,6 +30,8 @@ func TestCheckTeaches(t *testing.T) {
 	bracket := write("bracket.yaml", "domain: d\nrules:\n  - name: r\n    match: [{key: a}\n    limits: [{rate: 1, period: 1s}]\n")
 	unit := write("unit.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      requests_per_unit: 5\n      unit: minutes\n")
 	negative := write("negative.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: minute\n      requests_per_unit: -1\n")
+	perSecond := write("persecond.yaml", "domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 10/s}]\n")
+	noPeriod := write("noperiod.yaml", "domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 10}]\n")
 	cases := []struct {
 		name   string
 		args   []string
@@ -43,6 +45,8 @@ func TestCheckTeaches(t *testing.T) {
 		{"unknown algorithm on a rule, once at its line", []string{algo}, exitFail, algo + `:4: rules[0].algorithm: unknown algorithm "tokenbucket" (did you mean token_bucket?); want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter` + "\n"},
 		{"fractional rate above 1", []string{rate}, exitFail, rate + ":6: rules[0].limits[0].rate: want a whole number, got 10.5: for 10.5 per 1s write rate: 21, period: 2s\n"},
 		{"fractional requests_per_unit", []string{rpu}, exitFail, rpu + ":6: descriptors[0].rate_limit.requests_per_unit: want a whole number, got 1.5\n"},
+		{"a rate with its period", []string{perSecond}, exitFail, perSecond + `:5: rules[0].limits[0].rate: must be a number, got "10/s"; write rate: 10, period: 1s` + "\n"},
+		{"no period", []string{noPeriod}, exitFail, noPeriod + ":5: rules[0].limits[0]: period is required: write the time the rate is counted over, such as period: 1s, 1m or 1d\n"},
 		{"burst 0", []string{burst}, exitFail, burst + ":5: rules[0].limits[0].burst: must be at least 1, got 0\n"},
 		{"an unclosed [", []string{bracket}, exitFail, bracket + ":4: not valid YAML: did not find expected ',' or ']'\n"},
 		{"an unknown unit", []string{unit}, exitFail, unit + ":6: descriptors[0].rate_limit.unit: invalid rate limit unit 'minutes' (did you mean minute?); want second, minute, hour, day, week, month or year\n"},
@@ -83,11 +87,11 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 		want string
 	}{
 		{[]string{p}, "domain d (bouncer semantics): 2 rules, from " + p + "\n" +
-			"  " + p + ":3: user, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
-			"  " + p + ":3: user, limit w: lease: never more than 1000 per 1h0m0s\n"},
+			"  " + p + ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
+			"  " + p + ":3: api, limit w: lease: never more than 1000 per 1h0m0s\n"},
 		{[]string{"--mode", "async", p}, "domain d (bouncer semantics): 2 rules, from " + p + "\n" +
-			"  " + p + ":3: user, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
-			"  " + p + ":3: user, limit w: lease: never more than 1000 per 1h0m0s\n" +
+			"  " + p + ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
+			"  " + p + ":3: api, limit w: lease: never more than 1000 per 1h0m0s\n" +
 			"  " + p + ":9: ip, limit m: async: at most (instances - 1) x 100 more than 100 per 1m0s (what one instance can admit between syncs, every 100ms)\n"},
 	}
 	for _, c := range cases {

@@ -17,8 +17,10 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/gateway/auth"
+	"github.com/bouncerhq/bouncer/gateway/route"
 	"github.com/bouncerhq/bouncer/gateway/tlsreload"
 	"github.com/bouncerhq/bouncer/rules"
 )
@@ -109,11 +111,11 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		a.shutdown()
 		return nil, err
 	}
-	upstreams := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(s.current.Load().Health())
-	})
-	if err := a.serveAdmin(cfg.Admin, map[string]http.Handler{"GET /v1/upstreams": upstreams}); err != nil {
+	upstreams := admin.Extra{
+		Endpoint: admin.Endpoint{Method: "GET", Path: "/v1/upstreams", Description: "each route's upstreams and their health"},
+		Handler:  http.HandlerFunc(s.serveUpstreams),
+	}
+	if err := a.serveAdmin(cfg.Admin, upstreams); err != nil {
 		a.shutdown()
 		return nil, fmt.Errorf("%s: admin: %w", cfg.File, err)
 	}
@@ -123,6 +125,18 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	a.watch(ctx)
 	log.Info("gateway serving", "listeners", s.addrs, "routes", len(cfg.Routes), "store", redactURL(c.store), "config", c.config)
 	return s, nil
+}
+
+// serveUpstreams answers GET /v1/upstreams: {"upstreams": [...]}, each
+// upstream of each route with its health (route.UpstreamHealth).
+func (s *gatewayService) serveUpstreams(w http.ResponseWriter, _ *http.Request) {
+	hs := s.current.Load().Health()
+	if hs == nil {
+		hs = []route.UpstreamHealth{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(map[string]any{"upstreams": hs})
 }
 
 // build builds the gateway of cfg on the app's engine (none without

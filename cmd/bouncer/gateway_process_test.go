@@ -587,7 +587,7 @@ func TestGatewayRejectsABadConfigWhileServing(t *testing.T) {
 	broken := old + fmt.Sprintf("  - name: new\n    upstreams: [%s]\n", upstream.URL)
 	write(broken)
 	until(t, "the broken config to be rejected", func() bool { return strings.Contains(gw.logs.String(), "config rejected") })
-	if logs := gw.logs.String(); !strings.Contains(logs, "gateway.yaml:7") || !strings.Contains(logs, "path_prefix") {
+	if logs := gw.logs.String(); !strings.Contains(logs, "gateway.yaml line=7 ") || !strings.Contains(logs, "path_prefix") {
 		t.Errorf("logs: %s\nwant the rejection naming gateway.yaml:7 and path_prefix", logs)
 	}
 	if code, body := get("/old/x"); code != 200 || body != "up:/old/x" {

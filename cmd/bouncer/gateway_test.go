@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -13,10 +14,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	adminapi "github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -119,7 +122,7 @@ func TestGatewayCommand(t *testing.T) {
 	// one keeps serving, counts included.
 	write("gateway.yaml", strings.NewReplacer("ROUTE", "first", "UPSTREAM", upstream.URL, "path_prefix: /app/", "path_prefix: app").Replace(gatewayFile))
 	s.reload()
-	if !strings.Contains(logs.String(), "config rejected") || !strings.Contains(logs.String(), "gateway.yaml:5") {
+	if !strings.Contains(logs.String(), "config rejected") || !strings.Contains(logs.String(), `gateway.yaml","line":5,`) {
 		t.Fatalf("logs after a bad config: %s\nwant the rejection with file and line", logs.String())
 	}
 	if code, _, h := get(base + "/app/x"); code != 200 || h.Get("X-RateLimit-Remaining") != "2" {
@@ -155,8 +158,21 @@ func TestGatewayCommand(t *testing.T) {
 		len(h[0].Problems) == 0 || !strings.HasSuffix(h[0].Problems[0].File, "gateway.yaml") || h[0].Problems[0].Line != 5 {
 		t.Errorf("reload history: got %+v, want a rejection at gateway.yaml:5, then a reload", h)
 	}
-	if code, body, _ := get(admin + "/v1/upstreams"); code != 200 || !strings.Contains(body, upstream.URL) {
-		t.Errorf("/v1/upstreams: %d %s, want the route's upstream", code, body)
+	// snake_case names, no zero time for an upstream not ejected.
+	want := `{"upstreams":[{"route":"second","upstream":"` + upstream.URL + `","healthy":true}]}` + "\n"
+	if code, body, _ := get(admin + "/v1/upstreams"); code != 200 || body != want {
+		t.Errorf("/v1/upstreams: %d %s, want 200 %s", code, body, want)
+	}
+	// The index lists the admin API's endpoints and the gateway's own.
+	code, body, _ = get(admin + "/")
+	var index struct{ Endpoints []adminapi.Endpoint }
+	if err := json.Unmarshal([]byte(body), &index); code != 200 || err != nil {
+		t.Fatalf("GET /: %d %s (%v), want the endpoints", code, body, err)
+	}
+	for _, path := range []string{"/", "/healthz", "/metrics", "/v1/rules", "/v1/keys", "/live", "/v1/upstreams"} {
+		if !slices.ContainsFunc(index.Endpoints, func(e adminapi.Endpoint) bool { return e.Path == path && e.Description != "" }) {
+			t.Errorf("GET /: got %+v, want %s listed", index.Endpoints, path)
+		}
 	}
 
 	// Shutdown lets the requests in flight finish.

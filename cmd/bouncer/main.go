@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -82,8 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return exitUsage
 	}
-	switch name := args[0]; name {
-	case "help", "-h", "-help", "--help":
+	switch name := args[0]; {
+	case name == "help" || isHelpFlag(name):
 		return help(args[1:], stdout, stderr)
 	default:
 		c, ok := lookup(name)
@@ -91,6 +93,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bouncer: unknown command %q\n", name)
 			usage(stderr)
 			return exitUsage
+		}
+		if slices.ContainsFunc(args[1:], isHelpFlag) {
+			// Asked for, help is the command's output, not a usage
+			// error: on stdout, exit 0.
+			c.usage(stdout)
+			return exitOK
 		}
 		return c.run(args[1:], stdout, stderr)
 	}
@@ -114,6 +122,18 @@ func help(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "bouncer help: at most one command name")
 	return exitUsage
+}
+
+// isHelpFlag reports whether arg asks for help as the flag package
+// reads it: -h, -help, --h or --help, with or without a value.
+func isHelpFlag(arg string) bool {
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok {
+		return false
+	}
+	name = strings.TrimPrefix(name, "-")
+	name, _, _ = strings.Cut(name, "=")
+	return name == "h" || name == "help"
 }
 
 func lookup(name string) (command, bool) {

@@ -70,3 +70,42 @@ func TestDispatch(t *testing.T) {
 		})
 	}
 }
+
+// TestHelpFlag checks that asking for help, at the top level or of any
+// command and in any spelling the flag package takes, prints the help on
+// stdout and exits 0: it is what was asked for, not a usage error.
+func TestHelpFlag(t *testing.T) {
+	var argss [][]string
+	for _, h := range []string{"-h", "--help", "-help", "--h", "--help=true"} {
+		argss = append(argss, []string{h})
+		for _, c := range commands {
+			argss = append(argss, []string{c.name, h})
+		}
+	}
+	argss = append(argss,
+		[]string{"serve", "--config", "rules.yaml", "--help"},
+		[]string{"gateway", "--store", "memory", "-h"},
+		[]string{"check", "--mode", "lease", "--help"})
+	for _, args := range argss {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := runArgs(t, args...)
+			if code != exitOK {
+				t.Errorf("exit code: got %d, want %d (stderr %q)", code, exitOK, stderr)
+			}
+			if stderr != "" {
+				t.Errorf("stderr: got %q, want nothing", stderr)
+			}
+			if !strings.Contains(strings.ToLower(stdout), "usage: bouncer") {
+				t.Errorf("stdout: got %q, want the usage", stdout)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		arg  string
+		want bool
+	}{{"-h", true}, {"--help", true}, {"-help=false", true}, {"--helpme", false}, {"help", false}, {"-", false}, {"--", false}, {"--config", false}} {
+		if got := isHelpFlag(tt.arg); got != tt.want {
+			t.Errorf("isHelpFlag(%q): got %v, want %v", tt.arg, got, tt.want)
+		}
+	}
+}

@@ -251,7 +251,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		a.shutdown()
 		return nil, err
 	}
-	if err := a.serveAdmin(c.adminAddr, nil); err != nil {
+	if err := a.serveAdmin(c.adminAddr); err != nil {
 		a.shutdown()
 		return nil, err
 	}

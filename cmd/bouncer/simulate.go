@@ -123,11 +123,7 @@ type simulation struct {
 }
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
-	sim, err := parseSimulate(args)
-	if errors.Is(err, flag.ErrHelp) {
-		simulateUsage(stdout)
-		return exitOK
-	}
+	sim, err := parseSimulate(args) // run answers --help before
 	if err != nil {
 		fmt.Fprintf(stderr, "bouncer simulate: %v\nRun 'bouncer help simulate' for usage.\n", err)
 		return exitUsage

@@ -19,10 +19,6 @@ func versionUsage(w io.Writer) {
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		versionUsage(stdout)
-		return exitOK
-	}
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "bouncer version: unexpected argument %q\n", args[0])
 		return exitUsage

@@ -40,15 +40,15 @@ const (
 
 // UpstreamHealth is what a Table knows of one upstream.
 type UpstreamHealth struct {
-	Route    string // the route's Name
-	Upstream string // the URL, as configured
+	Route    string `json:"route"`    // the route's Name
+	Upstream string `json:"upstream"` // the URL, as configured
 	// Healthy is the verdict of the active health checks; true without
 	// them.
-	Healthy bool
-	// EjectedUntil is the end of the upstream's ejection, zero unless it
-	// is ejected. Once it has passed, the upstream waits for the trial
-	// request that brings it back.
-	EjectedUntil time.Time
+	Healthy bool `json:"healthy"`
+	// EjectedUntil is the end of the upstream's ejection, zero (and left
+	// out of JSON) unless it is ejected. Once it has passed, the
+	// upstream waits for the trial request that brings it back.
+	EjectedUntil time.Time `json:"ejected_until,omitzero"`
 }
 
 // pick chooses the upstream of an attempt: for a request's first attempt
