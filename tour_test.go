@@ -50,7 +50,7 @@ var tourSteps = []tourStep{
 	}},
 	{block: "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@", want: []match{once(`"overallCode": "OK"`)}},
 	{block: "curl -s localhost:6070/                   # every admin endpoint", want: []match{
-		some(`"path":"/live"`), some(`"domain":"api"`), some(`alice`), some(`(?m)^bouncer_decisions_total\{`),
+		some(`"path":"/live"`), some(`"domain":"api"`), some(`alice`), some(`(?m)^bouncer_decisions_total\{.*rule="per_user"`),
 	}},
 	{block: "go run ./cmd/bouncer serve --config examples/serve/envoy", ready: []string{"127.0.0.1:8090", "127.0.0.1:8091", "127.0.0.1:6071"}},
 	{block: "curl -s localhost:8090/v1/check", want: []match{once(`"overall_code":"OK"`), once(`"limit_remaining":59`)}},

@@ -32,6 +32,7 @@ var notOurs = map[string]string{
 	"include_imports":    "protoc's, to make a gateway's descriptor set",
 	"descriptor_set_out": "protoc's, to make a gateway's descriptor set",
 	"name":               "docs/operations.md's placeholder: flags are written --name value",
+	"standalone":         "scripts/redis-up.sh's: one Redis, without the cluster",
 }
 
 // commandFlags returns the flags each command takes, by command name;
