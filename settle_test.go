@@ -17,7 +17,10 @@ type recorder struct {
 func (r *recorder) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
 	return bouncer.Decision{Allowed: true}, nil
 }
-func (r *recorder) Refund(_ context.Context, q bouncer.Request) error { r.refunded += q.Cost; return nil }
+func (r *recorder) Refund(_ context.Context, q bouncer.Request) error {
+	r.refunded += q.Cost
+	return nil
+}
 
 type charger struct{ *recorder }
 
