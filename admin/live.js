@@ -62,7 +62,7 @@
     var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
     if (d > 0) { return d + " d " + h + " h"; }
     if (h > 0) { return h + " h " + m + " min"; }
-    if (m > 0) { return m + " min " + Math.floor(s % 60) + " s"; }
+    if (m > 0) { return m + " min" + (s % 60 >= 1 ? " " + Math.floor(s % 60) + " s" : ""); }
     return Math.floor(s) + " s";
   }
 
@@ -89,7 +89,7 @@
     $("denied-total").textContent = String(t.denied);
     $("denied-rate").textContent = (v.history ? "now " + perSecond(denied) + "; " : "") + t.degraded_denied + " of them degraded";
     $("degraded-total").textContent = String(t.degraded_allowed + t.degraded_denied);
-    $("degraded-split").textContent = t.degraded_allowed + " allowed, " + t.degraded_denied + " denied";
+    $("degraded-split").textContent = "(" + t.degraded_allowed + " allowed, " + t.degraded_denied + " denied)";
     $("shadowed-total").textContent = String(t.shadowed);
   }
 
@@ -143,6 +143,7 @@
           value: function (u, x) { return x === null ? "–" : x.toFixed(2) + "/s"; }};
       })),
       axes: [{}, {size: 56}],
+      legend: {live: false},
       hooks: {draw: [function (u) { mark(el, u, names); }]}
     };
     charts[spec.id] = {el: el, key: names.join(","), width: width, plot: new uPlot(opts, data, el)};

@@ -50,6 +50,9 @@ type app struct {
 
 	adminSrv  *http.Server // nil without an admin address
 	adminAddr string
+	service   admin.Service  // what the live page shows of the process
+	live      *admin.History // the live page's history of decisions
+	stopLive  func()         // stops sampling live; nil until serveAdmin
 	draining  atomic.Bool
 	wg        sync.WaitGroup // the listeners and the watch
 	stopWatch context.CancelFunc
@@ -75,6 +78,11 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 		}
 	}
 	a := &app{c: c, log: log, reg: prometheus.NewRegistry()}
+	a.service = admin.Service{Store: storeKind(o.redisAddrs), StoreAddrs: o.redisAddrs, Started: c.started}
+	if a.service.Started.IsZero() {
+		a.service.Started = time.Now()
+	}
+	a.live = admin.NewHistory(a.reg, admin.HistoryOptions{})
 	metrics.RegisterBuildInfo(a.reg)
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
@@ -119,8 +127,10 @@ func (a *app) logReload(res rules.ReloadResult) {
 }
 
 // serveAdmin serves the admin API on addr ("" for none), with the
-// command's own endpoints in extra (pattern → handler).
-func (a *app) serveAdmin(addr string, extra map[string]http.Handler) error {
+// command's own endpoints in extra (pattern → handler), and samples the
+// live page's history. The live page names command ("serve" or
+// "gateway") and its listeners, with the admin one.
+func (a *app) serveAdmin(addr string, extra map[string]http.Handler, command string, listeners []admin.Listener) error {
 	if addr == "" {
 		return nil
 	}
@@ -128,8 +138,11 @@ func (a *app) serveAdmin(addr string, extra map[string]http.Handler) error {
 	if err != nil {
 		return err
 	}
+	a.adminAddr = ln.Addr().String()
+	a.service.Command = command
+	a.service.Listeners = append(listeners, admin.Listener{Name: "admin", Addr: a.adminAddr})
 	h := admin.Handler(admin.Options{Engine: a.engine, Gatherer: a.reg, Ready: func() bool { return !a.draining.Load() },
-		Degraded: a.store.degraded, Reloads: a.reloader.History})
+		Degraded: a.store.degraded, Reloads: a.reloader.History, History: a.live, Service: &a.service})
 	if len(extra) > 0 {
 		mux := http.NewServeMux()
 		for pattern, eh := range extra {
@@ -139,9 +152,29 @@ func (a *app) serveAdmin(addr string, extra map[string]http.Handler) error {
 		h = mux
 	}
 	a.adminSrv = a.c.httpServer(h)
-	a.adminAddr = ln.Addr().String()
 	a.serve(func() error { return a.adminSrv.Serve(ln) })
+	if !a.c.liveByHand {
+		ctx, stop := context.WithCancel(context.Background())
+		a.stopLive = stop
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.live.Run(ctx)
+		}()
+	}
 	return nil
+}
+
+// storeKind names the store of --store for the live page: memory, redis,
+// or redis cluster (several addresses).
+func storeKind(redisAddrs []string) string {
+	switch {
+	case redisAddrs == nil:
+		return "memory"
+	case len(redisAddrs) > 1:
+		return "redis cluster"
+	}
+	return "redis"
 }
 
 // serve runs a listener's serve loop until shutdown stops it.
@@ -185,6 +218,9 @@ func (a *app) shutdown() {
 	a.draining.Store(true)
 	if a.stopWatch != nil {
 		a.stopWatch()
+	}
+	if a.stopLive != nil {
+		a.stopLive()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.c.shutdownTimeout)
 	defer cancel()

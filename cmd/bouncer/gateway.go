@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/gateway/tlsreload"
@@ -113,7 +114,15 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.current.Load().Health())
 	})
-	if err := a.serveAdmin(cfg.Admin, map[string]http.Handler{"GET /v1/upstreams": upstreams}); err != nil {
+	var listeners []admin.Listener
+	for i, l := range cfg.Listeners {
+		name := "http"
+		if l.TLS != nil {
+			name = "https"
+		}
+		listeners = append(listeners, admin.Listener{Name: name, Addr: s.addrs[i]})
+	}
+	if err := a.serveAdmin(cfg.Admin, map[string]http.Handler{"GET /v1/upstreams": upstreams}, "gateway", listeners); err != nil {
 		a.shutdown()
 		return nil, fmt.Errorf("%s: admin: %w", cfg.File, err)
 	}
