@@ -138,10 +138,11 @@ func (h *History) add(now time.Time, totals map[series]float64) {
 	// chance when more than MaxRules come at once.
 	for _, s := range slices.SortedFunc(maps.Keys(totals), compareSeries) {
 		total := totals[s]
-		d := total - h.totals[s]
-		if d < 0 { // a counter that started again
-			d = total
-		}
+		// The counters only grow, but degraded_allowed is a difference
+		// of two, which a sample read between their increments sees one
+		// too high. Its step back counts as none: the moment costs a
+		// point one decision too high, never a spike.
+		d := max(total-h.totals[s], 0)
 		if d == 0 {
 			continue
 		}
@@ -234,10 +235,7 @@ func (h *History) rate(s series) (float64, bool) {
 	if h.prev.IsZero() {
 		return 0, false
 	}
-	d := h.totals[s] - h.before[s]
-	if d < 0 {
-		d = h.totals[s]
-	}
+	d := max(h.totals[s]-h.before[s], 0) // see add
 	return round2(d / h.last.Sub(h.prev).Seconds()), true
 }
 

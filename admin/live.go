@@ -274,6 +274,9 @@ func readMetrics(v *LiveView, c *rules.Config, g prometheus.Gatherer) {
 		}
 	}
 	for s, total := range totals {
+		if total <= 0 { // degraded_allowed when every degraded decision denied
+			continue
+		}
 		d := DecisionStat{Domain: s.domain, Rule: s.rule, Result: s.result, Total: total}
 		if r := findRule(c, s.domain, s.rule); r != nil {
 			d.Name, d.Shadow = r.Name, r.Shadow
