@@ -25,17 +25,22 @@ const (
 // HistoryOptions.MaxRules under (with domain "").
 const OtherRules = "(other rules)"
 
+// MaxHistoryPoints bounds the points a History holds per rule and
+// result, whatever its Window and Every.
+const MaxHistoryPoints = 10000
+
 // HistoryOptions configure a History.
 type HistoryOptions struct {
-	// Every is the time between samples; zero means
+	// Every is the time between samples; zero or less means
 	// DefaultHistoryEvery.
 	Every time.Duration
-	// Window is how far back the history goes; zero means
-	// DefaultHistoryWindow. It holds Window/Every points (at least 2).
+	// Window is how far back the history goes; zero or less means
+	// DefaultHistoryWindow. It holds Window/Every points, at least 2
+	// and at most MaxHistoryPoints.
 	Window time.Duration
 	// MaxRules bounds the rules given points of their own; the
 	// decisions of the rules met after that are added up under
-	// OtherRules. Zero means DefaultHistoryMaxRules.
+	// OtherRules. Zero or less means DefaultHistoryMaxRules.
 	MaxRules int
 }
 
@@ -77,10 +82,19 @@ type series struct {
 // NewHistory returns a history of g's decision counters; nothing is
 // sampled until Sample or Run.
 func NewHistory(g prometheus.Gatherer, o HistoryOptions) *History {
-	every := cmp.Or(o.Every, DefaultHistoryEvery)
-	size := max(int(cmp.Or(o.Window, DefaultHistoryWindow)/every), 2)
+	every, window, maxRules := o.Every, o.Window, o.MaxRules
+	if every <= 0 {
+		every = DefaultHistoryEvery
+	}
+	if window <= 0 {
+		window = DefaultHistoryWindow
+	}
+	if maxRules <= 0 {
+		maxRules = DefaultHistoryMaxRules
+	}
+	size := int(min(max(window/every, 2), MaxHistoryPoints))
 	return &History{
-		g: g, every: every, size: size, maxRules: cmp.Or(o.MaxRules, DefaultHistoryMaxRules),
+		g: g, every: every, size: size, maxRules: maxRules,
 		ends: make([]time.Time, size), spans: make([]float64, size), rings: map[ruleKey]map[string][]float64{},
 	}
 }

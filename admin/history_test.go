@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -347,5 +348,30 @@ func TestHistoryDegradedBetweenIncrements(t *testing.T) {
 	get(t, h, "/live.json", http.StatusOK, &v)
 	if len(v.Decisions) != 1 || v.Decisions[0].Result != "degraded_denied" || v.Decisions[0].Total != 12 {
 		t.Errorf("decisions: got %+v, want degraded_denied 12 alone (no row of 0 allowed)", v.Decisions)
+	}
+}
+
+// Options out of range take the defaults, or the bound.
+func TestHistoryOptions(t *testing.T) {
+	tests := []struct {
+		name       string
+		o          admin.HistoryOptions
+		wantEvery  float64
+		wantWindow float64
+	}{
+		{"zero", admin.HistoryOptions{}, 5, 900},
+		{"negative", admin.HistoryOptions{Every: -time.Second, Window: -time.Hour, MaxRules: -1}, 5, 900},
+		{"a window shorter than two samples", admin.HistoryOptions{Every: time.Minute, Window: time.Second}, 60, 120},
+		{"too many points", admin.HistoryOptions{Every: time.Nanosecond, Window: time.Hour}, 1e-9, admin.MaxHistoryPoints * 1e-9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hist := admin.NewHistory(prometheus.NewRegistry(), tt.o)
+			var v admin.LiveView
+			get(t, admin.Handler(admin.Options{Engine: keyEngine(t), History: hist}), "/live.json", http.StatusOK, &v)
+			if v.History == nil || v.History.EverySeconds != tt.wantEvery || math.Abs(v.History.WindowSeconds-tt.wantWindow) > 1e-12 {
+				t.Errorf("got %+v, want every %v s, window %v s", v.History, tt.wantEvery, tt.wantWindow)
+			}
+		})
 	}
 }
