@@ -52,6 +52,15 @@ type Options struct {
 	// (rules.Reloader.History), for the live page; nil means none.
 	Reloads func() []rules.ReloadRecord
 
+	// History is the decisions' history the live page charts; the
+	// caller samples it (History.Run). Nil means no history and no
+	// rates.
+	History *History
+
+	// Service describes the process for the live page (store,
+	// listeners, start); nil means the page shows none.
+	Service *Service
+
 	// Extra are the command's own endpoints, such as the gateway's
 	// GET /v1/upstreams: each is served at its method and path, and
 	// GET / lists it after the admin API's own.
@@ -119,7 +128,18 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such admin endpoint"})
 	})
-	return mux
+	return nosniff(mux)
+}
+
+// nosniff marks every answer X-Content-Type-Options: nosniff, so that a
+// browser runs as a script only what is served as one: the live page's
+// policy admits any script of the admin listener ('self'), and JSON
+// answers hold what clients sent.
+func nosniff(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Endpoint is one endpoint as GET / lists it.
@@ -141,7 +161,7 @@ var endpoints = []Endpoint{
 	{"GET", "/v1/keys", "the keys decided recently, a page at a time (?limit=, ?cursor=)"},
 	{"GET", "/v1/keys/state", "one key (?key=, or ?domain= and ?entry=key=value) and the state of each of its limits; charges nothing"},
 	{"POST", "/v1/keys/reset", "forgets one key's state under every limit of its rule, its plans' included"},
-	{"GET", "/live", "a live page of decisions, denied keys and the store's health"},
+	{"GET", "/live", "a live page: decisions per second by rule and result over the last 15 minutes, denied keys, the store's health"},
 	{"GET", "/live.json", "what the live page shows, as JSON"},
 }
 

@@ -1,12 +1,9 @@
 package admin
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	_ "embed"
-	"encoding/base64"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,30 +14,6 @@ import (
 	"github.com/bouncerhq/bouncer/rules"
 )
 
-// livePage is the live page: one HTML file with its style and script
-// inline, so that it needs nothing but /live.json.
-//
-//go:embed live.html
-var livePage []byte
-
-// liveCSP allows the page's own inline style and script, by their
-// hashes, and fetches from the admin listener only: keys come from
-// clients, so whatever slipped past the page's escaping still could not
-// run or load anything.
-var liveCSP = "default-src 'self'; script-src " + inlineHash("script") + "; style-src " + inlineHash("style") +
-	"; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-
-// inlineHash returns the CSP source of the page's one <tag> element.
-func inlineHash(tag string) string {
-	_, rest, ok := bytes.Cut(livePage, []byte("<"+tag+">"))
-	body, _, ok2 := bytes.Cut(rest, []byte("</"+tag+">"))
-	if !ok || !ok2 {
-		panic("admin: live.html has no <" + tag + "> element")
-	}
-	sum := sha256.Sum256(body)
-	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
-}
-
 // Bounds of /live.json: how many recently seen keys it peeks at (each
 // peek is a store call), how many denying keys it lists, and how long the
 // peeks may take together.
@@ -50,13 +23,18 @@ const (
 	livePeekTime = time.Second
 )
 
-// LiveView is what /live.json answers: the counters the live page turns
-// into rates (it divides the difference of two fetches by their Time),
-// the keys being denied, the store's health and the config's story.
+// LiveView is what /live.json answers: the service, its decisions
+// (totals, rates and history), the keys being denied, the store's
+// health and the config's story.
 type LiveView struct {
 	Time          time.Time      `json:"time"`
 	ConfigVersion string         `json:"config_version"`
+	Service       *Service       `json:"service,omitempty"`        // nil when the handler was given none
+	UptimeSeconds float64        `json:"uptime_seconds,omitempty"` // since Service.Started
+	Degraded      []string       `json:"degraded,omitempty"`       // why decisions are made without the store now (Options.Degraded)
+	Totals        Totals         `json:"totals"`
 	Decisions     []DecisionStat `json:"decisions"`
+	History       *HistoryView   `json:"history,omitempty"` // nil when the handler was given none
 	MostDenied    []DeniedCount  `json:"most_denied"`
 	DeniedKeys    []DeniedKey    `json:"denied_keys"`
 	KeysOff       bool           `json:"keys_off,omitempty"`   // the key index is off (--admin-keys 0)
@@ -67,13 +45,46 @@ type LiveView struct {
 	ReloadHistory []ReloadEvent  `json:"reload_history"`       // the last attempts, oldest first
 }
 
-// DecisionStat is one bouncer_decisions_total counter.
+// Service is what the live page shows of the process: its store and
+// its listeners, and since when it runs.
+type Service struct {
+	Command    string     `json:"command"`               // serve or gateway
+	Store      string     `json:"store"`                 // memory, redis or redis cluster
+	StoreAddrs []string   `json:"store_addrs,omitempty"` // the Redis addresses configured; never a password
+	Listeners  []Listener `json:"listeners"`
+	Started    time.Time  `json:"started,omitzero"`
+}
+
+// Listener is one address the process listens on.
+type Listener struct {
+	Name string `json:"name"` // grpc, http, admin, or a gateway listener's
+	Addr string `json:"addr"`
+}
+
+// Totals add up the decisions of every rule since the process started.
+// Denied counts every descriptor answered over the limit: by its limit
+// (result over_limit) and by the store failure policy (degraded_denied).
+// Shadowed ones were over the limit but let through by a shadow rule,
+// so they are not in Denied.
+type Totals struct {
+	Decided         float64 `json:"decided"`
+	Denied          float64 `json:"denied"`
+	DegradedAllowed float64 `json:"degraded_allowed"`
+	DegradedDenied  float64 `json:"degraded_denied"`
+	Shadowed        float64 `json:"shadowed"`
+}
+
+// DecisionStat is one rule's decisions of one result: the
+// bouncer_decisions_total counter, with result degraded split into
+// degraded_allowed and degraded_denied (bouncer_degraded_denied_total).
 type DecisionStat struct {
-	Domain string  `json:"domain"`
-	Rule   string  `json:"rule"`           // the descriptor path, as the metric labels it
-	Name   string  `json:"name,omitempty"` // the rule's name, when it has one
-	Result string  `json:"result"`
-	Total  float64 `json:"total"`
+	Domain    string   `json:"domain"`
+	Rule      string   `json:"rule"`           // as the metric labels it
+	Path      string   `json:"path,omitempty"` // the rule's descriptor path, when Rule is its name
+	Shadow    bool     `json:"shadow,omitempty"`
+	Result    string   `json:"result"`
+	Total     float64  `json:"total"`
+	PerSecond *float64 `json:"per_second"` // over the history's last interval; null before it has one
 }
 
 // DeniedCount is a key among those denied most often since the key index
@@ -92,6 +103,7 @@ type DeniedKey struct {
 	Key               string    `json:"key"`
 	Domain            string    `json:"domain"`
 	Rule              string    `json:"rule,omitempty"`
+	Shadow            bool      `json:"shadow,omitempty"` // its rule is a shadow rule: it reports, never denies
 	Limit             string    `json:"limit"`
 	Rate              int64     `json:"rate"`
 	PeriodSeconds     float64   `json:"period_seconds"`
@@ -118,11 +130,14 @@ type HybridStats struct {
 	Decisions    map[string]float64 `json:"decisions"`
 }
 
-// RedisNode is one Redis node's circuit breaker.
+// RedisNode is one Redis node's circuit breaker. Before the store first
+// connects, the nodes are those configured (Service.StoreAddrs), with
+// Connecting set and no breaker.
 type RedisNode struct {
-	Node    string `json:"node"`
-	Breaker string `json:"breaker"` // closed, half_open or open
-	Slow    bool   `json:"slow"`
+	Node       string `json:"node"`
+	Breaker    string `json:"breaker"` // closed, half_open or open; "" while connecting
+	Slow       bool   `json:"slow"`
+	Connecting bool   `json:"connecting,omitempty"` // never connected yet
 }
 
 // ReloadEvent is one reload attempt (rules.ReloadRecord).
@@ -144,33 +159,48 @@ type live struct {
 	o Options
 }
 
-// mountLive serves the live page at GET /live and its data at GET
-// /live.json on mux.
+// mountLive serves the live page at GET /live, its script, style and
+// chart library under GET /live/, and its data at GET /live.json on mux.
 func mountLive(mux *http.ServeMux, o Options) {
 	l := &live{o: o}
-	mux.HandleFunc("GET /live", l.page)
+	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) { serveAsset(w, "live.html") })
+	mux.HandleFunc("GET /live/{file}", func(w http.ResponseWriter, r *http.Request) { serveAsset(w, r.PathValue("file")) })
 	mux.HandleFunc("GET /live.json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Content-Type-Options", "nosniff")
 		writeJSON(w, http.StatusOK, l.view(r.Context(), time.Now()))
 	})
-}
-
-func (l *live) page(w http.ResponseWriter, _ *http.Request) {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", liveCSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-store")
-	_, _ = w.Write(livePage)
 }
 
 // view builds what /live.json answers at now.
 func (l *live) view(ctx context.Context, now time.Time) LiveView {
 	c := l.o.Engine.Config()
 	v := LiveView{Time: now, ConfigVersion: c.Version, Decisions: []DecisionStat{}, DeniedKeys: []DeniedKey{}, Reloads: map[string]int{}}
+	if l.o.Service != nil {
+		v.Service = l.o.Service
+		v.UptimeSeconds = math.Round(now.Sub(l.o.Service.Started).Seconds())
+	}
+	if l.o.Degraded != nil {
+		v.Degraded = l.o.Degraded()
+	}
 	if l.o.Gatherer != nil {
 		readMetrics(&v, c, l.o.Gatherer)
+	}
+	if h := l.o.History; h != nil {
+		v.History = h.view(c)
+		for i := range v.Decisions {
+			d := &v.Decisions[i]
+			if r, ok := h.rate(series{ruleKey{d.Domain, d.Rule}, d.Result}); ok {
+				d.PerSecond = &r
+			}
+		}
+	}
+	if s := l.o.Service; s != nil && len(s.StoreAddrs) > 0 && (v.Redis == nil || !v.Redis.Connected) {
+		for _, addr := range s.StoreAddrs {
+			n := node(redis(&v), addr)
+			n.Breaker, n.Connecting = "", true
+		}
+	}
+	if v.Redis != nil {
+		slices.SortFunc(v.Redis.Nodes, func(a, b RedisNode) int { return strings.Compare(a.Node, b.Node) })
 	}
 	v.DeniedKeys, v.KeysOff, v.KeysError = l.denied(ctx)
 	v.MostDenied = []DeniedCount{}
@@ -178,7 +208,7 @@ func (l *live) view(ctx context.Context, now time.Time) LiveView {
 		for _, k := range x.MostDenied(liveDenied) {
 			d := DeniedCount{Key: k.Key, Domain: k.Domain, Denied: k.Denied, LastSeen: k.LastSeen}
 			if k.Rule != nil {
-				d.Rule = cmp.Or(k.Rule.Name, k.Rule.Path)
+				d.Rule = k.Rule.Label()
 			}
 			v.MostDenied = append(v.MostDenied, d)
 		}
@@ -196,20 +226,18 @@ func (l *live) view(ctx context.Context, now time.Time) LiveView {
 	return v
 }
 
-// readMetrics fills v's decisions, Redis health and reload counts from
-// g's metrics. It never names the metrics' types (their module is not
-// one admin may import); it calls their methods.
+// readMetrics fills v's decisions and totals, Redis health, hybrid
+// counters and reload counts from g's metrics. It never names the
+// metrics' types (their module is not one admin may import); it calls
+// their methods.
 func readMetrics(v *LiveView, c *rules.Config, g prometheus.Gatherer) {
 	mfs, _ := g.Gather() // what gathered is good even when some collector failed
+	totals := map[series]float64{}
 	for _, mf := range mfs {
 		switch mf.GetName() {
-		case "bouncer_decisions_total":
+		case "bouncer_decisions_total", "bouncer_degraded_denied_total":
 			for _, m := range mf.GetMetric() {
-				l := labels(m.GetLabel())
-				v.Decisions = append(v.Decisions, DecisionStat{
-					Domain: l["domain"], Rule: l["rule"], Name: ruleName(c, l["domain"], l["rule"]),
-					Result: l["result"], Total: m.GetCounter().GetValue(),
-				})
+				addDecisions(totals, mf.GetName(), labels(m.GetLabel()), m.GetCounter().GetValue())
 			}
 		case "bouncer_config_reloads_total":
 			for _, m := range mf.GetMetric() {
@@ -245,9 +273,49 @@ func readMetrics(v *LiveView, c *rules.Config, g prometheus.Gatherer) {
 			}
 		}
 	}
-	if v.Redis != nil {
-		slices.SortFunc(v.Redis.Nodes, func(a, b RedisNode) int { return strings.Compare(a.Node, b.Node) })
+	for s, total := range totals {
+		if total <= 0 { // degraded_allowed when every degraded decision denied
+			continue
+		}
+		d := DecisionStat{Domain: s.domain, Rule: s.rule, Result: s.result, Total: total}
+		if r := findRule(c, s.domain, s.rule); r != nil {
+			d.Path, d.Shadow = pathOf(r), r.Shadow
+		}
+		v.Decisions = append(v.Decisions, d)
+		v.Totals.Decided += total
+		switch s.result {
+		case "over_limit":
+			v.Totals.Denied += total
+		case "degraded_denied":
+			v.Totals.Denied += total
+			v.Totals.DegradedDenied += total
+		case "degraded_allowed":
+			v.Totals.DegradedAllowed += total
+		case "shadowed":
+			v.Totals.Shadowed += total
+		}
 	}
+	slices.SortFunc(v.Decisions, func(a, b DecisionStat) int {
+		return cmp.Or(cmp.Compare(a.Domain, b.Domain), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Result, b.Result))
+	})
+}
+
+// addDecisions adds one series of metric (bouncer_decisions_total or
+// bouncer_degraded_denied_total) to totals, splitting result degraded
+// into degraded_allowed and degraded_denied: the second counter is the
+// denied part of the first.
+func addDecisions(totals map[series]float64, metric string, l map[string]string, value float64) {
+	k := ruleKey{l["domain"], l["rule"]}
+	if metric == "bouncer_degraded_denied_total" {
+		totals[series{k, "degraded_denied"}] += value
+		totals[series{k, "degraded_allowed"}] -= value
+		return
+	}
+	result := l["result"]
+	if result == "degraded" {
+		result = "degraded_allowed"
+	}
+	totals[series{k, result}] += value
 }
 
 // hybridValue sets one of h's counters: name is the metric's, less
@@ -302,18 +370,28 @@ func labels[P labelPair](pairs []P) map[string]string {
 	return out
 }
 
-// ruleName returns the name of the first rule of domain at path, or "".
-func ruleName(c *rules.Config, domain, path string) string {
-	d := c.Domain(domain)
-	if d == nil {
+// pathOf returns r's descriptor path if its label is its name, else "".
+func pathOf(r *rules.Rule) string {
+	if r.Label() == r.Path {
 		return ""
 	}
+	return r.Path
+}
+
+// findRule returns the rule of domain that the metrics label label
+// (rules.Rule.Label: its name, or its descriptor path if it has none),
+// or nil.
+func findRule(c *rules.Config, domain, label string) *rules.Rule {
+	d := c.Domain(domain)
+	if d == nil || label == "" {
+		return nil
+	}
 	for _, r := range d.Rules {
-		if r.Path == path {
-			return r.Name
+		if r.Label() == label {
+			return r
 		}
 	}
-	return ""
+	return nil
 }
 
 // denied peeks at the livePeeks keys seen most recently and returns
@@ -343,7 +421,7 @@ func (l *live) denied(ctx context.Context) (out []DeniedKey, off bool, failed st
 				PeriodSeconds: s.Limit.Period.Seconds(), ResetAfterSeconds: s.ResetAfter.Seconds(), LastSeen: k.LastSeen,
 			}
 			if k.Rule != nil {
-				d.Rule = cmp.Or(k.Rule.Name, k.Rule.Path)
+				d.Rule, d.Shadow = k.Rule.Label(), k.Rule.Shadow
 			}
 			out = append(out, d)
 			break

@@ -2,7 +2,6 @@ package admin_test
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -10,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -45,40 +45,96 @@ func liveHandler(t *testing.T) (http.Handler, *rules.Engine) {
 	return admin.Handler(admin.Options{Engine: e, Gatherer: reg}), e
 }
 
+// serveGet serves GET path and returns the answer, failing t unless it
+// is 200.
+func serveGet(t *testing.T, h http.Handler, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET %s: got %d, want 200", path, w.Code)
+	}
+	return w
+}
+
+// The page and what it loads are the embedded files, each with its type,
+// under a policy that runs and styles only what the admin listener
+// serves; the page has nothing inline for that policy to refuse.
 func TestLivePage(t *testing.T) {
 	h, _ := liveHandler(t)
+	page := serveGet(t, h, "/live")
+	body := page.Body.String()
+	assets := map[string]struct{ file, contentType string }{
+		"/live":           {"live.html", "text/html; charset=utf-8"},
+		"/live/live.js":   {"live.js", "text/javascript; charset=utf-8"},
+		"/live/live.css":  {"live.css", "text/css; charset=utf-8"},
+		"/live/uplot.js":  {"vendor/uplot/uPlot.iife.min.js", "text/javascript; charset=utf-8"},
+		"/live/uplot.css": {"vendor/uplot/uPlot.min.css", "text/css; charset=utf-8"},
+	}
+	for path, a := range assets {
+		w := serveGet(t, h, path)
+		want, err := os.ReadFile(a.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Body.String() != string(want) {
+			t.Errorf("GET %s: got %d bytes, want those of %s (%d)", path, w.Body.Len(), a.file, len(want))
+		}
+		for name, want := range map[string]string{
+			"Content-Type":            a.contentType,
+			"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+			"X-Content-Type-Options":  "nosniff",
+		} {
+			if got := w.Header().Get(name); got != want {
+				t.Errorf("GET %s: %s: got %q, want %q", path, name, got, want)
+			}
+		}
+		if a.file != "live.html" && !strings.Contains(body, `"`+strings.TrimPrefix(path, "/")+`"`) {
+			t.Errorf("the page does not load %s", path)
+		}
+	}
+	if inline := regexp.MustCompile(`<script>|<style|\sstyle=|\son[a-z]+=`).FindString(body); inline != "" {
+		t.Errorf("the page holds %q: the policy admits no inline script or style", inline)
+	}
+	script := serveGet(t, h, "/live/live.js").Body.String()
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "http://", "https://", "eval("} {
+		if strings.Contains(script, bad) {
+			t.Errorf("the page's script holds %q; it builds its nodes with textContent and loads nothing from elsewhere", bad)
+		}
+	}
+	if !strings.Contains(script, `fetch("live.json"`) {
+		t.Errorf("the page's script does not fetch live.json")
+	}
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/live", nil))
-	if w.Code != http.StatusOK {
-		t.Fatalf("GET /live: got %d, want 200", w.Code)
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/live/nothing.js", nil))
+	if w.Code != http.StatusNotFound || w.Header().Get("Content-Type") != "application/json" {
+		t.Errorf("GET /live/nothing.js: got %d %q, want 404 application/json", w.Code, w.Header().Get("Content-Type"))
 	}
-	for name, want := range map[string]string{
-		"Content-Type":            "text/html; charset=utf-8",
-		"Content-Security-Policy": "default-src 'self'",
-		"X-Content-Type-Options":  "nosniff",
-	} {
-		if got := w.Header().Get(name); !strings.HasPrefix(got, want) {
-			t.Errorf("%s: got %q, want it to start with %q", name, got, want)
+}
+
+// The vendored uPlot is the version, with the sums, that its README
+// names.
+func TestLiveVendoredUPlot(t *testing.T) {
+	readme, err := os.ReadFile("vendor/uplot/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"uPlot.iife.min.js", "uPlot.min.css"} {
+		b, err := os.ReadFile(filepath.Join("vendor/uplot", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("| %s | %x |", f, sha256.Sum256(b)); !strings.Contains(string(readme), want) {
+			t.Errorf("vendor/uplot/README.md lacks %q", want)
 		}
 	}
-	// The inline script and style run only if the policy names their hashes.
-	csp := w.Header().Get("Content-Security-Policy")
-	body := w.Body.String()
-	for directive, tag := range map[string]string{"script-src": "script", "style-src": "style"} {
-		_, rest, _ := strings.Cut(body, "<"+tag+">")
-		inline, _, _ := strings.Cut(rest, "</"+tag+">")
-		sum := sha256.Sum256([]byte(inline))
-		if want := directive + " 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; !strings.Contains(csp, want) {
-			t.Errorf("Content-Security-Policy: got %q, want %q in it", csp, want)
-		}
+	js, _ := os.ReadFile("vendor/uplot/uPlot.iife.min.js")
+	version := regexp.MustCompile(`version (\d+\.\d+\.\d+)`).FindSubmatch(readme)
+	if version == nil || !strings.HasPrefix(string(js), "/*! https://github.com/leeoniya/uPlot (v"+string(version[1])+")") {
+		t.Errorf("uPlot.iife.min.js does not start with the version the README names (%s)", version)
 	}
-	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "http://", "https://"} {
-		if strings.Contains(body, bad) {
-			t.Errorf("the page holds %q; it builds its nodes with textContent and loads nothing from elsewhere", bad)
-		}
-	}
-	if !strings.Contains(body, `fetch("live.json"`) {
-		t.Errorf("the page does not fetch live.json")
+	if _, err := os.Stat("vendor/uplot/LICENSE"); err != nil {
+		t.Errorf("uPlot's license: %v", err)
 	}
 }
 
@@ -98,6 +154,9 @@ func TestLiveJSON(t *testing.T) {
 	}
 	if totals["ok"] != 2 || totals["over_limit"] != 1 {
 		t.Errorf("edge zone decisions: got %v, want ok 2 and over_limit 1", totals)
+	}
+	if want := (admin.Totals{Decided: 3, Denied: 1}); v.Totals != want {
+		t.Errorf("totals: got %+v, want %+v", v.Totals, want)
 	}
 	// Both keys have nothing left; the one seen last comes first.
 	if len(v.DeniedKeys) != 2 || v.DeniedKeys[0].Key != "edge:zone:"+hostileKey || v.DeniedKeys[1].Key != "edge:zone:a" {

@@ -22,6 +22,7 @@ const NearLimitRatio = 0.8
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	nearLimit *prometheus.CounterVec
+	degDenied *prometheus.CounterVec
 	errors    *prometheus.CounterVec
 	storeTime *prometheus.HistogramVec
 	reloads   *prometheus.CounterVec
@@ -39,6 +40,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		nearLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bouncer_near_limit_total",
 			Help: "Allowed descriptors that used more than 80% of their limit, by domain and rule.",
+		}, []string{"domain", "rule"}),
+		degDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bouncer_degraded_denied_total",
+			Help: "Degraded descriptors (result degraded) that were denied, by domain and rule: the rest of result degraded was allowed.",
 		}, []string{"domain", "rule"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bouncer_request_errors_total",
@@ -65,7 +70,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Requests for a domain the config does not define: answered OK with no limit, or rejected as unknown_domain with --unknown-domain error.",
 		}),
 	}
-	reg.MustRegister(m.decisions, m.nearLimit, m.errors, m.storeTime, m.reloads, m.version, m.unknown)
+	reg.MustRegister(m.decisions, m.nearLimit, m.degDenied, m.errors, m.storeTime, m.reloads, m.version, m.unknown)
 	return m
 }
 
@@ -107,6 +112,9 @@ func (m *Metrics) Observe(domain string, resp *rules.Response, err error) {
 			result = "over_limit"
 		}
 		m.decisions.WithLabelValues(domain, rule, result).Inc()
+		if result == "degraded" && st.Code == rules.OverLimit {
+			m.degDenied.WithLabelValues(domain, rule).Inc()
+		}
 		if result == "ok" && st.Limit != nil && st.Limit.RequestsPerUnit > 0 &&
 			float64(st.Remaining) < (1-NearLimitRatio)*float64(st.Limit.RequestsPerUnit) {
 			m.nearLimit.WithLabelValues(domain, rule).Inc()

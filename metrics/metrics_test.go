@@ -96,6 +96,13 @@ func TestObserveResults(t *testing.T) {
 			if got := series(t, reg, "bouncer_decisions_total"); got != 1 {
 				t.Errorf("got %d series, want 1", got)
 			}
+			wantDenied := 0.0
+			if tt.name == "degraded and denied" {
+				wantDenied = 2
+			}
+			if got := value(t, reg, "bouncer_degraded_denied_total", "domain=d", "rule="+tt.wantRule); got != wantDenied {
+				t.Errorf("bouncer_degraded_denied_total: got %v, want %v", got, wantDenied)
+			}
 		})
 	}
 }

@@ -51,6 +51,9 @@ type app struct {
 
 	adminSrv  *http.Server // nil without an admin address
 	adminAddr string
+	service   admin.Service  // what the live page shows of the process
+	live      *admin.History // the live page's history of decisions
+	stopLive  func()         // stops sampling live; nil until serveAdmin
 	draining  atomic.Bool
 	wg        sync.WaitGroup // the listeners and the watch
 	stopWatch context.CancelFunc
@@ -76,6 +79,11 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 		}
 	}
 	a := &app{c: c, log: log, reg: prometheus.NewRegistry()}
+	a.service = admin.Service{Store: storeKind(o.redisAddrs), StoreAddrs: o.redisAddrs, Started: c.started}
+	if a.service.Started.IsZero() {
+		a.service.Started = time.Now()
+	}
+	a.live = admin.NewHistory(a.reg, admin.HistoryOptions{})
 	metrics.RegisterBuildInfo(a.reg)
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
@@ -144,8 +152,10 @@ func configProblems(err error) []rules.Problem {
 }
 
 // serveAdmin serves the admin API on addr ("" for none), with the
-// command's own endpoints in extra, which its index lists.
-func (a *app) serveAdmin(addr string, extra ...admin.Extra) error {
+// command's own endpoints in extra, which its index lists, and samples
+// the live page's history. The live page names command ("serve" or
+// "gateway") and its listeners, with the admin one.
+func (a *app) serveAdmin(addr, command string, listeners []admin.Listener, extra ...admin.Extra) error {
 	if addr == "" {
 		return nil
 	}
@@ -153,12 +163,35 @@ func (a *app) serveAdmin(addr string, extra ...admin.Extra) error {
 	if err != nil {
 		return err
 	}
-	h := admin.Handler(admin.Options{Engine: a.engine, Gatherer: a.reg, Ready: func() bool { return !a.draining.Load() },
-		Degraded: a.store.degraded, Reloads: a.reloader.History, Extra: extra})
-	a.adminSrv = a.c.httpServer(h)
 	a.adminAddr = ln.Addr().String()
+	a.service.Command = command
+	a.service.Listeners = append(listeners, admin.Listener{Name: "admin", Addr: a.adminAddr})
+	h := admin.Handler(admin.Options{Engine: a.engine, Gatherer: a.reg, Ready: func() bool { return !a.draining.Load() },
+		Degraded: a.store.degraded, Reloads: a.reloader.History, History: a.live, Service: &a.service, Extra: extra})
+	a.adminSrv = a.c.httpServer(h)
 	a.serve(func() error { return a.adminSrv.Serve(ln) })
+	if !a.c.liveByHand {
+		ctx, stop := context.WithCancel(context.Background())
+		a.stopLive = stop
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.live.Run(ctx)
+		}()
+	}
 	return nil
+}
+
+// storeKind names the store of --store for the live page: memory, redis,
+// or redis cluster (several addresses).
+func storeKind(redisAddrs []string) string {
+	switch {
+	case redisAddrs == nil:
+		return "memory"
+	case len(redisAddrs) > 1:
+		return "redis cluster"
+	}
+	return "redis"
 }
 
 // serve runs a listener's serve loop until shutdown stops it.
@@ -202,6 +235,9 @@ func (a *app) shutdown() {
 	a.draining.Store(true)
 	if a.stopWatch != nil {
 		a.stopWatch()
+	}
+	if a.stopLive != nil {
+		a.stopLive()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.c.shutdownTimeout)
 	defer cancel()

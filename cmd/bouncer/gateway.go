@@ -115,7 +115,15 @@ func startGateway(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		Endpoint: admin.Endpoint{Method: "GET", Path: "/v1/upstreams", Description: "each route's upstreams and their health"},
 		Handler:  http.HandlerFunc(s.serveUpstreams),
 	}
-	if err := a.serveAdmin(cfg.Admin, upstreams); err != nil {
+	var listeners []admin.Listener
+	for i, l := range cfg.Listeners {
+		name := "http"
+		if l.TLS != nil {
+			name = "https"
+		}
+		listeners = append(listeners, admin.Listener{Name: name, Addr: s.addrs[i]})
+	}
+	if err := a.serveAdmin(cfg.Admin, "gateway", listeners, upstreams); err != nil {
 		a.shutdown()
 		return nil, fmt.Errorf("%s: admin: %w", cfg.File, err)
 	}

@@ -174,6 +174,11 @@ func TestGatewayCommand(t *testing.T) {
 			t.Errorf("GET /: got %+v, want %s listed", index.Endpoints, path)
 		}
 	}
+	// The live page names the gateway, its store and its listeners.
+	if code, body, _ := get(admin + "/live.json"); code != 200 || !strings.Contains(body,
+		`"service":{"command":"gateway","store":"memory","listeners":[{"name":"http","addr":"`+s.addrs[0]+`"},{"name":"admin","addr":"`+s.addrs[1]+`"}]`) {
+		t.Errorf("/live.json: %d %s, want the gateway's command, store and listeners", code, body)
+	}
 
 	// Shutdown lets the requests in flight finish.
 	const n = 2

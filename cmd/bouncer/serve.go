@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/jsonapi"
 	"github.com/bouncerhq/bouncer/redisstore"
@@ -53,6 +54,10 @@ type serveConfig struct {
 	otelEndpoint    string
 	otelInsecure    bool
 	otelSample      float64
+
+	// No flag sets these; tests do.
+	liveByHand bool      // the live page's samples are the test's (admin.History.Sample)
+	started    time.Time // when the live page says the process started; zero: when it did
 
 	readHeaderTimeout time.Duration
 	readTimeout       time.Duration
@@ -251,7 +256,11 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 		a.shutdown()
 		return nil, err
 	}
-	if err := a.serveAdmin(c.adminAddr); err != nil {
+	listeners := []admin.Listener{{Name: "grpc", Addr: s.grpcAddr}}
+	if s.httpAddr != "" {
+		listeners = append(listeners, admin.Listener{Name: "http", Addr: s.httpAddr})
+	}
+	if err := a.serveAdmin(c.adminAddr, "serve", listeners); err != nil {
 		a.shutdown()
 		return nil, err
 	}
