@@ -22,13 +22,13 @@ func TestChargeBounds(t *testing.T) {
 			{Algorithm: bouncer.LeakyBucket, Rate: 10, Period: time.Second, Burst: 5},
 		} {
 			p := algo.Prepare(l)
-			far := algo.Far * p.Tick()
+			far := p.MaxDebt()
 			var s algo.State
 			for range 3 {
 				s = p.Charge(s, now, bouncer.MaxRate)
 			}
 			if got := s.T - now; got != far {
-				t.Fatalf("%v: charged far past: state %d ahead of now, want Far ticks, %d", l, got, far)
+				t.Fatalf("%v: charged far past: state %d ahead of now, want MaxDebt, %d", l, got, far)
 			}
 			_, r := p.Check(s, now, 1)
 			if r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 || r.RetryAfter == bouncer.Never {
