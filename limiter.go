@@ -52,7 +52,8 @@ type Request struct {
 	Cost int64
 	// Peek makes the check charge nothing and report the state, with Cost
 	// 0: it is allowed unless a ChargeDenied limit is already over
-	// (counted past its capacity by denied checks).
+	// (counted past its capacity by denied checks) or a limit is in debt
+	// (charged past its capacity: Charger).
 	Peek bool
 }
 

@@ -23,11 +23,13 @@ func FuzzSlidingWindowCounter(f *testing.F) {
 	fuzzAlgorithm(f, bouncer.SlidingWindowCounter, algo.SlidingWindowCounter)
 }
 
-// fuzzStep is one decoded step: move the clock, then check or refund.
+// fuzzStep is one decoded step: move the clock, then check, refund or
+// charge.
 type fuzzStep struct {
 	advance uint64
 	cost    int64
 	refund  bool
+	charge  bool
 }
 
 // Bounds that keep a decoded sequence cheap and its instants in int64.
@@ -51,7 +53,7 @@ func encode(sc storetest.Scenario) []byte {
 	for _, st := range sc.Steps {
 		b = binary.AppendUvarint(b, uint64(st.At-last))
 		b = binary.AppendUvarint(b, uint64(st.Cost))
-		b = binary.AppendUvarint(b, flag(st.Refund))
+		b = binary.AppendUvarint(b, flag(st.Refund)|flag(st.Charge)<<1)
 		last = st.At
 	}
 	return b
@@ -93,7 +95,7 @@ func decode(a bouncer.Algorithm, data []byte) (bouncer.Limit, []fuzzStep) {
 		if !ok1 || !ok2 || !ok3 {
 			break
 		}
-		steps = append(steps, fuzzStep{advance: uint64(adv), cost: cost, refund: flags&1 != 0})
+		steps = append(steps, fuzzStep{advance: uint64(adv), cost: cost, refund: flags&1 != 0, charge: flags&3 == 2})
 	}
 	return l, steps
 }
@@ -115,6 +117,10 @@ func fuzzAlgorithm(f *testing.F, a bouncer.Algorithm, fn algorithmFunc) {
 	charging := []storetest.Step{{Cost: 3}, {Cost: 3}, {Cost: 0}, {At: 1, Cost: 7}, {At: 2, Cost: 2, Refund: true}, {At: 3, Cost: 0}}
 	f.Add(encode(storetest.Scenario{Limit: bouncer.Limit{Algorithm: a, Rate: 4, Period: 6, Burst: 4, ChargeDenied: true}, Steps: charging}))
 	f.Add(encode(storetest.Scenario{Limit: bouncer.Limit{Algorithm: a, Rate: 4, Period: 5, Burst: 4, ChargeDenied: true}, Steps: charging}))
+	// Debts: charges past the capacity, refunds after them, checks while
+	// they are paid back.
+	debts := []storetest.Step{{Cost: 2}, {Cost: 9, Charge: true}, {Cost: 1}, {Cost: 0}, {At: 3, Cost: 3, Refund: true}, {At: 4, Cost: 1}, {At: 4, Cost: 20, Charge: true}, {At: 9, Cost: 1}}
+	f.Add(encode(storetest.Scenario{Limit: bouncer.Limit{Algorithm: a, Rate: 4, Period: 12, Burst: 4}, Steps: debts}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, steps := decode(a, data)
 		if l.Validate() != nil {
@@ -135,8 +141,12 @@ func invalidNoPanic(l bouncer.Limit, steps []fuzzStep, fn algorithmFunc) {
 	now := storetest.Start.UnixNano()
 	for _, st := range steps {
 		now += int64(st.advance % uint64(bouncer.MaxPeriod))
-		if st.refund {
+		switch {
+		case st.refund:
 			s = algo.Refund(l, s, now, st.cost)
+			continue
+		case st.charge:
+			s = algo.Charge(l, s, now, st.cost)
 			continue
 		}
 		fn(l, s, now, st.cost)
@@ -152,6 +162,7 @@ func checkSequence(t *testing.T, l bouncer.Limit, steps []fuzzStep, fn algorithm
 	m := storetest.NewModel(l)
 	var s algo.State
 	now := storetest.Start.UnixNano()
+	charged := false // a charge may leave a debt, in which even a peek is denied
 	for i, st := range steps {
 		now += int64(st.advance % uint64(2*bouncer.MaxPeriod)) // time never goes back
 		if now-storetest.Start.UnixNano() > maxFuzzTime {
@@ -161,6 +172,23 @@ func checkSequence(t *testing.T, l bouncer.Limit, steps []fuzzStep, fn algorithm
 		if cost < 0 || cost > bouncer.MaxRate {
 			cost %= capacity + 2
 			cost = max(cost, -cost)
+		}
+		if st.charge {
+			if !l.Chargeable() {
+				if next := algo.Charge(l, s, now, cost); next.T != s.T || next.N != s.N || len(next.Log) != len(s.Log) {
+					t.Fatalf("step %d: a charge of %v changed its state from %+v to %+v", i, l, s, next)
+				}
+				continue
+			}
+			// The models count the units they hold: keep a debt to a few
+			// capacities.
+			if cost > 2*capacity+2 {
+				cost %= 2*capacity + 3
+			}
+			s = algo.Charge(l, s, now, cost)
+			m.Charge(now, cost)
+			charged = true
+			continue
 		}
 		if st.refund {
 			s = algo.Refund(l, s, now, cost)
@@ -179,7 +207,7 @@ func checkSequence(t *testing.T, l bouncer.Limit, steps []fuzzStep, fn algorithm
 		if !slices.Equal(s.Log, entries) {
 			t.Fatalf("step %d: Check wrote the entries of the state it was given: got %v, want %v", i, s.Log, entries)
 		}
-		checkInvariants(t, i, l, cost, r)
+		checkInvariants(t, i, l, cost, charged, r)
 		switch {
 		case r.Allowed:
 		case l.ChargeDenied:
@@ -209,7 +237,7 @@ func checkSequence(t *testing.T, l bouncer.Limit, steps []fuzzStep, fn algorithm
 	}
 }
 
-func checkInvariants(t *testing.T, i int, l bouncer.Limit, cost int64, r algo.Result) {
+func checkInvariants(t *testing.T, i int, l bouncer.Limit, cost int64, charged bool, r algo.Result) {
 	t.Helper()
 	capacity := l.Capacity()
 	switch {
@@ -223,7 +251,7 @@ func checkInvariants(t *testing.T, i int, l bouncer.Limit, cost int64, r algo.Re
 		t.Fatalf("step %d: allowed with RetryAfter %v, want 0", i, r.RetryAfter)
 	case !r.Allowed && r.RetryAfter == 0:
 		t.Fatalf("step %d: denied with RetryAfter 0, want > 0", i)
-	case cost == 0 && !r.Allowed && !l.ChargeDenied:
+	case cost == 0 && !r.Allowed && !l.ChargeDenied && !charged:
 		t.Fatalf("step %d: cost 0 denied, want allowed", i)
 	case !r.Allowed && l.ChargeDenied && r.Remaining != 0:
 		t.Fatalf("step %d: denied under charge_denied with Remaining %d, want 0", i, r.Remaining)

@@ -55,10 +55,38 @@ func (p *Params) gcra(t, now, cost int64, r *Result) int64 {
 }
 
 // refundTime moves a bucket's instant back by n intervals, never before
-// now: a bucket cannot hold more than its capacity.
+// now: a bucket cannot hold more than its capacity. It takes any n ≥ 0: a
+// debt may hold many capacities.
 func (p *Params) refundTime(t, now, n int64) int64 {
 	if t <= now {
 		return t
 	}
-	return max(t-n*p.interval, now)
+	if n > (t-now)/p.interval {
+		return now
+	}
+	return t - n*p.interval
+}
+
+// chargeTime is the three buckets' debt: it moves the instant (GCRA's
+// TAT, TokenBucket's full-again instant, LeakyBucket's empty instant)
+// cost intervals past max(T, now), beyond the capacity if need be, so
+// that checks are denied until time has paid the excess back. It stops at
+// MaxDebt ahead of now: a longer debt is cut to it.
+func (p *Params) chargeTime(t, now, cost int64) int64 {
+	t = max(t, now)
+	most := p.MaxDebt()
+	if cost > (now+most-t)/p.interval {
+		return max(t, now+most) // t may lie further, from a clock ahead of this one
+	}
+	return t + cost*p.interval
+}
+
+// MaxDebt returns, in nanoseconds, the farthest ahead of now a bucket's
+// charge moves its instant: Far ticks (2⁵² ns, about 52 days) for a limit
+// counted in nanoseconds, 2⁶⁰ ns rounded down to a tick (about 36 years)
+// for one counted in microseconds — not Far ticks, 142 years, which would
+// pass the end of int64 nanoseconds from the year 2120. A state never lies
+// more than Far ticks ahead, which would read as fresh.
+func (p *Params) MaxDebt() int64 {
+	return min(Far, (1<<60)/p.tick) * p.tick
 }

@@ -108,3 +108,30 @@ func insert(log []Entry, e Entry) []Entry {
 	}
 	return append(log, e)
 }
+
+// chargeSlidingWindowLog is the log's debt: it logs cost units at now
+// whatever the window holds, so that checks are denied until enough of
+// them have left it. A log in debt (holding more than Rate) gets the
+// charge in its newest entries, moved to now, whose units then leave the
+// window later, never earlier: so a log holds at most Rate+1 entries
+// (Rate of at least one unit each, and one more), however much it owes.
+// The units in the window stop at Far.
+func (p *Params) chargeSlidingWindowLog(s State, now, cost int64) State {
+	s.Log = dropThrough(s.Log, now-p.period)
+	used := sum(s.Log)
+	cost = min(cost, max(Far-used, 0))
+	if cost == 0 {
+		return s
+	}
+	if used <= p.Limit.Rate {
+		s.Log = insert(s.Log, Entry{At: now, N: cost})
+		return s
+	}
+	i := len(s.Log) - 1
+	at := s.Log[i].At
+	for ; i >= 0 && s.Log[i].At == at; i-- {
+		cost += s.Log[i].N
+	}
+	s.Log = append(s.Log[:i+1], Entry{At: max(at, now), N: cost})
+	return s
+}

@@ -26,7 +26,7 @@ type ref struct {
 type part struct {
 	refs    []ref
 	cost    int64
-	flag    byte // 1: decided as denied elsewhere (see lua/check.lua)
+	flag    byte // 1: decided as denied elsewhere; flagCharge: a charge (see lua/check.lua)
 	group   int
 	breaker *breaker // the one it answers to (breakerOf)
 	res     []result // room for its results

@@ -28,8 +28,8 @@ import (
 // log state lives in a sorted set, KEYS[1], as the store keeps it.
 //
 // ARGV[2] is the limit's definition (algo.lua's params), then three
-// arguments per step: the instant (Unix ns), "c" (check) or "r"
-// (refund), and the cost. Per step the reply holds six strings: allowed
+// arguments per step: the instant (Unix ns), "c" (check), "r" (refund)
+// or "h" (charge), and the cost. Per step the reply holds six strings: allowed
 // ("1" or "0"), remaining, reset-after, retry-after ("never") and delay
 // (in the limit's ticks), then the state kept after the step: "" for a
 // fresh one, a word, or a log's members and scores, "member=score" joined
@@ -63,6 +63,8 @@ for i = 3, #ARGV, 3 do
 	local save = true
 	if op == 'r' then
 		st = A.refund(p, st, cost)
+	elseif op == 'h' then
+		st = alg.charge(p, st, cost)
 	else
 		local orig = st
 		st = alg.check(p, st, cost, r)
@@ -113,12 +115,13 @@ type luaStep struct {
 	at     int64 // Unix ns
 	cost   int64
 	refund bool
+	charge bool
 }
 
 // luaOutcome is a step's decision and the state kept after it, as the
 // harness writes them.
 type luaOutcome struct {
-	want storetest.Want // the decision (nothing for a refund)
+	want storetest.Want // the decision (nothing for a refund or a charge)
 	kept string
 }
 
@@ -134,8 +137,11 @@ func runLua(t tb, c rueidis.Client, key string, l bouncer.Limit, steps []luaStep
 	args := []string{"", redisstore.LimitDef(l)}
 	for _, s := range steps {
 		op := "c"
-		if s.refund {
+		switch {
+		case s.refund:
 			op = "r"
+		case s.charge:
+			op = "h"
 		}
 		args = append(args, strconv.FormatInt(s.at, 10), op, strconv.FormatInt(s.cost, 10))
 	}
@@ -197,11 +203,11 @@ func TestLuaScenarios(t *testing.T) {
 			t.Run(sc.Name, func(t *testing.T) {
 				var steps []luaStep
 				for _, st := range sc.Steps {
-					steps = append(steps, luaStep{at: storetest.Start.Add(st.At).UnixNano(), cost: st.Cost, refund: st.Refund})
+					steps = append(steps, luaStep{at: storetest.Start.Add(st.At).UnixNano(), cost: st.Cost, refund: st.Refund, charge: st.Charge})
 				}
 				got := runLua(t, c, keyOn("scenario"), sc.Limit, steps)
 				for i, st := range sc.Steps {
-					if !st.Refund && got[i].want != st.Want {
+					if !st.Refund && !st.Charge && got[i].want != st.Want {
 						t.Errorf("step %d (at %v, cost %d): got %v, want %v", i, st.At, st.Cost, got[i].want, st.Want)
 					}
 				}
@@ -231,9 +237,12 @@ func TestLuaMatchesAlgo(t *testing.T) {
 					for i, st := range steps {
 						var want storetest.Want
 						saved := true
-						if st.refund {
+						switch {
+						case st.refund:
 							s = p.Refund(s, st.at, st.cost)
-						} else {
+						case st.charge:
+							s = p.Charge(s, st.at, st.cost)
+						default:
 							var r algo.Result
 							before := s
 							s, r = p.Check(s, st.at, st.cost)
@@ -289,7 +298,7 @@ func drawLimit(t *rapid.T, a bouncer.Algorithm) bouncer.Limit {
 	}
 }
 
-// drawSteps draws a sequence of checks and refunds under l.
+// drawSteps draws a sequence of checks, refunds and charges under l.
 func drawSteps(t *rapid.T, l bouncer.Limit) []luaStep {
 	capacity := l.Capacity()
 	now := storetest.Start.UnixNano() + rapid.Int64Range(0, int64(bouncer.MaxPeriod)).Draw(t, "start")
@@ -322,11 +331,12 @@ func drawSteps(t *rapid.T, l bouncer.Limit) []luaStep {
 		case 5:
 			cost = logTwo(t, 1, 2*bouncer.MaxRate, "cost") // past the capacity, likely
 		}
-		refund := rapid.IntRange(0, 5).Draw(t, "refund") == 0
-		if refund && cost == 0 {
+		kind := rapid.IntRange(0, 11).Draw(t, "refund_or_charge")
+		refund, charge := kind < 2, kind == 2 && l.Chargeable()
+		if (refund || charge) && cost == 0 {
 			cost = 1
 		}
-		steps[i] = luaStep{at: now, cost: cost, refund: refund}
+		steps[i] = luaStep{at: now, cost: cost, refund: refund, charge: charge}
 	}
 	return steps
 }

@@ -105,6 +105,14 @@ func decodeReply(ps []*part, b string) ([][]result, error) {
 		if len(b) < 1 || b[0] > 1 {
 			return nil, errMalformed
 		}
+		if p.flag == flagCharge {
+			// A charge decides nothing: its reply is the byte 1 alone.
+			if b[0] != 1 {
+				return nil, errMalformed
+			}
+			p.allowed, b = true, b[1:]
+			continue
+		}
 		p.allowed = b[0] == 1
 		b = b[1:]
 		rs := p.res[:0]

@@ -30,12 +30,12 @@ func (m *slidingLogModel) Check(now, cost int64) Want {
 		reset = m.units[used-1] + m.period - now
 	}
 	if cost > m.rate {
-		return never(m.rate-used, reset)
+		return never(max(m.rate-used, 0), reset)
 	}
 	if over := used + cost - m.rate; over > 0 {
 		// The over-th oldest unit leaves the window P after it came.
 		return Want{
-			Remaining:  m.rate - used,
+			Remaining:  max(m.rate-used, 0),
 			ResetAfter: time.Duration(reset),
 			RetryAfter: time.Duration(m.units[over-1] + m.period - now),
 		}
@@ -53,6 +53,21 @@ func (m *slidingLogModel) Check(now, cost int64) Want {
 func (m *slidingLogModel) Refund(now, n int64) {
 	m.units = m.inWindow(now)
 	m.units = m.units[:max(int64(len(m.units))-n, 0)]
+}
+
+// Charge logs cost units at now whatever the window holds; a window
+// holding more than the rate has its newest units moved to now too.
+func (m *slidingLogModel) Charge(now, cost int64) {
+	m.units = m.inWindow(now)
+	if n := len(m.units); int64(n) > m.rate {
+		newest := m.units[n-1]
+		for i := n - 1; i >= 0 && m.units[i] == newest; i-- {
+			m.units[i] = now
+		}
+	}
+	for range cost {
+		m.units = append(m.units, now)
+	}
 }
 
 // concurrencyModel keeps the expiry of every unit in flight.
@@ -95,4 +110,9 @@ func (m *concurrencyModel) Check(now, cost int64) Want {
 func (m *concurrencyModel) Refund(now, n int64) {
 	m.live(now)
 	m.leases = m.leases[min(n, int64(len(m.leases))):]
+}
+
+// Charge is never called: a lease cannot be charged after the fact.
+func (m *concurrencyModel) Charge(now, cost int64) {
+	panic("storetest: Concurrency cannot be charged")
 }

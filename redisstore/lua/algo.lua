@@ -16,7 +16,10 @@ local SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, CONCURRENCY = 5, 6, 7
 --     (allowed, remaining, reset, retry — false: never — and delay,
 --     durations in ticks), and returns the new state (st itself when the
 --     check changes nothing)
---   refund(p, st, n) -> st' (A.refund bounds n first)
+--   refund(p, st, n) -> st'
+--   charge(p, st, n) -> st': takes n units whatever st holds, past the
+--     capacity if need be (a debt; algo's Params.Charge); not for
+--     concurrency or a shaping leaky bucket
 --   expiry(p, st) -> ticks from now until st is fresh (nil: it is)
 --
 -- and, for the one-word algorithms, decode(p, raw) and encode(p, st)
@@ -47,6 +50,12 @@ function A.params(def)
 		cd = f[9] == 2,
 	}
 	p.span = p.interval * p.burst
+	-- How far ahead a bucket's debt reaches, in ticks (algo's MaxDebt):
+	-- FAR, or floor(2^60 / 1000) microseconds.
+	p.debt = FAR
+	if p.tick ~= 1 then
+		p.debt = 1152921504606846
+	end
 	p.top = p.rate
 	if p.cd and (p.alg == FIXED_WINDOW or p.alg == SLIDING_WINDOW_COUNTER) then
 		p.top = p.rate + 1 -- a denied check leaves a window's count at Rate+1
@@ -82,26 +91,33 @@ local function never(r, remaining, reset)
 end
 
 -- refund gives n units back to st, the state of a limit of parameters p,
--- and returns the new state: never more than two capacities' worth, which
--- no state holds more than (algo's Params.Refund).
+-- and returns the new state (algo's Params.Refund).
 function A.refund(p, st, n)
-	local most = p.rate
-	if p.alg <= LEAKY_BUCKET then
-		most = p.burst
-	end
-	if p.cd then
-		most = most + 1
-	end
-	return A[p.alg].refund(p, st, min(n, 2 * most))
+	return A[p.alg].refund(p, st, n)
 end
 
 -- refundTime moves a bucket's instant back by n intervals, never before
 -- now: a bucket cannot hold more than its capacity (algo's refundTime).
+-- A product past 2^53 is inexact, but then past d too: the result is 0.
 local function refundTime(p, d, n)
 	if d == nil or d <= 0 then
 		return d
 	end
 	return max(d - p.interval * n, 0)
+end
+
+-- chargeTime is the buckets' debt (algo's chargeTime): the instant moves n
+-- intervals past max(d, now), stopping at p.debt ticks ahead (algo's
+-- MaxDebt).
+local function chargeTime(p, d, n)
+	local t = 0
+	if d ~= nil and d > 0 then
+		t = d
+	end
+	if n > floor((p.debt - t) / p.interval) then
+		return max(t, p.debt)
+	end
+	return t + p.interval * n
 end
 
 local function expiryInstant(_, d)
@@ -112,7 +128,7 @@ end
 -- state of the token bucket, GCRA and the leaky bucket is one instant,
 -- d, the stored instant minus now, which is also its expiry (instant).
 function A.bucket()
-	return { decode = T.word, encode = T.raw, refund = refundTime, expiry = expiryInstant, instant = true }
+	return { decode = T.word, encode = T.raw, refund = refundTime, charge = chargeTime, expiry = expiryInstant, instant = true }
 end
 
 -- window returns how far now moves forward — to the start of a state's

@@ -2,8 +2,14 @@
 -- ARGV[2]: L, then L limit definitions (algo.lua); then C, then C checks,
 -- each one argument: its cost (a little-endian double), a flag byte (1:
 -- decide it as denied elsewhere, charging only the limits that charge
--- denied checks, as a check another call of the same request denied), its
--- number of limits k (a byte), and k references (store.lua's refs).
+-- denied checks, as a check another call of the same request denied; 2:
+-- a charge, below), its number of limits k (a byte), and k references
+-- (store.lua's refs).
+--
+-- A charge (bouncer.Charger) takes the cost from every limit whatever it
+-- holds, past its capacity if need be (A[alg].charge), and decides
+-- nothing: its reply is the byte 1 alone. Charges travel as checks so
+-- that they are batched with them.
 --
 -- Each check is decided after the ones before it, all or nothing, as
 -- memstore decides it: allowed, every limit is charged; denied, only the
@@ -31,6 +37,21 @@ local function check(D, arg, mark, out, n)
 	local cost, flag, k = struct.unpack('<dBB', arg)
 	S.refs(D, arg, 11, k)
 	local P, ST = S.p, S.st
+	if flag == 2 then
+		for i = 1, k do
+			local p, s = P[i], ST[i]
+			if s.log then
+				A[p.alg].charge(p, s.log, cost)
+			else
+				s.cur = A[p.alg].charge(p, s.cur, cost)
+			end
+		end
+		for i = 1, k do
+			S.save(i, mark)
+		end
+		out[n + 1] = '\1'
+		return n + 1
+	end
 	local elsewhere = flag == 1
 	local allowed = not elsewhere
 	for i = 1, k do

@@ -62,6 +62,17 @@ A[FIXED_WINDOW].refund = function(p, st, n)
 	return { ws = start, count = max(st.count - n, 0) }
 end
 
+-- charge is the window's debt (algo's chargeFixedWindow): the count rises
+-- by n, saturating at a full window, top.
+A[FIXED_WINDOW].charge = function(p, st, n)
+	local _, start = A.window(p, st)
+	local count = 0
+	if st ~= nil and st.ws == start then
+		count = st.count
+	end
+	return { ws = start, count = min(count + min(n, p.top), p.top) }
+end
+
 A[FIXED_WINDOW].expiry = function(p, st)
 	if st == nil or st.count == 0 then
 		return nil

@@ -182,6 +182,19 @@ function L:append(d, count)
 	self.pend[n + 1] = { d = d, count = count }
 end
 
+-- moveNewest adds count units to the newest entry, moved to now if it
+-- lies before now.
+function L:moveNewest(count)
+	self:commit()
+	local m, at, c = self:stored()
+	if m ~= nil and T.rel(self.p, at) < 0 then
+		R('ZREM', self.key, m)
+		self:adjust(-c)
+		count = count + c
+	end
+	self:append(0, count)
+end
+
 -- commit writes what is pending.
 function L:commit()
 	local added = 0

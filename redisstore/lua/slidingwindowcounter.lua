@@ -158,6 +158,14 @@ A[SLIDING_WINDOW_COUNTER].refund = function(p, st, n)
 	return { ws = start, curr = curr - take, prev = max(prev - (n - take), 0) }
 end
 
+-- charge is the counter's debt (algo's chargeSlidingWindowCounter): the
+-- current window's count rises by n, saturating at a full window, top.
+A[SLIDING_WINDOW_COUNTER].charge = function(p, st, n)
+	local _, start = A.window(p, st)
+	local curr, prev = counts(p, st, start)
+	return { ws = start, curr = min(curr + min(n, p.top), p.top), prev = prev }
+end
+
 A[SLIDING_WINDOW_COUNTER].expiry = function(p, st)
 	if st == nil then
 		return nil

@@ -36,6 +36,24 @@ A[SLIDING_WINDOW_LOG].refund = function(p, log, n)
 	return log
 end
 
+-- charge is the log's debt (algo's chargeSlidingWindowLog): n units at
+-- now, past the rate; a log already in debt gets them in its newest
+-- entry, moved to now. The units stop at FAR.
+A[SLIDING_WINDOW_LOG].charge = function(p, log, n)
+	log:dropThrough(-p.period)
+	local used = log:sum()
+	n = min(n, max(FAR - used, 0))
+	if n <= 0 then
+		return log
+	end
+	if used <= p.rate then
+		log:append(0, n)
+	else
+		log:moveNewest(n)
+	end
+	return log
+end
+
 A[SLIDING_WINDOW_LOG].expiry = function(p, log)
 	local newest = log:newest()
 	if newest == nil then
