@@ -410,7 +410,10 @@ func TestBreakerConcurrent(t *testing.T) {
 	wg.Wait()
 	nh.settle()
 	nh.want("after 6400 concurrent failing calls on a frozen clock", BreakerOpen, false, 1)
-	if m := most.Load(); m != 1 {
+	// Whether a probe ran at all depends on the scheduling: the failure
+	// rate may open the breaker before the first probe's goroutine runs,
+	// and an open breaker starts no probe. The property is the bound.
+	if m := most.Load(); m > 1 {
 		t.Fatalf("%d probes in flight at once; want at most 1", m)
 	}
 	nh.clock.Advance(time.Minute)
