@@ -1,0 +1,186 @@
+package httplimit_test
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/httplimit"
+	"github.com/bouncerhq/bouncer/internal/edgetest"
+)
+
+// streaming answers in chunks and reports the tokens it used, the
+// request's X-Want, in the trailer X-Usage-Tokens, as an LLM API
+// streaming a completion does; it counts the requests it serves.
+func streaming(served *int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*served++
+		w.Header().Set("Trailer", "X-Usage-Tokens")
+		for range 3 {
+			io.WriteString(w, "token ")
+			w.(http.Flusher).Flush()
+		}
+		w.Header().Set("X-Usage-Tokens", r.Header.Get("X-Want"))
+	})
+}
+
+func TestUsageSettlesTheActualCost(t *testing.T) {
+	tokens := func(u httplimit.Usage) []httplimit.Rule {
+		return []httplimit.Rule{{Name: "tokens", Key: httplimit.Header("X-Key"), Limits: []bouncer.Limit{perMinute("m", 100)}, Usage: &u}}
+	}
+	trailerUsage := httplimit.Usage{Estimate: httplimit.EstimateHeader("X-Estimate"), Actual: httplimit.ActualHeader("X-Usage-Tokens")}
+	type step struct {
+		estimate, want string // request headers; "" sends none
+		status             int
+		used               int64 // what the key's limit holds after
+	}
+	for _, tc := range []struct {
+		name    string
+		usage   httplimit.Usage
+		handler func(*int) http.Handler
+		steps   []step
+	}{
+		{
+			name:  "a client that states a small estimate is charged what it used, past the limit, then refused",
+			usage: trailerUsage, handler: streaming,
+			steps: []step{
+				{estimate: "1", want: "80", status: 200, used: 80},
+				{estimate: "1", want: "70", status: 200, used: 150},
+				{estimate: "1", want: "5", status: 429, used: 150}, // in debt: refused, never settled
+			},
+		},
+		{
+			name:  "the unused part of an estimate is given back",
+			usage: trailerUsage, handler: streaming,
+			steps: []step{
+				{estimate: "90", want: "10", status: 200, used: 10},
+				{estimate: "90", want: "0", status: 200, used: 10},
+			},
+		},
+		{
+			name:  "an estimate over what is left is refused up front",
+			usage: trailerUsage, handler: streaming,
+			steps: []step{
+				{estimate: "60", want: "60", status: 200, used: 60},
+				{estimate: "60", want: "1", status: 429, used: 60},
+			},
+		},
+		{
+			name:  "no estimate reserves 1",
+			usage: trailerUsage, handler: streaming,
+			steps: []step{{want: "7", status: 200, used: 7}},
+		},
+		{
+			name:  "no usage reported: the estimate stands",
+			usage: trailerUsage, handler: streaming,
+			steps: []step{{estimate: "30", status: 200, used: 30}},
+		},
+		{
+			name:  "an estimate that is not a count is the client's fault",
+			usage: trailerUsage, handler: streaming,
+			steps: []step{{estimate: "lots", want: "5", status: 400, used: 0}},
+		},
+		{
+			name:  "a usage header rather than a trailer",
+			usage: httplimit.Usage{Estimate: httplimit.EstimateCost(10), Actual: httplimit.ActualHeader("X-Usage-Tokens")},
+			handler: func(served *int) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					*served++
+					w.Header().Set("X-Usage-Tokens", r.Header.Get("X-Want"))
+					io.WriteString(w, "done")
+				})
+			},
+			steps: []step{{want: "25", status: 200, used: 25}},
+		},
+		{
+			name:  "the bytes written",
+			usage: httplimit.Usage{Estimate: httplimit.EstimateCost(10), Actual: httplimit.ActualBytes},
+			handler: func(served *int) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					*served++
+					n, _ := strconv.Atoi(r.Header.Get("X-Want"))
+					io.WriteString(w, strings.Repeat("x", n))
+				})
+			},
+			steps: []step{{want: "64", status: 200, used: 64}, {want: "64", status: 200, used: 128}, {want: "1", status: 429, used: 128}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &edgetest.Ledger{}
+			served := 0
+			srv := serve(t, l, tokens(tc.usage), httplimit.Options{}, tc.handler(&served))
+			wantServed := 0
+			for i, s := range tc.steps {
+				var hdr []string
+				if s.estimate != "" {
+					hdr = append(hdr, "X-Estimate", s.estimate)
+				}
+				if s.want != "" {
+					hdr = append(hdr, "X-Want", s.want)
+				}
+				a := get(t, srv, "/", append(hdr, "X-Key", "k1")...)
+				if a.status != s.status {
+					t.Fatalf("step %d: status %d, want %d (%s)", i, a.status, s.status, a.body)
+				}
+				if s.status == 200 {
+					wantServed++
+				}
+				if served != wantServed {
+					t.Errorf("step %d: handler served %d requests, want %d", i, served, wantServed)
+				}
+				if got := l.Used("tokens:k1", "m"); got != s.used {
+					t.Errorf("step %d: %d units charged, want %d", i, got, s.used)
+				}
+			}
+		})
+	}
+}
+
+func TestUsageRulesAndRequestRulesCountApart(t *testing.T) {
+	l := &edgetest.Ledger{}
+	rules := []httplimit.Rule{
+		{Name: "requests", Limits: []bouncer.Limit{perMinute("m", 3)}},
+		{Name: "tokens", Limits: []bouncer.Limit{perMinute("m", 1000)}, Usage: &httplimit.Usage{
+			Estimate: httplimit.EstimateHeader("X-Estimate"), Actual: httplimit.ActualHeader("X-Usage-Tokens"),
+		}},
+	}
+	served := 0
+	srv := serve(t, l, rules, httplimit.Options{}, streaming(&served))
+	for i, want := range []int{200, 200, 200, 429} {
+		if a := get(t, srv, "/", "X-Estimate", "50", "X-Want", "100"); a.status != want {
+			t.Fatalf("request %d: status %d, want %d", i, a.status, want)
+		}
+	}
+	if got := l.Used("requests:", "m"); got != 3 {
+		t.Errorf("requests rule: %d charged, want 3 (one a request)", got)
+	}
+	if got := l.Used("tokens:", "m"); got != 300 {
+		t.Errorf("tokens rule: %d charged, want 300 (what was used; the refused request reserved nothing)", got)
+	}
+
+	// When the tokens rule refuses, the requests rule is not charged.
+	l2 := &edgetest.Ledger{}
+	srv = serve(t, l2, rules, httplimit.Options{}, streaming(&served))
+	if a := get(t, srv, "/", "X-Estimate", "5000"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("an estimate over the tokens limit: status %d, want 429", a.status)
+	}
+	if got := l2.Used("requests:", "m"); got != 0 {
+		t.Errorf("requests rule after a refusal: %d charged, want 0 (all or nothing)", got)
+	}
+}
+
+func TestUsageRuleCannotHoldLeasesOrShape(t *testing.T) {
+	for _, l := range []bouncer.Limit{
+		{Name: "c", Algorithm: bouncer.Concurrency, Rate: 5, Period: time.Minute},
+		{Name: "s", Algorithm: bouncer.LeakyBucket, Rate: 5, Period: time.Second, Burst: 5, Shape: true},
+	} {
+		_, err := httplimit.Middleware(&edgetest.Ledger{}, []httplimit.Rule{{Name: "r", Limits: []bouncer.Limit{l}, Usage: &httplimit.Usage{}}}, httplimit.Options{})
+		if err == nil || !strings.Contains(err.Error(), "settled after the fact") {
+			t.Errorf("a metered rule with %s: err = %v, want one that says why", l.Algorithm, err)
+		}
+	}
+}
