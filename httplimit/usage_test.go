@@ -35,8 +35,8 @@ func TestUsageSettlesTheActualCost(t *testing.T) {
 	trailerUsage := httplimit.Usage{Estimate: httplimit.EstimateHeader("X-Estimate"), Actual: httplimit.ActualHeader("X-Usage-Tokens")}
 	type step struct {
 		estimate, want string // request headers; "" sends none
-		status             int
-		used               int64 // what the key's limit holds after
+		status         int
+		used           int64 // what the key's limit holds after
 	}
 	for _, tc := range []struct {
 		name    string
