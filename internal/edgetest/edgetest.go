@@ -73,22 +73,20 @@ func (l *Ledger) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	d := bouncer.Decision{Allowed: true, Remaining: math.MaxInt64}
+	d := bouncer.Decision{Allowed: true}
+	least := int64(math.MaxInt64)
 	for _, k := range r.Keys {
 		for _, lim := range k.Limits {
-			left := lim.Rate - l.used[k.Key+"\x00"+lim.Name]
-			if left < r.Cost {
-				d.Allowed = false
-			}
-			if left-r.Cost < d.Remaining {
-				d.Remaining, d.Capacity, d.Key, d.LimitName = left-r.Cost, lim.Rate, k.Key, lim.Name
+			if left := lim.Rate - l.used[k.Key+"\x00"+lim.Name]; left < least {
+				least, d.Capacity, d.Key, d.LimitName = left, lim.Rate, k.Key, lim.Name
 			}
 		}
 	}
-	if !d.Allowed {
-		d.Remaining, d.RetryAfter = max(d.Remaining+r.Cost, 0), time.Minute
+	if least < r.Cost {
+		d.Allowed, d.Remaining, d.RetryAfter = false, max(least, 0), time.Minute
 		return d, nil
 	}
+	d.Remaining = least - r.Cost
 	l.add(r, r.Cost)
 	return d, nil
 }
