@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +118,17 @@ func (l *Ledger) add(r bouncer.Request, n int64) {
 			l.used[id] = max(l.used[id]+n, 0)
 		}
 	}
+}
+
+// Sum returns the units charged to every key's limit named limit.
+func (l *Ledger) Sum(limit string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for id, u := range l.used {
+		if strings.HasSuffix(id, "\x00"+limit) {
+			n += u
+		}
+	}
+	return n
 }

@@ -1,0 +1,165 @@
+package gateway_test
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/gateway"
+	"github.com/bouncerhq/bouncer/internal/edgetest"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+const meteredRules = `domain: llm
+rules:
+  - name: tokens
+    match: [{key: x-key}]
+    limits: [{name: minute, algorithm: fixed_window, rate: 100, period: 1m}]
+`
+
+const meteredGateway = `rules: rules.yaml
+listeners: [{addr: "127.0.0.1:0"}]
+routes:
+  - name: chat
+    path_prefix: /chat
+    upstreams: [UPSTREAM]
+    limits:
+      domain: llm
+      descriptors: [["header:X-Key"]]
+      usage: {estimate: "header:X-Estimate", actual: "header:X-Usage-Tokens"}
+  - name: files
+    path_prefix: /files
+    upstreams: [UPSTREAM]
+    limits:
+      domain: llm
+      descriptors: [["header:X-Key"]]
+      usage: {estimate: "10", actual: bytes}
+`
+
+// llmUpstream streams a completion in chunks, then reports the tokens it
+// used, the request's X-Want, in its trailer X-Usage-Tokens (under
+// /files, it sends X-Want bytes instead); it counts the requests it
+// serves.
+func llmUpstream(served *int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*served++
+		n, _ := strconv.Atoi(r.Header.Get("X-Want"))
+		if strings.HasPrefix(r.URL.Path, "/files") {
+			io.WriteString(w, strings.Repeat("x", n))
+			return
+		}
+		w.Header().Set("Trailer", "X-Usage-Tokens")
+		for range 3 {
+			io.WriteString(w, "token ")
+			http.NewResponseController(w).Flush()
+		}
+		w.Header().Set("X-Usage-Tokens", r.Header.Get("X-Want"))
+	})
+}
+
+func TestRouteUsage(t *testing.T) {
+	type step struct {
+		path, estimate, want string
+		status               int
+		used                 int64
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a small estimate is charged what the upstream reports, past the limit, then refused", []step{
+			{"/chat", "1", "80", 200, 80},
+			{"/chat", "1", "70", 200, 150},
+			{"/chat", "1", "1", 429, 150},
+		}},
+		{"the unused part is given back", []step{
+			{"/chat", "90", "10", 200, 10},
+			{"/chat", "", "0", 200, 10}, // no estimate reserves 1, and 0 is used
+		}},
+		{"an estimate over what is left is refused up front", []step{
+			{"/chat", "60", "60", 200, 60},
+			{"/chat", "60", "1", 429, 60},
+		}},
+		{"an estimate that is not a count is the client's fault", []step{
+			{"/chat", "lots", "1", 400, 0},
+		}},
+		{"the bytes relayed", []step{
+			{"/files", "", "64", 200, 64},
+			{"/files", "", "64", 200, 128},
+			{"/files", "", "1", 429, 128},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var served int64
+			upstream := httptest.NewServer(llmUpstream(&served))
+			t.Cleanup(upstream.Close)
+			cfg, err := gateway.Parse("gateway.yaml", []byte(strings.ReplaceAll(meteredGateway, "UPSTREAM", upstream.URL)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc, err := rules.Parse("rules.yaml", []byte(meteredRules))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := &edgetest.Ledger{}
+			g, err := gateway.New(cfg, gateway.Options{Engine: rules.NewEngine(rc, l), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(g.Close)
+			gw := httptest.NewServer(g)
+			t.Cleanup(gw.Close)
+			var wantServed int64
+			for i, s := range tc.steps {
+				req, _ := http.NewRequest(http.MethodPost, gw.URL+s.path, nil)
+				req.Header.Set("X-Key", "k1")
+				req.Header.Set("X-Want", s.want)
+				if s.estimate != "" {
+					req.Header.Set("X-Estimate", s.estimate)
+				}
+				resp, err := gw.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != s.status {
+					t.Fatalf("step %d: status %d, want %d (%s)", i, resp.StatusCode, s.status, body)
+				}
+				if s.status == 200 {
+					wantServed++
+					if s.path == "/chat" && resp.Trailer.Get("X-Usage-Tokens") != s.want {
+						t.Errorf("step %d: the client's trailer X-Usage-Tokens = %q, want %q", i, resp.Trailer.Get("X-Usage-Tokens"), s.want)
+					}
+				}
+				if served != wantServed {
+					t.Errorf("step %d: the upstream served %d, want %d", i, served, wantServed)
+				}
+				if got := l.Sum("minute"); got != s.used {
+					t.Errorf("step %d: %d charged, want %d", i, got, s.used)
+				}
+			}
+		})
+	}
+}
+
+func TestRouteUsageConfig(t *testing.T) {
+	for _, tc := range []struct{ usage, want string }{
+		{`{estimate: "lots", actual: bytes}`, `estimate: "lots" is none of a count`},
+		{`{estimate: "5"}`, "actual: required"},
+		{`{actual: "trailer:x"}`, `actual: "trailer:x" is neither`},
+	} {
+		y := strings.Replace(strings.ReplaceAll(meteredGateway, "UPSTREAM", "http://127.0.0.1:1"), `{estimate: "header:X-Estimate", actual: "header:X-Usage-Tokens"}`, tc.usage, 1)
+		_, err := gateway.Parse("gateway.yaml", []byte(y))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "gateway.yaml:10") {
+			t.Errorf("usage %s: err = %v, want one at gateway.yaml:10 saying %q", tc.usage, err, tc.want)
+		}
+	}
+}
+
+var _ bouncer.Charger = (*edgetest.Ledger)(nil)
