@@ -54,3 +54,38 @@ func Settle(ctx context.Context, l Limiter, r Request, d Decision, actual int64)
 	r.Cost = actual - r.Cost
 	return c.Charge(ctx, r)
 }
+
+// Chargeable reports whether l can be charged after the fact (Charger):
+// every algorithm but Concurrency, whose units are leases held while a
+// request runs, and a shaping LeakyBucket, whose Delay is decided before
+// the request.
+func (l Limit) Chargeable() bool {
+	return l.Algorithm.Valid() && l.Algorithm != Concurrency && !(l.Algorithm == LeakyBucket && l.Shape)
+}
+
+// ValidateCharge reports an error wrapping ErrInvalidRequest or
+// ErrInvalidLimit if a store cannot Charge r: r is invalid (Validate), a
+// peek, or names a limit that is not Chargeable.
+func (r Request) ValidateCharge() error {
+	if r.Peek {
+		return fmt.Errorf("%w: a peek charges nothing: a charge takes Cost units", ErrInvalidRequest)
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	for _, k := range r.Keys {
+		for _, l := range k.Limits {
+			if !l.Chargeable() {
+				return fmt.Errorf("%w: key %q, limit %q: a %s cannot be charged after the fact", ErrInvalidRequest, k.Key, l.Name, chargeName(l))
+			}
+		}
+	}
+	return nil
+}
+
+func chargeName(l Limit) string {
+	if l.Algorithm == LeakyBucket {
+		return "shaping leaky_bucket"
+	}
+	return l.Algorithm.String()
+}

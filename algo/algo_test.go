@@ -18,8 +18,12 @@ func TestScenarios(t *testing.T) {
 			var s algo.State
 			for i, st := range sc.Steps {
 				now := storetest.Start.Add(st.At).UnixNano()
-				if st.Refund {
+				switch {
+				case st.Refund:
 					s = algo.Refund(sc.Limit, s, now, st.Cost)
+					continue
+				case st.Charge:
+					s = algo.Charge(sc.Limit, s, now, st.Cost)
 					continue
 				}
 				var r algo.Result

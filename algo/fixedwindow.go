@@ -111,3 +111,17 @@ func (p *Params) refundFixedWindow(t, now, n int64) int64 {
 	}
 	return start + max(count-n, 0)*p.unit
 }
+
+// chargeFixedWindow is the fixed window's debt: it counts cost more units
+// in the current window, past Rate, saturating at the most the packing
+// holds (top: Rate, or Rate+1 with ChargeDenied). Until the window ends,
+// a full window denies every check of cost 1 or more with retry-after the
+// window's end, as a deeper count would; the window's end forgives the
+// debt, however deep. What saturating loses: a refund after the charge
+// gives back from the saturated count, not from the full debt.
+func (p *Params) chargeFixedWindow(t, now, cost int64) int64 {
+	now = p.notBeforeWindow(t, now)
+	start := windowStart(now, p.period)
+	count := p.windowCount(t, start)
+	return start + min(count+min(cost, p.top), p.top)*p.unit
+}

@@ -55,10 +55,28 @@ func (p *Params) gcra(t, now, cost int64, r *Result) int64 {
 }
 
 // refundTime moves a bucket's instant back by n intervals, never before
-// now: a bucket cannot hold more than its capacity.
+// now: a bucket cannot hold more than its capacity. It takes any n ≥ 0: a
+// debt may hold many capacities.
 func (p *Params) refundTime(t, now, n int64) int64 {
 	if t <= now {
 		return t
 	}
-	return max(t-n*p.interval, now)
+	if n > (t-now)/p.interval {
+		return now
+	}
+	return t - n*p.interval
+}
+
+// chargeTime is the three buckets' debt: it moves the instant (GCRA's
+// TAT, TokenBucket's full-again instant, LeakyBucket's empty instant)
+// cost intervals past max(T, now), beyond the capacity if need be, so
+// that checks are denied until time has paid the excess back. It stops at
+// Far ticks ahead of now, past which a state reads as fresh: a debt longer
+// than that is cut to it.
+func (p *Params) chargeTime(t, now, cost int64) int64 {
+	t = max(t, now)
+	if cost > (now+p.far-t)/p.interval {
+		return now + p.far
+	}
+	return t + cost*p.interval
 }

@@ -221,15 +221,6 @@ func (p *Params) Refund(s State, now, n int64) State {
 	if n <= 0 {
 		return s
 	}
-	// No state holds more than two capacities' worth of units (a sliding
-	// window counter's two windows; one more each when denied checks are
-	// charged); bounding n keeps the arithmetic in range without giving
-	// back less than was charged.
-	most := p.Limit.Capacity()
-	if p.Limit.ChargeDenied {
-		most++
-	}
-	n = min(n, 2*most)
 	now = p.at(now)
 	if s.T-now > p.far {
 		return State{} // read as fresh (see Far): nothing to give back

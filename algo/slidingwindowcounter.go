@@ -181,3 +181,17 @@ func (p *Params) refundSlidingWindowCounter(s State, now, n int64) State {
 	prev = max(prev-(n-take), 0)
 	return p.slidingWindowState(start, curr, prev)
 }
+
+// chargeSlidingWindowCounter is the sliding window counter's debt: it
+// counts cost more units in the current window, past Rate, saturating at
+// the most a count holds (top: Rate, or Rate+1 with ChargeDenied), as the
+// packing requires. The window then denies every check of cost 1 or more,
+// and weighs as a full window in the next one. What saturating loses: the
+// part of a debt past a full window, in this window and in its weight in
+// the next, and a refund gives back from the saturated count.
+func (p *Params) chargeSlidingWindowCounter(s State, now, cost int64) State {
+	now = p.notBeforeWindow(s.T, now)
+	start := windowStart(now, p.period)
+	curr, prev := p.slidingWindowCounts(s, start)
+	return p.slidingWindowState(start, min(curr+min(cost, p.top), p.top), prev)
+}

@@ -108,3 +108,25 @@ func insert(log []Entry, e Entry) []Entry {
 	}
 	return append(log, e)
 }
+
+// chargeSlidingWindowLog is the log's debt: it logs cost units at now
+// whatever the window holds, so that checks are denied until enough of
+// them have left it. One entry per charge, and at most Rate+1 entries: a
+// charge that finds more merges into the newest entry, moved to now, whose
+// units then leave the window later, never earlier. The units in the
+// window stop at Far.
+func (p *Params) chargeSlidingWindowLog(s State, now, cost int64) State {
+	s.Log = dropThrough(s.Log, now-p.period)
+	cost = min(cost, max(Far-sum(s.Log), 0))
+	if cost == 0 {
+		return s
+	}
+	if n := len(s.Log); int64(n) > p.Limit.Rate {
+		last := &s.Log[n-1]
+		last.At = max(last.At, now)
+		last.N += cost
+		return s
+	}
+	s.Log = insert(s.Log, Entry{At: now, N: cost})
+	return s
+}

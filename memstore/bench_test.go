@@ -104,3 +104,46 @@ func warm(b *testing.B, s *memstore.Store, keys []string, limits []bouncer.Limit
 		}
 	}
 }
+
+// BenchmarkCharge is BenchmarkCheck's serial workload charged instead of
+// checked (reserve-then-settle's second step): a charge should cost no
+// more than a check.
+func BenchmarkCharge(b *testing.B) {
+	ctx := context.Background()
+	for _, a := range bouncer.Algorithms() {
+		if a == bouncer.SlidingWindowLog || a == bouncer.Concurrency {
+			continue
+		}
+		for _, n := range []int{1, 100_000} {
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = "user:" + strconv.Itoa(i)
+			}
+			limits := []bouncer.Limit{benchLimit(a)}
+			b.Run(fmt.Sprintf("%s/keys=%d/serial", a, n), func(b *testing.B) {
+				s := memstore.New(benchOptions)
+				defer s.Close()
+				req := bouncer.Request{Keys: []bouncer.KeyLimits{{Limits: limits}}, Cost: 1}
+				warm(b, s, keys, limits)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					req.Keys[0].Key = keys[i]
+					if err := s.Charge(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+					if i++; i == n {
+						i = 0
+					}
+				}
+				if got := s.Len(); got != n {
+					b.Fatalf("store holds %d keys, want %d", got, n)
+				}
+				peek := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: keys[0], Limits: limits}}, Peek: true}
+				if d, err := s.Check(ctx, peek); err != nil || d.Remaining >= limits[0].Capacity()-1000 {
+					b.Fatalf("after the charges, a peek: %+v, %v; want less than %d remaining", d, err, limits[0].Capacity()-1000)
+				}
+			})
+		}
+	}
+}

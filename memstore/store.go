@@ -278,7 +278,7 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 		if t.one != nil {
 			// Read, refund and write in one step: lock-free checks may
 			// change the state meanwhile.
-			t.update(h, s, r.Cost, "", nil)
+			t.refund(h, s, r.Cost)
 			return
 		}
 		st, ok := t.load(h)
@@ -288,6 +288,45 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 		now := s.clock(t)
 		sh.save(t, h, t.p.Refund(st, now, r.Cost), now, true)
 	})
+	return nil
+}
+
+var _ bouncer.Charger = (*Store)(nil)
+
+// Charge takes r.Cost from every limit of every key in r, past the limits
+// if need be; see bouncer.Charger. Each key's limits are charged in one
+// critical section, as a check's are. ctx is not consulted.
+func (s *Store) Charge(_ context.Context, r bouncer.Request) error {
+	if len(r.Keys) == 1 && len(r.Keys[0].Limits) == 1 && r.Cost > 0 && !r.Peek {
+		// The common request, on a key with live state, goes lock-free as
+		// a check does; a limit with a table was validated when it was
+		// made.
+		l := &r.Keys[0].Limits[0]
+		h := fixHash(maphash.String(s.seed, r.Keys[0].Key))
+		if t := s.shards[s.shardOf(h)].find(l); t != nil && t.one != nil && t.limit.Chargeable() && t.charge(h, s, r.Cost) {
+			return nil
+		}
+	}
+	if err := r.ValidateCharge(); err != nil {
+		return err
+	}
+	var hashBuf [4]uint64
+	var lockBuf [4]int
+	hashes := s.hash(r.Keys, hashBuf[:0])
+	locked := s.lock(hashes, lockBuf[:0])
+	defer s.unlock(locked)
+	for i, k := range r.Keys {
+		sh := &s.shards[s.shardOf(hashes[i])]
+		for j := range k.Limits {
+			t := sh.table(&k.Limits[j], true)
+			if t.one != nil && t.charge(hashes[i], s, r.Cost) {
+				continue // lock-free checks may update live state: go through charge
+			}
+			now := s.clock(t)
+			before, known := t.load(hashes[i])
+			sh.save(t, hashes[i], t.p.Charge(before, now, r.Cost), now, known)
+		}
+	}
 	return nil
 }
 

@@ -79,11 +79,39 @@ func (w *words) find(h uint64) ([]wordSlot, int) {
 	}
 }
 
-// update runs one check of cost on key, hashed to h (or, with d nil, a
-// refund of cost), on the key's state in t without the shard's lock, and
-// fills in d with the check's decision. It reports false when the key has
-// no live state, for the locked path to handle.
+// update runs one check of cost on key, hashed to h, on the key's state in
+// t without the shard's lock, and fills in d with the check's decision. It
+// reports false when the key has no live state, for the locked path to
+// handle.
 func (t *table) update(h uint64, c *Store, cost int64, key string, d *bouncer.Decision) bool {
+	return t.apply(h, c, func(v, now int64) int64 {
+		var r algo.Result
+		// A denied check, or one of cost 0, returns v itself unless the
+		// limit charges denied checks.
+		next := t.p.CheckWordInto(v, now, cost, &r)
+		// Filling in d before the compare-and-swap, which waits for every
+		// store before it, lets the caller copy d without stalling on
+		// stores in flight.
+		decide(d, key, t, &r)
+		return next
+	})
+}
+
+// refund gives cost back to h's state in t, as update does a check.
+func (t *table) refund(h uint64, c *Store, cost int64) bool {
+	return t.apply(h, c, func(v, now int64) int64 { return t.p.Refund(algo.State{T: v}, now, cost).T })
+}
+
+// charge takes cost from h's state in t, past the limit if need be, as
+// update does a check.
+func (t *table) charge(h uint64, c *Store, cost int64) bool {
+	return t.apply(h, c, func(v, now int64) int64 { return t.p.ChargeWord(v, now, cost) })
+}
+
+// apply replaces h's live value v in t by f(v, now), without the shard's
+// lock, retrying if another check got there first. It reports false when
+// the key has no live state.
+func (t *table) apply(h uint64, c *Store, f func(v, now int64) int64) bool {
 	for {
 		slots, i := t.one.find(h)
 		if i < 0 {
@@ -102,19 +130,7 @@ func (t *table) update(h uint64, c *Store, cost int64, key string, d *bouncer.De
 			default:
 				// Reading the clock after the value keeps one key's
 				// times in order: whoever stored v read the clock first.
-				var next int64
-				if d == nil {
-					next = t.p.Refund(algo.State{T: v}, c.clock(t), cost).T
-				} else {
-					var r algo.Result
-					// A denied check, or one of cost 0, returns v itself
-					// unless the limit charges denied checks.
-					next = t.p.CheckWordInto(v, c.clock(t), cost, &r)
-					// Filling in d before the compare-and-swap, which
-					// waits for every store before it, lets the caller
-					// copy d without stalling on stores in flight.
-					decide(d, key, t, &r)
-				}
+				next := f(v, c.clock(t))
 				if next == v || slot.v.CompareAndSwap(v, next) {
 					return true
 				}

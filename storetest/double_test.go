@@ -112,3 +112,21 @@ func (s *naiveStore) Refund(_ context.Context, r bouncer.Request) error {
 	}
 	return nil
 }
+
+var _ bouncer.Charger = (*naiveStore)(nil)
+
+func (s *naiveStore) Charge(_ context.Context, r bouncer.Request) error {
+	if err := r.ValidateCharge(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, kl := range r.Keys {
+		for _, l := range kl.Limits {
+			k := naiveKey{kl.Key, l}
+			s.states[k] = algo.Charge(l, s.states[k], now, r.Cost)
+		}
+	}
+	return nil
+}

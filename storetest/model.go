@@ -20,6 +20,10 @@ type Model interface {
 	Check(now int64, cost int64) Want
 	// Refund gives n units back at now, never above capacity.
 	Refund(now int64, n int64)
+	// Charge takes cost units at now whatever the state holds, past the
+	// capacity if need be (a debt; docs/algorithms.md). It is not called
+	// for Concurrency or a shaping leaky bucket.
+	Charge(now int64, cost int64)
 }
 
 // NewModel returns a fresh key's model under l, which must be valid.
@@ -104,6 +108,8 @@ func (u *microModel) Check(now, cost int64) Want {
 }
 
 func (u *microModel) Refund(now, n int64) { u.m.Refund(floorMicro(now), n) }
+
+func (u *microModel) Charge(now, cost int64) { u.m.Charge(floorMicro(now), cost) }
 
 func floorMicro(t int64) int64 {
 	q := t / 1000

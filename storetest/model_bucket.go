@@ -55,7 +55,11 @@ func (m *bucketModel) missing() time.Duration {
 	return m.nanos(new(big.Rat).Sub(m.capacity, m.tokens))
 }
 
+// remaining returns the whole tokens left, 0 in debt.
 func (m *bucketModel) remaining() int64 {
+	if m.tokens.Sign() < 0 {
+		return 0
+	}
 	return new(big.Int).Quo(m.tokens.Num(), m.tokens.Denom()).Int64()
 }
 
@@ -88,4 +92,11 @@ func (m *bucketModel) Refund(now, n int64) {
 	if m.tokens.Cmp(m.capacity) > 0 {
 		m.tokens.Set(m.capacity)
 	}
+}
+
+// Charge takes cost tokens, below zero if need be: the debt refills like
+// any missing token.
+func (m *bucketModel) Charge(now, cost int64) {
+	m.refill(now)
+	m.tokens.Sub(m.tokens, new(big.Rat).SetInt64(cost))
 }

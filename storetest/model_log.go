@@ -5,45 +5,52 @@ import (
 	"time"
 )
 
-// slidingLogModel keeps the instant of every admitted unit.
+// slidingLogModel keeps the instant of every admitted unit, grouped by
+// the check or charge that brought them: a charge that finds more than
+// rate groups in the window joins the newest group, moved to now.
 type slidingLogModel struct {
 	rate, period int64
 	units        []int64 // admission instants, oldest first
+	groups       []int64 // how many of units each check or charge brought, oldest first
 }
 
-// inWindow returns the units admitted in (now − P, now], oldest first.
-func (m *slidingLogModel) inWindow(now int64) []int64 {
-	var in []int64
-	for _, t := range m.units {
-		if t > now-m.period {
-			in = append(in, t)
+// drop forgets the units admitted at or before now − P.
+func (m *slidingLogModel) drop(now int64) {
+	for len(m.units) > 0 && m.units[0] <= now-m.period {
+		m.units = m.units[1:]
+		if m.groups[0]--; m.groups[0] == 0 {
+			m.groups = m.groups[1:]
 		}
 	}
-	return in
+}
+
+func (m *slidingLogModel) add(now, cost int64) {
+	for range cost {
+		m.units = append(m.units, now)
+	}
+	m.groups = append(m.groups, cost)
 }
 
 func (m *slidingLogModel) Check(now, cost int64) Want {
-	m.units = m.inWindow(now)
+	m.drop(now)
 	used := int64(len(m.units))
 	reset := int64(0)
 	if used > 0 {
 		reset = m.units[used-1] + m.period - now
 	}
 	if cost > m.rate {
-		return never(m.rate-used, reset)
+		return never(max(m.rate-used, 0), reset)
 	}
 	if over := used + cost - m.rate; over > 0 {
 		// The over-th oldest unit leaves the window P after it came.
 		return Want{
-			Remaining:  m.rate - used,
+			Remaining:  max(m.rate-used, 0),
 			ResetAfter: time.Duration(reset),
 			RetryAfter: time.Duration(m.units[over-1] + m.period - now),
 		}
 	}
-	for range cost {
-		m.units = append(m.units, now)
-	}
 	if cost > 0 {
+		m.add(now, cost)
 		reset = m.period
 	}
 	return Want{Allowed: true, Remaining: m.rate - used - cost, ResetAfter: time.Duration(reset)}
@@ -51,8 +58,32 @@ func (m *slidingLogModel) Check(now, cost int64) Want {
 
 // Refund forgets the newest units.
 func (m *slidingLogModel) Refund(now, n int64) {
-	m.units = m.inWindow(now)
-	m.units = m.units[:max(int64(len(m.units))-n, 0)]
+	m.drop(now)
+	for n > 0 && len(m.groups) > 0 {
+		last := len(m.groups) - 1
+		take := min(n, m.groups[last])
+		m.units = m.units[:int64(len(m.units))-take]
+		n -= take
+		if m.groups[last] -= take; m.groups[last] == 0 {
+			m.groups = m.groups[:last]
+		}
+	}
+}
+
+// Charge logs cost units at now whatever the window holds.
+func (m *slidingLogModel) Charge(now, cost int64) {
+	m.drop(now)
+	if last := len(m.groups) - 1; int64(len(m.groups)) > m.rate {
+		for i := int64(len(m.units)) - m.groups[last]; i < int64(len(m.units)); i++ {
+			m.units[i] = now
+		}
+		for range cost {
+			m.units = append(m.units, now)
+		}
+		m.groups[last] += cost
+		return
+	}
+	m.add(now, cost)
 }
 
 // concurrencyModel keeps the expiry of every unit in flight.
@@ -95,4 +126,9 @@ func (m *concurrencyModel) Check(now, cost int64) Want {
 func (m *concurrencyModel) Refund(now, n int64) {
 	m.live(now)
 	m.leases = m.leases[min(n, int64(len(m.leases))):]
+}
+
+// Charge is never called: a lease cannot be charged after the fact.
+func (m *concurrencyModel) Charge(now, cost int64) {
+	panic("storetest: Concurrency cannot be charged")
 }

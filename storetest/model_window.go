@@ -52,6 +52,21 @@ func (m *fixedWindowModel) Refund(now, n int64) {
 	m.counts[w] = max(m.counts[w]-n, 0)
 }
 
+// Charge counts cost more units in the current window, past the rate up
+// to a full window (rate+1, "over", with chargeDenied): the window's end
+// forgives the rest.
+func (m *fixedWindowModel) Charge(now, cost int64) {
+	w := window(now, m.period)
+	m.counts[w] = min(m.counts[w]+cost, m.top())
+}
+
+func (m *fixedWindowModel) top() int64 {
+	if m.chargeDenied {
+		return m.rate + 1
+	}
+	return m.rate
+}
+
 // slidingCounterModel counts units per window index and weighs the
 // previous window with exact integers; RetryAfter is found by searching
 // for the first instant at which the check passes. With chargeDenied,
@@ -122,4 +137,15 @@ func (m *slidingCounterModel) Refund(now, n int64) {
 		m.counts[i] -= take
 		n -= take
 	}
+}
+
+// Charge counts cost more units in the current window, up to a full
+// window (rate+1 with chargeDenied).
+func (m *slidingCounterModel) Charge(now, cost int64) {
+	w := window(now, m.period)
+	top := m.rate
+	if m.chargeDenied {
+		top++
+	}
+	m.counts[w] = min(m.counts[w]+cost, top)
 }

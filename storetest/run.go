@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, newStore) })
 	t.Run("InvalidInput", func(t *testing.T) { testInvalidInput(t, newStore) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, newStore) })
+	t.Run("Settle", func(t *testing.T) { testSettle(t, newStore) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore) })
 	t.Run("Property", func(t *testing.T) { testProperty(t, newStore) })
 }
@@ -149,11 +150,18 @@ func testScenarios(t *testing.T, newStore Factory) {
 	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			h := newHarness(t, newStore)
+			if hasCharge(sc) {
+				h.charger() // skips the scenario unless the store can charge
+			}
 			key := freshKey("scenario")
 			for i, st := range sc.Steps {
 				h.at(st.At)
-				if st.Refund {
+				switch {
+				case st.Refund:
 					h.refund(key, st.Cost, sc.Limit)
+					continue
+				case st.Charge:
+					h.charge(key, st.Cost, sc.Limit)
 					continue
 				}
 				d := h.check(key, st.Cost, sc.Limit)

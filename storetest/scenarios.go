@@ -27,6 +27,9 @@ type Step struct {
 	// Refund makes the step a Refund of Cost rather than a check; Want is
 	// then unused.
 	Refund bool
+	// Charge makes the step a charge of Cost (bouncer.Charger) rather
+	// than a check, past the limit if need be; Want is then unused.
+	Charge bool
 	// Want is the check's expected decision for the scenario's limit.
 	Want Want
 }
@@ -76,6 +79,8 @@ func deny(at time.Duration, cost, remaining int64, reset, retry time.Duration) S
 
 func refund(at time.Duration, n int64) Step { return Step{At: at, Cost: n, Refund: true} }
 
+func charge(at time.Duration, n int64) Step { return Step{At: at, Cost: n, Charge: true} }
+
 // Scenarios returns every scenario, a new slice each call, named
 // "<algorithm>/<what>".
 func Scenarios() []Scenario {
@@ -90,7 +95,7 @@ func Scenarios() []Scenario {
 	all = append(all, slidingLogScenarios()...)
 	all = append(all, slidingCounterScenarios()...)
 	all = append(all, concurrencyScenarios()...)
-	return all
+	return append(all, debtScenarios()...)
 }
 
 func bucketScenarios(a bouncer.Algorithm) []Scenario {

@@ -23,8 +23,12 @@ func TestModelScenarios(t *testing.T) {
 			m := storetest.NewModel(sc.Limit)
 			for i, st := range sc.Steps {
 				now := storetest.Start.Add(st.At).UnixNano()
-				if st.Refund {
+				switch {
+				case st.Refund:
 					m.Refund(now, st.Cost)
+					continue
+				case st.Charge:
+					m.Charge(now, st.Cost)
 					continue
 				}
 				if got := m.Check(now, st.Cost); got != st.Want {
