@@ -7,12 +7,15 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/internal/edgetest"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 const meteredRules = `domain: llm
@@ -45,9 +48,9 @@ routes:
 // used, the request's X-Want, in its trailer X-Usage-Tokens (under
 // /files, it sends X-Want bytes instead); it counts the requests it
 // serves.
-func llmUpstream(served *int64) http.Handler {
+func llmUpstream(served *atomic.Int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		*served++
+		served.Add(1)
 		n, _ := strconv.Atoi(r.Header.Get("X-Want"))
 		if strings.HasPrefix(r.URL.Path, "/files") {
 			io.WriteString(w, strings.Repeat("x", n))
@@ -95,7 +98,7 @@ func TestRouteUsage(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var served int64
+			var served atomic.Int64
 			upstream := httptest.NewServer(llmUpstream(&served))
 			t.Cleanup(upstream.Close)
 			cfg, err := gateway.Parse("gateway.yaml", []byte(strings.ReplaceAll(meteredGateway, "UPSTREAM", upstream.URL)))
@@ -137,8 +140,8 @@ func TestRouteUsage(t *testing.T) {
 						t.Errorf("step %d: the client's trailer X-Usage-Tokens = %q, want %q", i, resp.Trailer.Get("X-Usage-Tokens"), s.want)
 					}
 				}
-				if served != wantServed {
-					t.Errorf("step %d: the upstream served %d, want %d", i, served, wantServed)
+				if served.Load() != wantServed {
+					t.Errorf("step %d: the upstream served %d, want %d", i, served.Load(), wantServed)
 				}
 				if got := l.Sum("minute"); got != s.used {
 					t.Errorf("step %d: %d charged, want %d", i, got, s.used)
@@ -163,3 +166,52 @@ func TestRouteUsageConfig(t *testing.T) {
 }
 
 var _ bouncer.Charger = (*edgetest.Ledger)(nil)
+
+// On the memory store, behind the gateway: a client that states an
+// estimate of 1 and streams a completion of 150 tokens goes into debt,
+// is refused without reaching the upstream, and comes back once time
+// has paid the debt.
+func TestRouteUsageDebtOnTheStore(t *testing.T) {
+	var served atomic.Int64
+	upstream := httptest.NewServer(llmUpstream(&served))
+	t.Cleanup(upstream.Close)
+	cfg, err := gateway.Parse("gateway.yaml", []byte(strings.ReplaceAll(meteredGateway, "UPSTREAM", upstream.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rules.Parse("rules.yaml", []byte(strings.Replace(meteredRules, "algorithm: fixed_window", "algorithm: token_bucket, burst: 100", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	gw := httptest.NewServer(newGateway(t, cfg, rc, clock.Now))
+	t.Cleanup(gw.Close)
+	for i, s := range []struct {
+		advance time.Duration
+		want    string
+		status  int
+	}{
+		{0, "150", 200},
+		{0, "1", 429},
+		{30 * time.Second, "1", 429},
+		{time.Second, "1", 200},
+	} {
+		clock.Advance(s.advance)
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/chat", nil)
+		req.Header.Set("X-Key", "k1")
+		req.Header.Set("X-Estimate", "1")
+		req.Header.Set("X-Want", s.want)
+		resp, err := gw.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != s.status {
+			t.Fatalf("request %d: status %d, want %d", i, resp.StatusCode, s.status)
+		}
+	}
+	if served.Load() != 2 {
+		t.Errorf("the upstream served %d, want 2", served.Load())
+	}
+}

@@ -172,3 +172,29 @@ func TestUsageRuleCannotHoldLeases(t *testing.T) {
 		t.Errorf("err = %v, want one that says a metered rule cannot hold leases", err)
 	}
 }
+
+// On the memory store: a stream whose trailer reports more than the
+// bucket holds puts its client in debt, refused until time pays it back.
+func TestUsageDebtOnTheStore(t *testing.T) {
+	s, clock := newStore(t)
+	cc := meterServer(t, s, []grpclimit.Rule{{
+		Name:   "tokens",
+		Limits: []bouncer.Limit{{Name: "m", Algorithm: bouncer.TokenBucket, Rate: 100, Period: time.Minute, Burst: 100}},
+		Usage:  &grpclimit.Usage{Estimate: grpclimit.EstimateMetadata("x-estimate"), Actual: grpclimit.ActualMetadata("x-usage-tokens")},
+	}})
+	for i, s := range []struct {
+		advance time.Duration
+		want    string
+		code    codes.Code
+	}{
+		{0, "150", codes.OK},                             // 150 used of 100: a debt of 50
+		{0, "1", codes.ResourceExhausted},                // refused while in debt
+		{30 * time.Second, "1", codes.ResourceExhausted}, // the debt paid, no token yet
+		{time.Second, "1", codes.OK},                     // a token and more
+	} {
+		clock.Advance(s.advance)
+		if got := meterCall(t, cc, streamMethod, "1", s.want); got != s.code {
+			t.Fatalf("call %d: %v, want %v", i, got, s.code)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,9 +17,9 @@ import (
 // streaming answers in chunks and reports the tokens it used, the
 // request's X-Want, in the trailer X-Usage-Tokens, as an LLM API
 // streaming a completion does; it counts the requests it serves.
-func streaming(served *int) http.Handler {
+func streaming(served *atomic.Int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		*served++
+		served.Add(1)
 		w.Header().Set("Trailer", "X-Usage-Tokens")
 		for range 3 {
 			io.WriteString(w, "token ")
@@ -41,7 +42,7 @@ func TestUsageSettlesTheActualCost(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		usage   httplimit.Usage
-		handler func(*int) http.Handler
+		handler func(*atomic.Int64) http.Handler
 		steps   []step
 	}{
 		{
@@ -87,9 +88,9 @@ func TestUsageSettlesTheActualCost(t *testing.T) {
 		{
 			name:  "a usage header rather than a trailer",
 			usage: httplimit.Usage{Estimate: httplimit.EstimateCost(10), Actual: httplimit.ActualHeader("X-Usage-Tokens")},
-			handler: func(served *int) http.Handler {
+			handler: func(served *atomic.Int64) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					*served++
+					served.Add(1)
 					w.Header().Set("X-Usage-Tokens", r.Header.Get("X-Want"))
 					io.WriteString(w, "done")
 				})
@@ -99,9 +100,9 @@ func TestUsageSettlesTheActualCost(t *testing.T) {
 		{
 			name:  "the bytes written",
 			usage: httplimit.Usage{Estimate: httplimit.EstimateCost(10), Actual: httplimit.ActualBytes},
-			handler: func(served *int) http.Handler {
+			handler: func(served *atomic.Int64) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					*served++
+					served.Add(1)
 					n, _ := strconv.Atoi(r.Header.Get("X-Want"))
 					io.WriteString(w, strings.Repeat("x", n))
 				})
@@ -111,9 +112,9 @@ func TestUsageSettlesTheActualCost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &edgetest.Ledger{}
-			served := 0
+			var served atomic.Int64
 			srv := serve(t, l, tokens(tc.usage), httplimit.Options{}, tc.handler(&served))
-			wantServed := 0
+			var wantServed int64
 			for i, s := range tc.steps {
 				var hdr []string
 				if s.estimate != "" {
@@ -129,8 +130,8 @@ func TestUsageSettlesTheActualCost(t *testing.T) {
 				if s.status == 200 {
 					wantServed++
 				}
-				if served != wantServed {
-					t.Errorf("step %d: handler served %d requests, want %d", i, served, wantServed)
+				if served.Load() != wantServed {
+					t.Errorf("step %d: handler served %d requests, want %d", i, served.Load(), wantServed)
 				}
 				if got := l.Used("tokens:k1", "m"); got != s.used {
 					t.Errorf("step %d: %d units charged, want %d", i, got, s.used)
@@ -148,7 +149,7 @@ func TestUsageRulesAndRequestRulesCountApart(t *testing.T) {
 			Estimate: httplimit.EstimateHeader("X-Estimate"), Actual: httplimit.ActualHeader("X-Usage-Tokens"),
 		}},
 	}
-	served := 0
+	var served atomic.Int64
 	srv := serve(t, l, rules, httplimit.Options{}, streaming(&served))
 	for i, want := range []int{200, 200, 200, 429} {
 		if a := get(t, srv, "/", "X-Estimate", "50", "X-Want", "100"); a.status != want {
@@ -182,5 +183,43 @@ func TestUsageRuleCannotHoldLeasesOrShape(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "settled after the fact") {
 			t.Errorf("a metered rule with %s: err = %v, want one that says why", l.Algorithm, err)
 		}
+	}
+}
+
+// A token bucket of 100 tokens a minute on the memory store: a client
+// that states an estimate of 1 and uses 150 goes into debt, is refused
+// until time has paid it back, and comes back then.
+func TestUsageDebtOnTheStore(t *testing.T) {
+	s, clock := newStore(t)
+	tokens := bouncer.Limit{Name: "tokens", Algorithm: bouncer.TokenBucket, Rate: 100, Period: time.Minute, Burst: 100}
+	var served atomic.Int64
+	srv := serve(t, s, []httplimit.Rule{{Name: "llm", Key: httplimit.Header("X-Key"), Limits: []bouncer.Limit{tokens},
+		Usage: &httplimit.Usage{Estimate: httplimit.EstimateHeader("X-Estimate"), Actual: httplimit.ActualHeader("X-Usage-Tokens")}}},
+		httplimit.Options{}, streaming(&served))
+	ask := func(want string) answer {
+		t.Helper()
+		return get(t, srv, "/", "X-Key", "k1", "X-Estimate", "1", "X-Want", want)
+	}
+	if a := ask("80"); a.status != 200 || a.header.Get("X-RateLimit-Remaining") != "99" {
+		t.Fatalf("first: %d, remaining %s, want 200 and 99 (the headers show the reservation)", a.status, a.header.Get("X-RateLimit-Remaining"))
+	}
+	if a := ask("70"); a.status != 200 || a.header.Get("X-RateLimit-Remaining") != "19" {
+		t.Fatalf("second: %d, remaining %s, want 200 and 19 (80 used, 1 reserved)", a.status, a.header.Get("X-RateLimit-Remaining"))
+	}
+	// 150 used of 100: a debt of 50. One token more takes 51 × 0.6 s.
+	a := ask("1")
+	if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") != "31" {
+		t.Fatalf("in debt: %d, Retry-After %q, want 429 and 31", a.status, a.header.Get("Retry-After"))
+	}
+	clock.Advance(30 * time.Second)
+	if a := ask("1"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("30 s later, the debt just paid: %d, want 429", a.status)
+	}
+	clock.Advance(time.Second)
+	if a := ask("1"); a.status != 200 {
+		t.Fatalf("31 s later: %d, want 200", a.status)
+	}
+	if served.Load() != 3 {
+		t.Errorf("the handler served %d requests, want 3 (refused ones never reach it)", served.Load())
 	}
 }
