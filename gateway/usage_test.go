@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -10,6 +12,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/gateway"
@@ -213,5 +223,76 @@ func TestRouteUsageDebtOnTheStore(t *testing.T) {
 	}
 	if served.Load() != 2 {
 		t.Errorf("the upstream served %d, want 2", served.Load())
+	}
+}
+
+// A gRPC upstream that reports the usage of each call in its trailer:
+// proxied through the gateway, the call is settled at the trailer's
+// count once the call ends.
+func TestRouteUsageGRPCTrailer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		grpc.SetTrailer(ctx, metadata.Pairs("x-usage-tokens", "150"))
+		return resp, err
+	}
+	up := grpc.NewServer(grpc.UnaryInterceptor(usage))
+	healthpb.RegisterHealthServer(up, health.NewServer())
+	go up.Serve(lis)
+	defer up.Stop()
+	cfg, err := gateway.Parse("g.yaml", []byte(`rules: r.yaml
+listeners: [{addr: "127.0.0.1:0"}]
+routes:
+  - name: health
+    path_prefix: /grpc.health.v1.Health/
+    upstreams: [h2c://`+lis.Addr().String()+`]
+    limits:
+      domain: llm
+      descriptors: [[route]]
+      usage: {estimate: "1", actual: "header:X-Usage-Tokens"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rules.Parse("r.yaml", []byte("domain: llm\nrules:\n  - name: tokens\n    match: [{key: route}]\n    limits: [{name: hourly, rate: 100, period: 1h, burst: 100, algorithm: token_bucket}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	srv := httptest.NewUnstartedServer(newGateway(t, cfg, rc, clock.Now))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	cc, err := grpc.NewClient(strings.TrimPrefix(srv.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := healthpb.NewHealthClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, s := range []struct {
+		advance time.Duration
+		code    codes.Code
+	}{
+		{0, codes.OK},                               // 150 used of 100: a debt of 50
+		{0, codes.ResourceExhausted},                // refused while in debt
+		{30 * time.Minute, codes.ResourceExhausted}, // the debt paid, no token yet
+		{time.Minute, codes.OK},
+	} {
+		clock.Advance(s.advance)
+		var tr metadata.MD
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&tr))
+		if status.Code(err) != s.code {
+			t.Fatalf("call %d: %v, want %v", i, err, s.code)
+		}
+		if s.code == codes.OK && len(tr.Get("x-usage-tokens")) != 1 {
+			t.Errorf("call %d: trailer %v, want the upstream's x-usage-tokens passed on", i, tr)
+		}
 	}
 }
