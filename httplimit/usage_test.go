@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -221,5 +222,86 @@ func TestUsageDebtOnTheStore(t *testing.T) {
 	}
 	if served.Load() != 3 {
 		t.Errorf("the handler served %d requests, want 3 (refused ones never reach it)", served.Load())
+	}
+}
+
+func TestUsageWithRefundsAndShadows(t *testing.T) {
+	usage := &httplimit.Usage{Estimate: httplimit.EstimateCost(10), Actual: httplimit.ActualHeader("X-Usage-Tokens")}
+	answer := func(status int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Usage-Tokens", "40")
+			w.WriteHeader(status)
+		})
+	}
+	for _, tc := range []struct {
+		name   string
+		rule   httplimit.Rule
+		status int
+		used   int64
+	}{
+		{"a 5xx gives back what was settled", httplimit.Rule{RefundOn5xx: true}, 500, 0},
+		{"a 4xx is charged what it used", httplimit.Rule{RefundOn5xx: true}, 404, 40},
+		{"a shadow rule is settled too", httplimit.Rule{Shadow: true}, 200, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &edgetest.Ledger{}
+			r := tc.rule
+			r.Name, r.Limits, r.Usage = "tokens", []bouncer.Limit{perMinute("m", 100)}, usage
+			srv := serve(t, l, []httplimit.Rule{r}, httplimit.Options{Logger: discard()}, answer(tc.status))
+			if a := get(t, srv, "/"); a.status != tc.status {
+				t.Fatalf("status %d, want %d", a.status, tc.status)
+			}
+			if got := l.Used("tokens:", "m"); got != tc.used {
+				t.Errorf("%d charged, want %d", got, tc.used)
+			}
+		})
+	}
+}
+
+// A client that goes away frees its request's leases at once, on another
+// goroutine, while the handler goes on and is settled when it returns.
+func TestUsageClientGoesAway(t *testing.T) {
+	l := &edgetest.Ledger{}
+	started, finished := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-First") == "" {
+			return
+		}
+		close(started)
+		<-r.Context().Done()
+		w.Header().Set("X-Usage-Tokens", "30")
+		defer close(finished)
+	})
+	rules := []httplimit.Rule{
+		{Name: "inflight", Limits: []bouncer.Limit{{Name: "c", Algorithm: bouncer.Concurrency, Rate: 1, Period: time.Minute}}},
+		{Name: "tokens", Limits: []bouncer.Limit{perMinute("m", 100)}, Usage: &httplimit.Usage{Actual: httplimit.ActualHeader("X-Usage-Tokens")}},
+	}
+	srv := serve(t, l, rules, httplimit.Options{Logger: discard()}, h)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	req.Header.Set("X-First", "1")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-started
+	cancel()
+	<-errc
+	<-finished
+	// The handler has returned; the middleware settles right after it,
+	// so poll with a deadline rather than assume it is done.
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Used("tokens:", "m") != 30 || l.Used("inflight:", "c") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tokens %d, leases %d; want 30 and 0", l.Used("tokens:", "m"), l.Used("inflight:", "c"))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if a := get(t, srv, "/"); a.status != 200 {
+		t.Errorf("the next request: %d, want 200 (the lease is back)", a.status)
 	}
 }

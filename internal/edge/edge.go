@@ -381,22 +381,31 @@ func onFailure[R any](c *rule[R]) []bouncer.Limit {
 
 // refund gives back, to the limits pick chooses of each rule in cs, what
 // each was charged: one Refund per cost. It runs even after the client
-// has gone away. It reads the cost only of charges pick chooses limits
-// of (see setHold.Settle).
+// has gone away. It reads the cost only of the charges pick chooses
+// limits of, never copying a charge whole (see setHold.Settle).
 func (s *Set[R]) refund(ctx context.Context, cs []charged[R], pick func(*rule[R]) []bouncer.Limit) {
-	for i, c := range cs {
-		if len(pick(c.rule)) == 0 || c.cost == 0 || slices.ContainsFunc(cs[:i], func(o charged[R]) bool {
-			return len(pick(o.rule)) > 0 && o.cost == c.cost
-		}) {
-			continue // nothing to give, or given with an earlier charge of its cost
+	picked := func(i int) bool { return len(pick(cs[i].rule)) > 0 && cs[i].cost > 0 }
+	for i := range cs {
+		if !picked(i) {
+			continue
 		}
-		var same []charged[R]
-		for _, o := range cs[i:] {
-			if len(pick(o.rule)) > 0 && o.cost == c.cost {
-				same = append(same, o)
+		cost, first := cs[i].cost, true
+		for j := range i {
+			if picked(j) && cs[j].cost == cost {
+				first = false // given back with an earlier charge of its cost
+				break
 			}
 		}
-		if err := s.lim.Refund(context.WithoutCancel(ctx), request(nil, same, pick)); err != nil {
+		if !first {
+			continue
+		}
+		var keys []bouncer.KeyLimits
+		for j := i; j < len(cs); j++ {
+			if picked(j) && cs[j].cost == cost {
+				keys = append(keys, bouncer.KeyLimits{Key: cs[j].key, Limits: pick(cs[j].rule)})
+			}
+		}
+		if err := s.lim.Refund(context.WithoutCancel(ctx), bouncer.Request{Keys: keys, Cost: cost}); err != nil {
 			s.log.Warn("refund failed", "err", err)
 		}
 	}
