@@ -264,7 +264,9 @@ func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission, error
 // make several costs, each cost is checked in turn, and a denial (or a
 // failure) refunds the costs checked before it.
 func (s *Set[R]) check(ctx context.Context, cs []charged[R]) (bouncer.Decision, charged[R], error) {
-	slices.SortStableFunc(cs, func(a, b charged[R]) int { return cmp.Compare(a.cost, b.cost) })
+	if slices.ContainsFunc(cs, func(c charged[R]) bool { return c.cost != cs[0].cost }) {
+		slices.SortStableFunc(cs, func(a, b charged[R]) int { return cmp.Compare(a.cost, b.cost) })
+	}
 	var d bouncer.Decision
 	var b charged[R]
 	for i := 0; i < len(cs); {
