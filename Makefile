@@ -72,6 +72,15 @@ gateway-demo:
 transcode-demo:
 	@trap 'kill 0' EXIT; $(GO) run ./examples/transcode & $(GO) run ./cmd/bouncer gateway --config examples/transcode/gateway.yaml
 
+# The README tour's LLM gateway: the example's fake model on 127.0.0.1:9096
+# and bouncer gateway in front of it on 127.0.0.1:8096 (admin 8097),
+# 1000 tokens a minute per API key, charged in the tokens the model
+# reports. Ctrl-C stops both.
+.PHONY: llm-demo
+
+llm-demo:
+	@trap 'kill 0' EXIT; $(GO) run ./examples/llmgateway & $(GO) run ./cmd/bouncer gateway --config examples/llmgateway/gateway.yaml
+
 # Redis servers for the Redis store tests: a standalone on 16379 and a
 # 3-master/3-replica cluster on 17000-17005 (installs redis-server with
 # apt-get if missing). See scripts/redis-up.sh; `. .redis/env` afterwards.

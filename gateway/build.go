@@ -107,6 +107,16 @@ func (g *Gateway) provision(i int, auths map[string]auth.Authenticator, ps *prob
 				r.descriptors[j] = append(r.descriptors[j], e)
 			}
 		}
+		if l.Usage != nil {
+			m, err := l.Usage.parse() // checked by Parse, for a Config it read
+			if err != nil {
+				report("Limits.Usage", err)
+			}
+			if m != nil && m.estHeader != "" {
+				r.read = append(r.read, m.estHeader)
+			}
+			r.meter = m
+		}
 		switch {
 		case g.engine == nil:
 			report("Limits", errors.New("limits need a rules engine"))

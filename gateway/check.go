@@ -65,6 +65,11 @@ func checkRoute(c *Config, i int, errf func(path, format string, args ...any)) {
 	if len(l.Descriptors) == 0 {
 		errf(at, "%s.limits.descriptors: at least one is needed, such as [user_id]", where)
 	}
+	if l.Usage != nil {
+		if _, err := l.Usage.parse(); err != nil {
+			errf(at+".usage", "%s.limits.usage.%v", where, err)
+		}
+	}
 	for j, d := range l.Descriptors {
 		if len(d) == 0 {
 			errf(at, "%s.limits.descriptors[%d]: empty", where, j)

@@ -69,11 +69,12 @@ type Route struct {
 	// the authenticator, where an API key may come (both are taken out
 	// before proxying), the headers the gateway reads a value of (each
 	// must come once, in one spelling: see oneSpelling), the limits'
-	// descriptors, and a transcoding route's handler.
+	// descriptors and usage, and a transcoding route's handler.
 	auth                auth.Authenticator
 	keyHeader, keyQuery string
 	read                []string
 	descriptors         [][]entry
+	meter               *meter
 	grpc                http.Handler
 }
 
@@ -83,6 +84,11 @@ type Route struct {
 type Limits struct {
 	Domain      string     `yaml:"domain"`
 	Descriptors [][]string `yaml:"descriptors"`
+
+	// Usage, if set, meters the route's descriptors in a cost known only
+	// once the upstream has answered (Usage); without it a request costs
+	// 1.
+	Usage *Usage `yaml:"usage"`
 }
 
 // entry is one entry of a descriptor: fact names what of the request its

@@ -155,6 +155,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// nothing has no Hold and tracks nothing.
 	h.Run(func() bool {
 		rt.serve(t, sw, r, &v)
+		if rt.meter != nil {
+			// The upstream's answer, its trailer included, has been
+			// relayed: what it reports is what the request cost.
+			h.Settle(func(int) (int64, bool) { return rt.meter.actual(sw) })
+		}
 		return sw.status >= 500
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
@@ -22,6 +23,7 @@ type admitted struct {
 	edge.Hold
 	engine *rules.Engine
 	log    *slog.Logger
+	mu     sync.Mutex // the leases may go back, as the client leaves, while the request is settled
 	resp   rules.Response
 }
 
@@ -44,6 +46,8 @@ func (a *admitted) GiveBack(ctx context.Context, p edge.Part) {
 	case edge.Unserved:
 		only = nil // everything
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if err := a.engine.Refund(context.WithoutCancel(ctx), &a.resp, only); err != nil {
 		a.log.Warn("refund failed", "err", err)
 	}
@@ -70,6 +74,15 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 	if len(req.Descriptors) == 0 {
 		return nil, true
 	}
+	if rt.meter != nil {
+		n, err := rt.meter.estimate(r)
+		if err != nil {
+			entry.denied = "bad_estimate"
+			writeError(w, r, http.StatusBadRequest, "bad_estimate", err.Error())
+			return nil, false
+		}
+		req.HitsAddend = uint64(n)
+	}
 	resp, err := g.engine.Decide(r.Context(), req)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -82,8 +95,9 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 		w.Header().Set(rules.DegradedHeader, "true")
 	}
 	d := resp.Delay()
-	if d > 0 || resp.Holds(heldUntilEnd) {
+	if d > 0 || resp.Holds(heldUntilEnd) || rt.meter != nil {
 		h = g.hold(r.Context(), &resp)
+		h.Metered = rt.meter != nil && resp.Code != rules.OverLimit
 	}
 	v, hasValues := resp.Values()
 	if resp.Code == rules.OverLimit {
@@ -106,7 +120,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 	if hasValues {
 		v.Set(w.Header(), header.All)
 	}
-	if h != nil && !h.Leases && !h.Refunds {
+	if h != nil && !h.Leases && !h.Refunds && !h.Metered {
 		h = nil
 	}
 	return h, true

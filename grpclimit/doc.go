@@ -19,6 +19,8 @@
 // A stream is one call for the limits, charged when it opens; a
 // Concurrency limit holds its units while the stream lives. Shaping leaky
 // buckets hold a call for its Delay instead of refusing it; shadow rules
-// count and log but never refuse. The interceptors never read a clock of
+// count and log but never refuse; a rule with Usage reserves an estimate
+// and is charged what the call really cost (LLM tokens, bytes sent) once
+// the handler has ended it, past its limits if need be. The interceptors never read a clock of
 // their own for decisions: the Limiter does.
 package grpclimit

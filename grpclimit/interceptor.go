@@ -27,7 +27,8 @@ const DefaultMaxDelay = time.Second
 // Options tune the interceptors. The zero value limits every call at a
 // cost of 1 and sends every rate-limit field.
 type Options struct {
-	// Cost is what a call takes from every rule. Nil charges 1. A cost of
+	// Cost is what a call takes from every rule without Usage (whose
+	// cost is its estimate, then its actual cost). Nil charges 1. A cost of
 	// 0 charges nothing (the rules are only looked at, for the metadata);
 	// a negative cost fails the call with InvalidArgument.
 	Cost func(c *Call) int64
@@ -86,10 +87,11 @@ type Options struct {
 // unless an interceptor in front of them recovers it (grpc-go itself does
 // not). An Interceptor is made by New and is safe for concurrent use.
 type Interceptor struct {
-	set  *edge.Set[*Call]
-	o    Options
-	mode header.Mode
-	log  *slog.Logger
+	set   *edge.Set[*Call]
+	usage []*Usage // by rule index; nil for a rule without
+	o     Options
+	mode  header.Mode
+	log   *slog.Logger
 }
 
 // New returns the interceptors that limit calls under rules, charging
@@ -106,8 +108,13 @@ func New(lim bouncer.Limiter, rules []Rule, o Options) (*Interceptor, error) {
 		maxDelay = DefaultMaxDelay
 	}
 	rs := make([]edge.Rule[*Call], len(rules))
+	in.usage = make([]*Usage, len(rules))
 	for i, r := range rules {
 		rs[i] = edge.Rule[*Call]{Name: r.Name, Key: r.Key, Limits: r.Limits, Shadow: r.Shadow, RefundOnFailure: r.RefundOnError}
+		if u := r.Usage; u != nil {
+			in.usage[i] = u
+			rs[i].Estimate = estimate(u.Estimate)
+		}
 	}
 	set, err := edge.New(lim, rs, maxDelay, in.log.With("component", "grpclimit"), o.Observe)
 	if err != nil {
@@ -122,7 +129,7 @@ func New(lim bouncer.Limiter, rules []Rule, o Options) (*Interceptor, error) {
 // refused, in the trailer with a ResourceExhausted status, and runs the
 // handler if the call is allowed.
 func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	h, md, err := in.admit(ctx, info.FullMethod)
+	c, h, md, err := in.admit(ctx, info.FullMethod)
 	if err != nil {
 		if md != nil {
 			_ = grpc.SetTrailer(ctx, md)
@@ -133,10 +140,18 @@ func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServe
 		// Fails only on a context that is not a server call's.
 		_ = grpc.SetHeader(ctx, md)
 	}
+	var rec *recorder
+	if h != nil && h.Metered {
+		rec = &recorder{}
+		ctx = recordUnary(ctx, rec)
+	}
 	var resp any
-	err = in.run(h, func() error {
+	err = in.run(c, h, rec, func() error {
 		var err error
 		resp, err = handler(ctx, req)
+		if rec != nil && err == nil {
+			rec.addSent(resp)
+		}
 		return err
 	})
 	return resp, err
@@ -147,7 +162,7 @@ func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServe
 // Its Concurrency leases are held while it lives.
 func (in *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
-	h, md, err := in.admit(ctx, info.FullMethod)
+	c, h, md, err := in.admit(ctx, info.FullMethod)
 	if err != nil {
 		if md != nil {
 			ss.SetTrailer(md)
@@ -157,30 +172,35 @@ func (in *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if md != nil {
 		_ = ss.SetHeader(md)
 	}
-	return in.run(h, func() error { return handler(srv, ss) })
+	var rec *recorder
+	if h != nil && h.Metered {
+		rec = &recorder{}
+		ss = streamRecorder{ss, rec}
+	}
+	return in.run(c, h, rec, func() error { return handler(srv, ss) })
 }
 
-// admit decides the call to method. It returns what the call gives back
-// when it ends (nil if nothing), the metadata to send, and, when the call
-// must not run, the error it ends with: a denial (md then goes in the
-// trailer), or the limiter's failure.
-func (in *Interceptor) admit(ctx context.Context, method string) (*edge.Hold, metadata.MD, error) {
+// admit decides the call to method. It returns the call, what it gives
+// back or settles when it ends (nil if nothing), the metadata to send,
+// and, when the call must not run, the error it ends with: a denial (md
+// then goes in the trailer), or the limiter's failure.
+func (in *Interceptor) admit(ctx context.Context, method string) (*Call, *edge.Hold, metadata.MD, error) {
 	c := newCall(ctx, method)
 	if in.o.Exclude != nil && in.o.Exclude(c) {
-		return nil, nil, nil
+		return c, nil, nil, nil
 	}
 	cost := int64(1)
 	if in.o.Cost != nil {
 		if cost = in.o.Cost(c); cost < 0 {
-			return nil, nil, status.Error(codes.InvalidArgument, "the call's cost is negative")
+			return c, nil, nil, status.Error(codes.InvalidArgument, "the call's cost is negative")
 		}
 	}
 	a, err := in.set.Admit(ctx, c, cost)
 	if err != nil {
-		return nil, nil, in.fail(ctx, method, err)
+		return c, nil, nil, in.fail(ctx, method, err)
 	}
 	if !a.Limited {
-		return a.Hold, nil, nil
+		return c, a.Hold, nil, nil
 	}
 	var md metadata.MD
 	if !a.Decision.Allowed || !in.o.DeniedOnly {
@@ -196,21 +216,46 @@ func (in *Interceptor) admit(ctx context.Context, method string) (*edge.Hold, me
 		md.Set("bouncer-degraded", "true")
 	}
 	if !a.Decision.Allowed {
-		return nil, md, denial(a.Rule, a.Values).Err()
+		return c, nil, md, denial(a.Rule, a.Values).Err()
 	}
-	return a.Hold, md, nil
+	return c, a.Hold, md, nil
 }
 
-// run runs the handler of an admitted call and ends its hold (nil for
-// none) when the handler returns or panics, or, for its leases, when the
-// client goes away.
-func (in *Interceptor) run(h *edge.Hold, handler func() error) error {
+// run runs the handler of an admitted call c, settles it from what rec
+// recorded if it is metered, and ends its hold (nil for none) when the
+// handler returns or panics, or, for its leases, when the client goes
+// away.
+func (in *Interceptor) run(c *Call, h *edge.Hold, rec *recorder, handler func() error) error {
 	var err error
 	h.Run(func() bool {
 		err = handler()
+		if rec != nil {
+			e := rec.end(err)
+			h.Settle(func(i int) (int64, bool) {
+				if u := in.usage[i]; u != nil && u.Actual != nil {
+					return u.Actual(c, e)
+				}
+				return 0, false
+			})
+		}
 		return serverFailure(err)
 	})
 	return err
+}
+
+// estimate is a metered rule's edge.Rule.Estimate: est's, or 1, and an
+// error the call's fault.
+func estimate(est func(*Call) (int64, error)) func(*Call) (int64, error) {
+	if est == nil {
+		return func(*Call) (int64, error) { return 1, nil }
+	}
+	return func(c *Call) (int64, error) {
+		n, err := est(c)
+		if err != nil {
+			return 0, fmt.Errorf("%w: estimate: %v", bouncer.ErrInvalidRequest, err)
+		}
+		return n, nil
+	}
 }
 
 // serverFailure reports whether err, a handler's error, is the server's

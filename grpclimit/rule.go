@@ -34,4 +34,10 @@ type Rule struct {
 	// the service is not charged to its client; a refusal of the client's
 	// call (InvalidArgument, NotFound, PermissionDenied...) is.
 	RefundOnError bool
+
+	// Usage, if not nil, meters the rule in a cost known only once the
+	// call has been served (Usage): a call reserves an estimate, which is
+	// settled after the handler returns, in place of Options.Cost. Its
+	// limits cannot be Concurrency limits nor shape.
+	Usage *Usage
 }

@@ -9,7 +9,9 @@
 //
 // Shaping leaky buckets hold a request for its Delay instead of refusing
 // it; Concurrency limits hold their units while the handler runs; shadow
-// rules count and log but never refuse. The middleware never reads a
+// rules count and log but never refuse; a rule with Usage reserves an
+// estimate and is charged what the request really cost (LLM tokens,
+// bytes) once the handler has answered, past its limits if need be. The middleware never reads a
 // clock of its own for decisions: the Limiter does. See
 // docs/middleware.md.
 package httplimit

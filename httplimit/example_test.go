@@ -42,3 +42,42 @@ func ExampleMiddleware() {
 	// 200 "per_ip";r=0;t=60 false
 	// 429 "per_ip";r=0;t=60 true
 }
+
+// An LLM API limited to 1000 tokens a minute per API key, counted in the
+// tokens each completion used, which the handler reports once it knows
+// them. The client states no estimate: a request reserves 1 token, and
+// is charged 1500 once answered, 500 past the limit. Its next request is
+// refused until that debt is paid back.
+func ExampleUsage() {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) // a clock that stands still
+	store := memstore.New(memstore.Options{Now: func() time.Time { return now }})
+	defer store.Close()
+	limit, err := httplimit.Middleware(store, []httplimit.Rule{
+		{Name: "tokens", Key: httplimit.Header("X-API-Key"), Limits: []bouncer.Limit{
+			{Name: "minute", Algorithm: bouncer.TokenBucket, Rate: 1000, Period: time.Minute, Burst: 1000},
+		}, Usage: &httplimit.Usage{
+			Estimate: httplimit.EstimateHeader("X-Estimated-Tokens"),
+			Actual:   httplimit.ActualHeader("X-Usage-Tokens"),
+		}},
+	}, httplimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	complete := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Usage-Tokens")
+		io.WriteString(w, "a long answer\n")
+		w.Header().Set("X-Usage-Tokens", "1500") // known at the end
+	})
+	h := limit(complete)
+
+	for range 2 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
+		r.Header.Set("X-API-Key", "alice")
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d %s Retry-After: %q\n", w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 "tokens";r=999;t=1 Retry-After: ""
+	// 429 "tokens";r=0;t=60 Retry-After: "31"
+}

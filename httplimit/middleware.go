@@ -20,7 +20,8 @@ const DefaultMaxDelay = time.Second
 // Options tune the middleware. The zero value limits every request at a
 // cost of 1 and writes every rate-limit header.
 type Options struct {
-	// Cost is what a request takes from every rule. Nil charges 1. A cost
+	// Cost is what a request takes from every rule without Usage (whose
+	// cost is its estimate, then its actual cost). Nil charges 1. A cost
 	// of 0 charges nothing (the rules are only looked at, for the
 	// headers); a negative cost is answered 400.
 	Cost func(r *http.Request) int64
@@ -90,8 +91,13 @@ func Middleware(lim bouncer.Limiter, rules []Rule, o Options) (func(http.Handler
 		maxDelay = DefaultMaxDelay
 	}
 	rs := make([]edge.Rule[*http.Request], len(rules))
+	m.usage = make([]*Usage, len(rules))
 	for i, r := range rules {
 		rs[i] = edge.Rule[*http.Request]{Name: r.Name, Key: r.Key, Limits: r.Limits, Shadow: r.Shadow, RefundOnFailure: r.RefundOn5xx}
+		if u := r.Usage; u != nil {
+			m.usage[i] = u
+			rs[i].Estimate = estimate(u.Estimate)
+		}
 	}
 	set, err := edge.New(lim, rs, maxDelay, m.log.With("component", "httplimit"), o.Observe)
 	if err != nil {
@@ -104,10 +110,11 @@ func Middleware(lim bouncer.Limiter, rules []Rule, o Options) (func(http.Handler
 }
 
 type middleware struct {
-	set  *edge.Set[*http.Request]
-	o    Options
-	mode header.Mode
-	log  *slog.Logger
+	set   *edge.Set[*http.Request]
+	usage []*Usage // by rule index; nil for a rule without
+	o     Options
+	mode  header.Mode
+	log   *slog.Logger
 }
 
 func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
@@ -149,14 +156,46 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		return
 	}
 	var sw *statusWriter
-	if h.Refunds {
+	if h.Refunds || h.Metered {
 		sw = &statusWriter{ResponseWriter: w}
 		w = sw
 	}
 	h.Run(func() bool {
 		next.ServeHTTP(w, r)
+		if h.Metered {
+			h.Settle(func(i int) (int64, bool) { return m.actual(i, r, sw) })
+		}
 		return sw != nil && sw.status >= 500
 	})
+}
+
+// estimate is a metered rule's edge.Rule.Estimate: est's, or 1, and an
+// error the request's fault.
+func estimate(est func(*http.Request) (int64, error)) func(*http.Request) (int64, error) {
+	if est == nil {
+		return func(*http.Request) (int64, error) { return 1, nil }
+	}
+	return func(r *http.Request) (int64, error) {
+		n, err := est(r)
+		if err != nil {
+			return 0, fmt.Errorf("%w: estimate: %v", bouncer.ErrInvalidRequest, err)
+		}
+		return n, nil
+	}
+}
+
+// actual is what r cost under rule i, from what sw recorded of the
+// response; ok false keeps the estimate.
+func (m *middleware) actual(i int, r *http.Request, sw *statusWriter) (int64, bool) {
+	u := m.usage[i]
+	if u == nil || u.Actual == nil {
+		return 0, false
+	}
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return u.Actual(r, &Response{Status: status, Header: sw.Header(), Bytes: sw.n})
 }
 
 func (m *middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -188,10 +227,12 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	}{code, message})
 }
 
-// statusWriter records the status a handler answers with.
+// statusWriter records the status a handler answers with and the body
+// bytes it writes.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	n      int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -205,8 +246,14 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	return n, err
 }
+
+// Flush sends what was written so far, for a handler that streams (and
+// asserts http.Flusher rather than using http.ResponseController).
+func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

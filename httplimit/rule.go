@@ -29,4 +29,10 @@ type Rule struct {
 	// when the handler answers with a 5xx status: a failure of the
 	// service is not charged to its client.
 	RefundOn5xx bool
+
+	// Usage, if not nil, meters the rule in a cost known only once the
+	// response is written (Usage): a request reserves an estimate, which
+	// is settled after the handler returns, in place of Options.Cost. Its
+	// limits cannot be Concurrency limits nor shape.
+	Usage *Usage
 }

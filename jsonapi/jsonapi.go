@@ -1,6 +1,8 @@
 // Package jsonapi serves the rate limit check over plain HTTP and JSON,
 // for clients without gRPC: POST /v1/check takes what an RLS
-// ShouldRateLimit request carries and answers the same statuses.
+// ShouldRateLimit request carries and answers the same statuses; POST
+// /v1/report takes the same request and charges its hits without
+// deciding, for a cost known only after a request was served.
 package jsonapi
 
 import (
@@ -117,10 +119,32 @@ type errorBody struct {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.serve(w, r, "POST /v1/check", h.Engine.Decide, h.write)
+}
+
+// Report returns the handler of POST /v1/report, which takes a
+// CheckRequest and charges its hits (hits_addend, the request's or a
+// descriptor's) to the limits of its descriptors without deciding
+// (rules.Engine.Report): whatever the limits hold, past them if need be,
+// a debt that later checks are refused until time pays it back. It is
+// how a service meters what it learns a request cost once it has served
+// it, such as an LLM's tokens. It answers 200 with a CheckResponse of
+// the state after the charge, in which a descriptor whose limit has
+// nothing left is OVER_LIMIT, or a 4xx JSON error for a request it
+// cannot read; 501 not_supported when the store cannot charge.
+func (h *Handler) Report() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.serve(w, r, "POST /v1/report", h.Engine.Report, writeReport)
+	})
+}
+
+// serve reads r's request, answers it with do, and writes the answer
+// with write, in a span named name.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string, do func(context.Context, rules.Request) (rules.Response, error), write func(http.ResponseWriter, *http.Request, rules.Response)) {
 	span := trace.SpanFromContext(r.Context()) // a no-op span unless traced
 	if h.Tracer != nil {
 		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span = h.Tracer.Start(ctx, "POST /v1/check", trace.WithSpanKind(trace.SpanKindServer))
+		ctx, span = h.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()
 		r = r.WithContext(ctx)
 	}
@@ -128,7 +152,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	resp, err := h.Engine.Decide(r.Context(), req)
+	resp, err := do(r.Context(), req)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("bouncer.domain", req.Domain), attribute.Int("bouncer.descriptors", len(req.Descriptors)))
 		if err == nil {
@@ -141,7 +165,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, code, err.Error())
 		return
 	}
-	h.write(w, r, resp)
+	write(w, r, resp)
 }
 
 // read reads and parses r's request, or answers r with its error and
@@ -185,15 +209,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) (rules.Request, b
 // write answers r with resp: 200 with the statuses, or 429 with the
 // denial, as JSON or as the problem the client asked for.
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, resp rules.Response) {
-	out := CheckResponse{OverallCode: resp.Code.String(), Statuses: make([]Status, len(resp.Statuses))}
-	for i, st := range resp.Statuses {
-		s := Status{Code: st.Code.String(), LimitRemaining: st.Remaining, Shadowed: st.Shadowed, Degraded: st.Degraded, Replaced: st.Replaced()}
-		if l := st.Limit; l != nil {
-			s.CurrentLimit = &CurrentLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: strings.ToUpper(l.Unit.String()), WindowSeconds: window(l).Seconds()}
-			s.DurationUntilReset = st.ResetAfter.Seconds()
-		}
-		out.Statuses[i] = s
-	}
+	out := response(resp)
 	if resp.Degraded() {
 		w.Header().Set(rules.DegradedHeader, "true")
 	}
@@ -212,6 +228,28 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, resp rules.Respo
 	setHeaders(w, v.Append(nil, h.Headers))
 	out.Denial = v.Denial(resp.DenialMessage())
 	writeJSON(w, http.StatusTooManyRequests, out)
+}
+
+// writeReport answers a report: 200 with the state after the charge.
+func writeReport(w http.ResponseWriter, _ *http.Request, resp rules.Response) {
+	if resp.Degraded() {
+		w.Header().Set(rules.DegradedHeader, "true")
+	}
+	writeJSON(w, http.StatusOK, response(resp))
+}
+
+// response is the body of resp, without its denial.
+func response(resp rules.Response) CheckResponse {
+	out := CheckResponse{OverallCode: resp.Code.String(), Statuses: make([]Status, len(resp.Statuses))}
+	for i, st := range resp.Statuses {
+		s := Status{Code: st.Code.String(), LimitRemaining: st.Remaining, Shadowed: st.Shadowed, Degraded: st.Degraded, Replaced: st.Replaced()}
+		if l := st.Limit; l != nil {
+			s.CurrentLimit = &CurrentLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: strings.ToUpper(l.Unit.String()), WindowSeconds: window(l).Seconds()}
+			s.DurationUntilReset = st.ResetAfter.Seconds()
+		}
+		out.Statuses[i] = s
+	}
+	return out
 }
 
 func setHeaders(w http.ResponseWriter, fields []header.Field) {
@@ -342,6 +380,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "invalid_request"
 	case errors.Is(err, rules.ErrUnknownDomain):
 		return http.StatusNotFound, "unknown_domain"
+	case errors.Is(err, errors.ErrUnsupported):
+		return http.StatusNotImplemented, "not_supported"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "deadline_exceeded"
 	case errors.Is(err, context.Canceled):

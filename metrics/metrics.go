@@ -6,6 +6,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -179,6 +180,16 @@ func (t *timed) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bounce
 }
 
 func (t *timed) Refund(ctx context.Context, r bouncer.Request) error { return t.next.Refund(ctx, r) }
+
+// Charge forwards to the store's Charge (bouncer.Charger), or fails with
+// an error wrapping errors.ErrUnsupported if it has none.
+func (t *timed) Charge(ctx context.Context, r bouncer.Request) error {
+	c, ok := t.next.(bouncer.Charger)
+	if !ok {
+		return fmt.Errorf("metrics: %T cannot charge: %w", t.next, errors.ErrUnsupported)
+	}
+	return c.Charge(ctx, r)
+}
 
 // Reset forwards to the store's Reset (see bouncer.Reset).
 func (t *timed) Reset(ctx context.Context, r bouncer.Request) error {

@@ -130,6 +130,23 @@ func (t *traced) Refund(ctx context.Context, r bouncer.Request) error {
 	return err
 }
 
+// Charge forwards to the store's Charge (bouncer.Charger), or fails
+// with an error wrapping errors.ErrUnsupported if it has none.
+func (t *traced) Charge(ctx context.Context, r bouncer.Request) error {
+	ctx, span := t.tracer.Start(ctx, "store.Charge", trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	c, ok := t.next.(bouncer.Charger)
+	if !ok {
+		return fmt.Errorf("tracing: %T cannot charge: %w", t.next, errors.ErrUnsupported)
+	}
+	err := c.Charge(ctx, r)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "store failed")
+	}
+	return err
+}
+
 func (t *traced) Reset(ctx context.Context, r bouncer.Request) error {
 	ctx, span := t.tracer.Start(ctx, "store.Reset", trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()

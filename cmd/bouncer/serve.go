@@ -302,6 +302,7 @@ func (s *service) listen(o serveOptions) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/check", jsonHandler)
+	mux.Handle("/v1/report", jsonHandler.Report())
 	s.httpSrv = c.httpServer(mux)
 	s.httpAddr = hl.Addr().String()
 	s.serve(func() error { return s.httpSrv.Serve(hl) })

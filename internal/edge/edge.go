@@ -3,10 +3,12 @@
 // gateway: a request held for a shaping delay, its leases given back when
 // it ends or its client goes away, its units when it fails. Set is the
 // middleware's and interceptors' rules over a bouncer.Limiter, deciding
-// a request of type R all or nothing.
+// a request of type R all or nothing, and settling the rules that meter
+// a cost known only once the request is served.
 package edge
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -25,6 +27,13 @@ type Rule[R any] struct {
 	Limits          []bouncer.Limit
 	Shadow          bool
 	RefundOnFailure bool
+
+	// Estimate, if not nil, meters the rule: a request reserves what it
+	// returns, at least 1 (so that a client in debt is refused whatever
+	// it claims), instead of the request's cost, and Hold.Settle settles
+	// it at the actual cost. An error refuses the request; it should
+	// wrap bouncer.ErrInvalidRequest, the client's fault.
+	Estimate func(R) (int64, error)
 }
 
 // Set decides requests of type R under its rules.
@@ -38,6 +47,7 @@ type Set[R any] struct {
 
 type rule[R any] struct {
 	Rule[R]
+	index        int // among the rules given to New: what Settler's actual is told
 	leases, rest []bouncer.Limit
 	values       []header.Values // per limit: what headers report, prepared
 }
@@ -52,10 +62,10 @@ func New[R any](lim bouncer.Limiter, rules []Rule[R], maxDelay time.Duration, lo
 	s := &Set[R]{lim: lim, maxDelay: maxDelay, log: log, observe: observe}
 	names := map[string]bool{}
 	for i, r := range rules {
-		if err := validate(i, r.Name, r.Limits, names); err != nil {
+		if err := validate(i, r.Name, r.Limits, r.Estimate != nil, names); err != nil {
 			return nil, err
 		}
-		c := rule[R]{Rule: r}
+		c := rule[R]{Rule: r, index: i}
 		c.Limits = append([]bouncer.Limit(nil), r.Limits...)
 		for _, l := range c.Limits {
 			policy := r.Name
@@ -81,7 +91,7 @@ func New[R any](lim bouncer.Limiter, rules []Rule[R], maxDelay time.Duration, lo
 	return s, nil
 }
 
-func validate(i int, name string, limits []bouncer.Limit, names map[string]bool) error {
+func validate(i int, name string, limits []bouncer.Limit, metered bool, names map[string]bool) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("rule %d: name is empty", i)
@@ -95,6 +105,9 @@ func validate(i int, name string, limits []bouncer.Limit, names map[string]bool)
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("rule %q: %w", name, err)
 		}
+		if metered && (l.Algorithm == bouncer.Concurrency || l.Shape) {
+			return fmt.Errorf("rule %q: limit %q: a rule that meters a cost known after the response cannot hold concurrency leases or shape: its charge is settled after the fact", name, l.Name)
+		}
 		for _, o := range limits[:j] {
 			if o.Name == l.Name {
 				return fmt.Errorf("rule %q: two limits named %q", name, l.Name)
@@ -104,10 +117,23 @@ func validate(i int, name string, limits []bouncer.Limit, names map[string]bool)
 	return nil
 }
 
-// charged is one rule's key in a request's check.
+// charged is one rule's key in a request's check, at the rule's cost.
 type charged[R any] struct {
 	rule *rule[R]
 	key  string
+	cost int64
+}
+
+// cost is what req reserves of c: its estimate if c meters, else cost.
+func (c *rule[R]) cost(req R, cost int64) (int64, error) {
+	if c.Estimate == nil {
+		return cost, nil
+	}
+	n, err := c.Estimate(req)
+	if err != nil {
+		return 0, fmt.Errorf("rule %q: %w", c.Name, err)
+	}
+	return max(n, 1), nil
 }
 
 // Admission is a decided request.
@@ -120,9 +146,9 @@ type Admission struct {
 	Values   header.Values
 	Limited  bool
 
-	// Hold, for an admitted request that holds leases or units given
-	// back on failure, is what it must give back when it ends; nil when
-	// there is nothing.
+	// Hold, for an admitted request that holds leases, units given back
+	// on failure or a reservation to settle, is what it must give back
+	// or settle when it ends; nil when there is nothing.
 	Hold *Hold
 }
 
@@ -132,11 +158,10 @@ type setHold[R any] struct {
 	set     *Set[R]
 	charges []charged[R] // the shadow rules' first: their leases only
 	shadow  int          // how many are the shadow rules'
-	cost    int64
 }
 
-func (s *Set[R]) hold(ctx context.Context, cs []charged[R], shadow int, cost int64) *setHold[R] {
-	h := &setHold[R]{set: s, charges: slices.Clone(cs), shadow: shadow, cost: cost}
+func (s *Set[R]) hold(ctx context.Context, cs []charged[R], shadow int) *setHold[R] {
+	h := &setHold[R]{set: s, charges: slices.Clone(cs), shadow: shadow}
 	h.Init(ctx, h)
 	return h
 }
@@ -146,48 +171,80 @@ func (h *setHold[R]) GiveBack(ctx context.Context, p Part) {
 	s := h.set
 	switch p {
 	case Leases:
-		s.refund(ctx, h.charges, h.cost, leases)
+		s.refund(ctx, h.charges, leases)
 	case Failed:
-		s.refund(ctx, h.charges, h.cost, onFailure)
+		s.refund(ctx, h.charges, onFailure)
 	case Unserved:
-		s.refund(ctx, h.charges[:h.shadow], h.cost, leases)
-		s.refund(ctx, h.charges[h.shadow:], h.cost, all)
+		s.refund(ctx, h.charges[:h.shadow], leases)
+		s.refund(ctx, h.charges[h.shadow:], all)
 	}
 }
 
-// Admit decides req at cost: the shadow rules one by one, then the
-// enforcing rules together, all or nothing, holding an allowed request
-// for its shaping delay. A nil error and an allowed decision admit the
-// request, which must then be served by a.Hold.Run (or end with
-// a.Hold.Done) if a.Hold is not nil. err is the limiter's failure, or
-// ctx's error if the client went away while held; nothing is held then.
+// Settle settles each metered rule's reservation at its actual cost:
+// the rest is charged past the limits (a debt) or what was not used
+// given back, through bouncer.Settle. Its new cost is what a failure
+// gives back. Metered rules hold no leases, so that a Release on the
+// client's departure never reads what Settle writes.
+func (h *setHold[R]) Settle(ctx context.Context, actual func(rule int) (int64, bool)) {
+	for i := range h.charges {
+		c := &h.charges[i]
+		if c.rule.Estimate == nil {
+			continue
+		}
+		n, ok := actual(c.rule.index)
+		if !ok {
+			continue
+		}
+		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: c.key, Limits: c.rule.rest}}, Cost: c.cost}
+		if err := bouncer.Settle(context.WithoutCancel(ctx), h.set.lim, r, bouncer.Decision{Allowed: true}, n); err != nil {
+			h.set.log.Warn("settle failed", "rule", c.rule.Name, "reserved", c.cost, "actual", n, "err", err)
+			continue
+		}
+		c.cost = n
+	}
+}
+
+// Admit decides req at cost (a metered rule's at its estimate): the
+// shadow rules one by one, then the enforcing rules together, all or
+// nothing, holding an allowed request for its shaping delay. A nil error
+// and an allowed decision admit the request, which must then be served
+// by a.Hold.Run (or end with a.Hold.Done) if a.Hold is not nil. err is
+// the limiter's failure, an estimate's error, or ctx's error if the
+// client went away while held; nothing is held then.
 func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission, error) {
 	a := Admission{Decision: bouncer.Decision{Allowed: true}}
 	var buf [4]charged[R]
-	cs := s.checkShadow(ctx, req, cost, buf[:0])
+	cs, err := s.checkShadow(ctx, req, cost, buf[:0])
+	if err != nil {
+		return Admission{}, err
+	}
 	// The enforcing rules' charges go after the shadow rules' leases.
 	shadow := len(cs)
 	for i := range s.enforce {
 		c := &s.enforce[i]
 		if v, ok := c.Key(req); ok {
-			cs = append(cs, charged[R]{c, storekey.Join(c.Name, v)})
+			n, err := c.cost(req, cost)
+			if err != nil {
+				s.refund(ctx, cs[:shadow], leases)
+				return Admission{}, err
+			}
+			cs = append(cs, charged[R]{c, storekey.Join(c.Name, v), n})
 		}
 	}
 	var h *setHold[R]
 	if enforce := cs[shadow:]; len(enforce) > 0 {
-		d, err := s.lim.Check(ctx, request(make([]bouncer.KeyLimits, 0, len(enforce)), enforce, cost, all))
+		d, b, err := s.check(ctx, enforce)
 		if err != nil {
-			s.refund(ctx, cs[:shadow], cost, leases)
+			s.refund(ctx, cs[:shadow], leases)
 			return Admission{}, err
 		}
-		b := binding(enforce, d)
 		if s.observe != nil {
 			s.observe(req, b.rule.Name, d, false)
 		}
 		if !d.Allowed {
 			cs = cs[:shadow] // charged nothing
 		} else if d.Delay > 0 {
-			h = s.hold(ctx, cs, shadow, cost)
+			h = s.hold(ctx, cs, shadow)
 			over, err := h.Wait(d.Delay, s.maxDelay)
 			if err != nil {
 				return Admission{}, err
@@ -198,49 +255,103 @@ func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission, error
 		}
 		a.Decision, a.Rule, a.Values, a.Limited = d, b.rule.Name, values(b, d), true
 	}
-	a.Hold = s.keep(ctx, h, cs, shadow, cost, a.Decision.Allowed)
+	a.Hold = s.keep(ctx, h, cs, shadow, a.Decision.Allowed)
 	return a, nil
 }
 
-// keep returns the Hold of an admitted request that holds leases or units
-// given back on failure, or nil. A refused request gives back its shadow
-// rules' leases now, unless h (its shaping) gave back everything.
-func (s *Set[R]) keep(ctx context.Context, h *setHold[R], cs []charged[R], shadow int, cost int64, allowed bool) *Hold {
-	if cost == 0 {
-		return nil
+// check decides cs all or nothing and returns the decision and its
+// binding charge. Charges of one cost are one check; when metered rules
+// make several costs, each cost is checked in turn, and a denial (or a
+// failure) refunds the costs checked before it.
+func (s *Set[R]) check(ctx context.Context, cs []charged[R]) (bouncer.Decision, charged[R], error) {
+	if slices.ContainsFunc(cs, func(c charged[R]) bool { return c.cost != cs[0].cost }) {
+		slices.SortStableFunc(cs, func(a, b charged[R]) int { return cmp.Compare(a.cost, b.cost) })
 	}
+	var d bouncer.Decision
+	var b charged[R]
+	for i := 0; i < len(cs); {
+		j := i + 1
+		for j < len(cs) && cs[j].cost == cs[i].cost {
+			j++
+		}
+		g, err := s.lim.Check(ctx, request(make([]bouncer.KeyLimits, 0, j-i), cs[i:j], all))
+		if err != nil || !g.Allowed {
+			s.refund(ctx, cs[:i], all)
+			return g, binding(cs[i:j], g), err
+		}
+		if i == 0 || binds(g, d) {
+			delay := max(d.Delay, g.Delay)
+			d, b = g, binding(cs[i:j], g)
+			d.Delay = delay
+		} else {
+			d.Delay = max(d.Delay, g.Delay)
+		}
+		d.Degraded = d.Degraded || g.Degraded
+		i = j
+	}
+	return d, b, nil
+}
+
+// binds reports whether g's binding limit binds rather than d's, both
+// allowed: the least remaining, then the longer retry, then the longer
+// reset (bouncer.Decision).
+func binds(g, d bouncer.Decision) bool {
+	if g.Remaining != d.Remaining {
+		return g.Remaining < d.Remaining
+	}
+	if g.RetryAfter != d.RetryAfter {
+		return g.RetryAfter > d.RetryAfter
+	}
+	return g.ResetAfter > d.ResetAfter
+}
+
+// keep returns the Hold of an admitted request that holds leases, units
+// given back on failure or a reservation to settle, or nil. A refused
+// request gives back its shadow rules' leases now, unless h (its
+// shaping) gave back everything.
+func (s *Set[R]) keep(ctx context.Context, h *setHold[R], cs []charged[R], shadow int, allowed bool) *Hold {
 	if !allowed {
 		if h == nil {
-			s.refund(ctx, cs[:shadow], cost, leases)
+			s.refund(ctx, cs[:shadow], leases)
 		}
 		return nil
 	}
-	var holdsLeases, refunds bool
+	var holdsLeases, refunds, metered bool
 	for _, c := range cs {
+		metered = metered || c.rule.Estimate != nil
+		if c.cost == 0 {
+			continue // a peek holds nothing
+		}
 		holdsLeases = holdsLeases || len(c.rule.leases) > 0
 		refunds = refunds || len(onFailure(c.rule)) > 0
 	}
-	if !holdsLeases && !refunds {
+	if !holdsLeases && !refunds && !metered {
 		return nil
 	}
 	if h == nil {
-		h = s.hold(ctx, cs, shadow, cost)
+		h = s.hold(ctx, cs, shadow)
 	}
-	h.Leases, h.Refunds = holdsLeases, refunds
+	h.Leases, h.Refunds, h.Metered = holdsLeases, refunds, metered
 	return &h.Hold
 }
 
 // checkShadow checks each shadow rule on its own, logs and reports its
-// denials, and appends to held the charges of those that allowed.
-func (s *Set[R]) checkShadow(ctx context.Context, req R, cost int64, held []charged[R]) []charged[R] {
+// denials, and appends to held the charges of those that allowed and
+// hold leases or meter. Its error is an estimate's.
+func (s *Set[R]) checkShadow(ctx context.Context, req R, cost int64, held []charged[R]) ([]charged[R], error) {
 	for i := range s.shadow {
 		c := &s.shadow[i]
 		v, ok := c.Key(req)
 		if !ok {
 			continue
 		}
-		cs := []charged[R]{{c, storekey.Join(c.Name, v)}}
-		d, err := s.lim.Check(ctx, request(nil, cs, cost, all))
+		n, err := c.cost(req, cost)
+		if err != nil {
+			s.refund(ctx, held, leases)
+			return nil, err
+		}
+		cs := []charged[R]{{c, storekey.Join(c.Name, v), n}}
+		d, err := s.lim.Check(ctx, request(nil, cs, all))
 		if err != nil {
 			s.log.Warn("shadow rule not decided", "rule", c.Name, "err", err)
 			continue
@@ -252,11 +363,11 @@ func (s *Set[R]) checkShadow(ctx context.Context, req R, cost int64, held []char
 			s.log.Info("shadow rule would deny", "rule", c.Name, "key", cs[0].key, "limit", d.LimitName, "retry_after", d.RetryAfter)
 			continue
 		}
-		if len(c.leases) > 0 {
+		if len(c.leases) > 0 || c.Estimate != nil {
 			held = append(held, cs...)
 		}
 	}
-	return held
+	return held, nil
 }
 
 func all[R any](c *rule[R]) []bouncer.Limit    { return c.Limits }
@@ -270,27 +381,46 @@ func onFailure[R any](c *rule[R]) []bouncer.Limit {
 	return nil
 }
 
-// refund gives cost back to the limits pick chooses of each rule in cs.
-// It runs even after the client has gone away.
-func (s *Set[R]) refund(ctx context.Context, cs []charged[R], cost int64, pick func(*rule[R]) []bouncer.Limit) {
-	if cost == 0 || len(cs) == 0 {
-		return
-	}
-	req := request(nil, cs, cost, pick)
-	if len(req.Keys) == 0 {
-		return
-	}
-	if err := s.lim.Refund(context.WithoutCancel(ctx), req); err != nil {
-		s.log.Warn("refund failed", "err", err)
+// refund gives back, to the limits pick chooses of each rule in cs, what
+// each was charged: one Refund per cost. It runs even after the client
+// has gone away. It reads the cost only of the charges pick chooses
+// limits of, never copying a charge whole (see setHold.Settle).
+func (s *Set[R]) refund(ctx context.Context, cs []charged[R], pick func(*rule[R]) []bouncer.Limit) {
+	picked := func(i int) bool { return len(pick(cs[i].rule)) > 0 && cs[i].cost > 0 }
+	for i := range cs {
+		if !picked(i) {
+			continue
+		}
+		cost, first := cs[i].cost, true
+		for j := range i {
+			if picked(j) && cs[j].cost == cost {
+				first = false // given back with an earlier charge of its cost
+				break
+			}
+		}
+		if !first {
+			continue
+		}
+		var keys []bouncer.KeyLimits
+		for j := i; j < len(cs); j++ {
+			if picked(j) && cs[j].cost == cost {
+				keys = append(keys, bouncer.KeyLimits{Key: cs[j].key, Limits: pick(cs[j].rule)})
+			}
+		}
+		if err := s.lim.Refund(context.WithoutCancel(ctx), bouncer.Request{Keys: keys, Cost: cost}); err != nil {
+			s.log.Warn("refund failed", "err", err)
+		}
 	}
 }
 
-// request is the check (or refund) of cost on the limits pick chooses of
-// each rule in cs, its keys appended to keys.
-func request[R any](keys []bouncer.KeyLimits, cs []charged[R], cost int64, pick func(*rule[R]) []bouncer.Limit) bouncer.Request {
+// request is the check (or refund) of the limits pick chooses of each
+// rule in cs, which are charged one cost, its keys appended to keys.
+func request[R any](keys []bouncer.KeyLimits, cs []charged[R], pick func(*rule[R]) []bouncer.Limit) bouncer.Request {
+	var cost int64
 	for _, c := range cs {
 		if ls := pick(c.rule); len(ls) > 0 {
 			keys = append(keys, bouncer.KeyLimits{Key: c.key, Limits: ls})
+			cost = c.cost
 		}
 	}
 	return bouncer.Request{Keys: keys, Cost: cost, Peek: cost == 0}

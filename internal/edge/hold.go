@@ -32,11 +32,23 @@ type Giver interface {
 	GiveBack(ctx context.Context, p Part)
 }
 
+// A Settler settles what a decision reserved for one request once the
+// request has been served and its real cost is known: it charges the
+// rest (past the limits: a debt) or gives back what was not used. actual
+// is the cost of each metered rule, by its index among the rules the
+// edge was given; ok false leaves that rule's estimate charged. A Giver
+// that meters implements it; ctx is the request's, and the Settler
+// settles regardless of it, and logs its own failures.
+type Settler interface {
+	Settle(ctx context.Context, actual func(rule int) (cost int64, ok bool))
+}
+
 // Hold is the life of an admitted request's charges, which every edge
 // shares: the wait for a shaping delay, bounded; the leases given back
 // when the request ends, or as soon as its client goes away, and once;
-// the units given back if the request fails. What is given back, and
-// how, is its Giver's.
+// the units reserved for its cost settled once it is served; the units
+// given back if the request fails. What is given back, and how, is its
+// Giver's.
 //
 // A Hold is used by one request: Wait, then Run (or Release and Done),
 // from the request's goroutine. Only the release of leases when the
@@ -47,6 +59,10 @@ type Hold struct {
 	// watches the client only for Leases, and Done gives back on
 	// failure only for Refunds.
 	Leases, Refunds bool
+
+	// Metered says the request reserved an estimate that Settle settles
+	// once it is served; its Giver is then a Settler.
+	Metered bool
 
 	ctx   context.Context
 	giver Giver
@@ -83,7 +99,22 @@ func (h *Hold) Wait(d, max time.Duration) (over time.Duration, err error) {
 // served.
 func (h *Hold) abandon() {
 	h.once.Do(func() { h.giver.GiveBack(h.ctx, Unserved) })
-	h.Leases, h.Refunds = false, false
+	h.Leases, h.Refunds, h.Metered = false, false, false
+}
+
+// Settle settles the request's reservation at its actual cost (see
+// Settler), once: call it when the request has been served, before Done,
+// so that a failure gives back what the request was charged in the end.
+// A request whose handler panicked is never settled: its estimate
+// stands. Safe to call on nil.
+func (h *Hold) Settle(actual func(rule int) (cost int64, ok bool)) {
+	if h == nil || !h.Metered {
+		return
+	}
+	h.Metered = false
+	if s, ok := h.giver.(Settler); ok {
+		s.Settle(h.ctx, actual)
+	}
 }
 
 // Run serves the admitted request with serve, which reports whether the

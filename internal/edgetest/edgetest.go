@@ -6,6 +6,9 @@ package edgetest
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,4 +49,86 @@ func (d Degraded) Check(ctx context.Context, r bouncer.Request) (bouncer.Decisio
 	dec, err := d.Limiter.Check(ctx, r)
 	dec.Degraded = true
 	return dec, err
+}
+
+// Ledger is a bouncer.Charger that counts the units charged to each key
+// and limit, without time: a limit admits Rate units in all. It stands
+// for a store in the edges' settle tests, whose end-to-end twins run on
+// the memory store.
+type Ledger struct {
+	mu   sync.Mutex
+	used map[string]int64
+}
+
+// Used returns the units charged to key's limit.
+func (l *Ledger) Used(key, limit string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used[key+"\x00"+limit]
+}
+
+// Check charges r.Cost to every limit of r if each has room for it.
+func (l *Ledger) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return bouncer.Decision{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := bouncer.Decision{Allowed: true}
+	least := int64(math.MaxInt64)
+	for _, k := range r.Keys {
+		for _, lim := range k.Limits {
+			if left := lim.Rate - l.used[k.Key+"\x00"+lim.Name]; left < least {
+				least, d.Capacity, d.Key, d.LimitName = left, lim.Rate, k.Key, lim.Name
+			}
+		}
+	}
+	if least < r.Cost {
+		d.Allowed, d.Remaining, d.RetryAfter = false, max(least, 0), time.Minute
+		return d, nil
+	}
+	d.Remaining = least - r.Cost
+	l.add(r, r.Cost)
+	return d, nil
+}
+
+// Refund gives r.Cost back, never below 0.
+func (l *Ledger) Refund(_ context.Context, r bouncer.Request) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.add(r, -r.Cost)
+	return nil
+}
+
+// Charge charges r.Cost whatever the limits hold.
+func (l *Ledger) Charge(_ context.Context, r bouncer.Request) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.add(r, r.Cost)
+	return nil
+}
+
+func (l *Ledger) add(r bouncer.Request, n int64) {
+	if l.used == nil {
+		l.used = map[string]int64{}
+	}
+	for _, k := range r.Keys {
+		for _, lim := range k.Limits {
+			id := k.Key + "\x00" + lim.Name
+			l.used[id] = max(l.used[id]+n, 0)
+		}
+	}
+}
+
+// Sum returns the units charged to every key's limit named limit.
+func (l *Ledger) Sum(limit string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for id, u := range l.used {
+		if strings.HasSuffix(id, "\x00"+limit) {
+			n += u
+		}
+	}
+	return n
 }

@@ -1,0 +1,152 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// Settle settles what Decide reserved for resp once the request's real
+// cost, actual, is known (the tokens an LLM used, the bytes sent): for
+// every key resp charged (an allowed descriptor's, a shadow rule's
+// included), the difference between actual and what the key was charged
+// is charged, past the limits if need be (a debt), or given back, with
+// bouncer.Settle. Concurrency leases and shaping limits keep what they
+// were charged: neither can be charged after the fact. resp then holds
+// the settled cost, so that a later Refund gives back what the request
+// cost in the end. A caller settles only the requests it let through:
+// a refused request reserved nothing it should pay for.
+//
+// Charging more than the estimate needs a Limiter that is a
+// bouncer.Charger. The error joins the store's failures (a key that
+// failed keeps its estimate); the rest is settled regardless. Settle is
+// not safe on one Response at once.
+func (e *Engine) Settle(ctx context.Context, resp *Response, actual int64) error {
+	if actual < 0 {
+		return fmt.Errorf("%w: actual cost %d is negative", ErrInvalidRequest, actual)
+	}
+	var errs []error
+	kept := resp.charges[:0:0]
+	for _, c := range resp.charges {
+		var settle, keep []bouncer.Limit
+		for _, l := range c.limits {
+			if l.Algorithm == bouncer.Concurrency || l.Shape {
+				keep = append(keep, l)
+			} else {
+				settle = append(settle, l)
+			}
+		}
+		if len(settle) == 0 || c.cost == actual {
+			kept = append(kept, c)
+			continue
+		}
+		if len(keep) > 0 {
+			kept = append(kept, charge{rule: c.rule, key: c.key, limits: keep, cost: c.cost})
+		}
+		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: c.key, Limits: settle}}, Cost: c.cost}
+		cost := actual
+		if err := bouncer.Settle(ctx, e.limiter(), r, bouncer.Decision{Allowed: true}, actual); err != nil {
+			errs = append(errs, err)
+			cost = c.cost
+		}
+		if cost > 0 {
+			kept = append(kept, charge{rule: c.rule, key: c.key, limits: settle, cost: cost})
+		}
+	}
+	resp.charges = kept
+	return errors.Join(errs...)
+}
+
+// Report charges r's hits to the limits of its descriptors without
+// deciding: whatever the limits hold, past them if need be (a debt that
+// later requests are refused until time pays it back). It is how a cost
+// known only after a request is served is counted by a caller that did
+// not reserve it. Each status reports the descriptor's state after the
+// charge, and is OverLimit when its limit has nothing left, so that the
+// next request of that descriptor will be refused (shadow and quota-mode
+// rules' too: Report decides nothing, and the response's Code says
+// whether any limit has nothing left). Descriptors with no rule, or an
+// unlimited one, are charged nothing. The errors are Decide's; a Limiter
+// that is not a bouncer.Charger fails with an error wrapping
+// errors.ErrUnsupported.
+func (e *Engine) Report(ctx context.Context, r Request) (Response, error) {
+	d := e.Config().Domain(r.Domain)
+	if err := r.validate(); err != nil {
+		return Response{}, err
+	}
+	resp := Response{Code: OK, Statuses: make([]Status, len(r.Descriptors)), Binding: -1}
+	for i := range resp.Statuses {
+		resp.Statuses[i].Code = OK
+	}
+	if d == nil {
+		e.unknownDomain(ctx, r.Domain)
+		if e.RejectUnknownDomains {
+			return Response{}, fmt.Errorf("%w: %q", ErrUnknownDomain, r.Domain)
+		}
+		return resp, nil
+	}
+	if err := d.checkOverrides(&r); err != nil {
+		return Response{}, err
+	}
+	ms, _ := d.matchAll(&r)
+	ch, ok := e.limiter().(bouncer.Charger)
+	for i, m := range ms {
+		if m == nil {
+			continue
+		}
+		st := &resp.Statuses[i]
+		st.Rule = m.rule
+		if m.unlimited {
+			st.Unlimited, st.Remaining = true, math.MaxUint32
+			continue
+		}
+		st.Limit, st.Key = &m.report, m.key
+		if !m.counted() {
+			st.Code = OverLimit // a limit of 0: nothing is ever left
+			continue
+		}
+		if m.cost > 0 {
+			if !ok {
+				return Response{}, fmt.Errorf("rules: %T cannot charge without deciding: %w", e.limiter(), errors.ErrUnsupported)
+			}
+			if err := ch.Charge(ctx, m.request()); err != nil {
+				return Response{}, err
+			}
+		}
+		dec, err := e.limiter().Check(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: m.key, Limits: m.limits}}, Peek: true})
+		if err != nil {
+			return Response{}, err
+		}
+		if d.Semantics == EnvoySemantics {
+			st.ResetAfter = untilReset(m.report.Unit, e.now())
+			m.fill(st, m.judge(dec))
+		} else {
+			setStatus(st, m, dec)
+		}
+		st.Code, st.Shadowed, st.RetryAfter = OK, false, 0
+		if st.Remaining == 0 {
+			st.Code = OverLimit
+		}
+	}
+	resp.finishReport()
+	return resp, nil
+}
+
+// finishReport sets a report's Code and Binding: over the limit when any
+// status is, the binding status the first such, else the one with the
+// least remaining.
+func (r *Response) finishReport() {
+	least := uint32(math.MaxUint32)
+	for i := range r.Statuses {
+		st := &r.Statuses[i]
+		switch {
+		case st.Code == OverLimit && r.Code != OverLimit:
+			r.Code, r.Binding = OverLimit, i
+		case r.Code != OverLimit && st.Limit != nil && (r.Binding < 0 || st.Remaining < least):
+			r.Binding, least = i, st.Remaining
+		}
+	}
+}
