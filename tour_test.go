@@ -72,6 +72,11 @@ var tourSteps = []tourStep{
 		{`HTTP/1.1 429 Too Many Requests`, 2}, once(`(?i)Retry-After: 30\r?\n`), once(`"error":"resource_exhausted"`),
 		once(`"error":"rate_limited"`),
 	}},
+	{block: "make llm-demo", ready: []string{"127.0.0.1:8096", "127.0.0.1:8097", "127.0.0.1:9096"}},
+	{block: "curl -si -H 'X-API-Key: demo-alice-key' -d '{\"max_tokens\": 100}'", want: []match{
+		{`HTTP/1.1 200 OK`, 2}, once(`(?i)X-Usage-Tokens: 100\r?\n`), once(`data: \[DONE\]`),
+		once(`HTTP/1.1 429 Too Many Requests`), once(`(?i)Retry-After: 3\d\r?\n`),
+	}},
 }
 
 // defaultRedisMissing says why the README's Redis step cannot run here:
