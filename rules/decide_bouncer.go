@@ -41,6 +41,12 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 		}
 		members[g] = append(members[g], i)
 	}
+	// Groups of different costs are checked in turn; if one that may deny
+	// does, what the others charged is given back (undo), so that the
+	// request stays all or nothing.
+	var undo Response
+	var undone [][]int
+	denied := false
 	for _, g := range order {
 		idx := members[g]
 		req := bouncer.Request{Cost: g.cost, Peek: g.cost == 0}
@@ -56,10 +62,19 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 		if err != nil {
 			return err
 		}
+		denied = denied || (!dec.Allowed && !g.shadow)
 		if dec.Allowed && g.cost > 0 {
 			for _, k := range req.Keys {
 				m := ms[first[k.Key]]
-				resp.charges = append(resp.charges, charge{rule: m.rule, key: k.Key, limits: k.Limits, cost: g.cost})
+				c := charge{rule: m.rule, key: k.Key, limits: k.Limits, cost: g.cost}
+				if g.shadow {
+					resp.charges = append(resp.charges, c)
+				} else {
+					undo.charges = append(undo.charges, c)
+				}
+			}
+			if !g.shadow {
+				undone = append(undone, idx)
 			}
 		}
 		for _, i := range idx {
@@ -85,7 +100,17 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 			}
 		}
 	}
-	return nil
+	if !denied {
+		resp.charges = append(resp.charges, undo.charges...)
+		return nil
+	}
+	for _, idx := range undone {
+		for _, i := range idx {
+			st := &resp.Statuses[i]
+			st.Remaining, st.Delay = clamp32(int64(st.Remaining)+ms[i].cost), 0
+		}
+	}
+	return e.Refund(ctx, &undo, nil)
 }
 
 // setStatus fills a Bouncer-semantics status from the decision that

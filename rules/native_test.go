@@ -35,6 +35,14 @@ func TestNativeSemantics(t *testing.T) {
 			{ds: ds(desc("user_id=b"), desc("remote_address=10.0.0.1")), want: "OVER_LIMIT: OK/2 OVER_LIMIT/0"},
 			{ds: ds(desc("user_id=b")), want: "OK: OK/1"},
 		},
+		"all or nothing across descriptors of different hits": {
+			{ds: ds(desc("remote_address=10.0.0.2")), want: "OK: OK/2"},
+			{ds: ds(desc("remote_address=10.0.0.2")), want: "OK: OK/1"},
+			// The IP's 2 hits are denied, so the user's 1 (checked first,
+			// as a check of its own cost) is given back.
+			{ds: ds(hits(desc("user_id=c"), 1), hits(desc("remote_address=10.0.0.2"), 2)), want: "OVER_LIMIT: OK/2 OVER_LIMIT/1"},
+			{ds: ds(desc("user_id=c")), want: "OK: OK/1"},
+		},
 		"IPv6 addresses of one /64 share a limit": {
 			{ds: ds(desc("remote_address=2001:db8::1")), want: "OK: OK/2"},
 			{ds: ds(desc("remote_address=2001:db8::2:3")), want: "OK: OK/1"},
