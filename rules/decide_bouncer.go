@@ -44,8 +44,8 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 	// Groups of different costs are checked in turn; if one that may deny
 	// does, what the others charged is given back (undo), so that the
 	// request stays all or nothing.
-	var undo Response
-	var undone [][]int
+	var mine []int     // resp.charges of the groups that may deny
+	var undone [][]int // their descriptors
 	denied := false
 	for _, g := range order {
 		idx := members[g]
@@ -66,12 +66,10 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 		if dec.Allowed && g.cost > 0 {
 			for _, k := range req.Keys {
 				m := ms[first[k.Key]]
-				c := charge{rule: m.rule, key: k.Key, limits: k.Limits, cost: g.cost}
-				if g.shadow {
-					resp.charges = append(resp.charges, c)
-				} else {
-					undo.charges = append(undo.charges, c)
+				if !g.shadow {
+					mine = append(mine, len(resp.charges))
 				}
+				resp.charges = append(resp.charges, charge{rule: m.rule, key: k.Key, limits: k.Limits, cost: g.cost})
 			}
 			if !g.shadow {
 				undone = append(undone, idx)
@@ -101,9 +99,18 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 		}
 	}
 	if !denied {
-		resp.charges = append(resp.charges, undo.charges...)
 		return nil
 	}
+	var undo Response
+	kept := resp.charges[:0:0]
+	for i, c := range resp.charges {
+		if slices.Contains(mine, i) {
+			undo.charges = append(undo.charges, c)
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	resp.charges = kept
 	for _, idx := range undone {
 		for _, i := range idx {
 			st := &resp.Statuses[i]
