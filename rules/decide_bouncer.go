@@ -12,35 +12,7 @@ import (
 // check (shadow rules as a second one, so that they never block or undo
 // the others), then reports each descriptor's own state.
 func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Response) error {
-	type group struct {
-		shadow bool
-		cost   int64
-	}
-	var order []group
-	members := map[group][]int{}
-	for i, m := range ms {
-		if m == nil {
-			continue
-		}
-		st := &resp.Statuses[i]
-		st.Rule = m.rule
-		if m.unlimited {
-			st.Unlimited, st.Remaining = true, math.MaxUint32
-			continue
-		}
-		st.Limit, st.Key = &m.report, m.key
-		if len(m.limits) == 0 {
-			if m.cost > 0 {
-				st.Code, st.RetryAfter = OverLimit, bouncer.Never
-			}
-			continue
-		}
-		g := group{shadow: m.shadow || m.quota, cost: m.cost}
-		if _, ok := members[g]; !ok {
-			order = append(order, g)
-		}
-		members[g] = append(members[g], i)
-	}
+	order, members := groupByCost(ms, resp)
 	// Groups of different costs are checked in turn; if one that may deny
 	// does, what the others charged is given back (undo), so that the
 	// request stays all or nothing.
@@ -101,6 +73,13 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 	if !denied {
 		return nil
 	}
+	return e.undo(ctx, resp, ms, mine, undone)
+}
+
+// undo gives back the charges of resp at the indexes mine, those of the
+// groups of a request that another group denied, and reports the
+// descriptors undone as uncharged.
+func (e *Engine) undo(ctx context.Context, resp *Response, ms []*matched, mine []int, undone [][]int) error {
 	var undo Response
 	kept := resp.charges[:0:0]
 	for i, c := range resp.charges {
@@ -118,6 +97,45 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 		}
 	}
 	return e.Refund(ctx, &undo, nil)
+}
+
+// costGroup is the descriptors of a request checked together: those of
+// one cost, shadow (or quota) rules apart.
+type costGroup struct {
+	shadow bool
+	cost   int64
+}
+
+// groupByCost fills the statuses of the descriptors that need no check
+// (unlimited, or a limit of 0) and groups the others, in the order of
+// their first descriptor.
+func groupByCost(ms []*matched, resp *Response) ([]costGroup, map[costGroup][]int) {
+	var order []costGroup
+	members := map[costGroup][]int{}
+	for i, m := range ms {
+		if m == nil {
+			continue
+		}
+		st := &resp.Statuses[i]
+		st.Rule = m.rule
+		if m.unlimited {
+			st.Unlimited, st.Remaining = true, math.MaxUint32
+			continue
+		}
+		st.Limit, st.Key = &m.report, m.key
+		if len(m.limits) == 0 {
+			if m.cost > 0 {
+				st.Code, st.RetryAfter = OverLimit, bouncer.Never
+			}
+			continue
+		}
+		g := costGroup{shadow: m.shadow || m.quota, cost: m.cost}
+		if _, ok := members[g]; !ok {
+			order = append(order, g)
+		}
+		members[g] = append(members[g], i)
+	}
+	return order, members
 }
 
 // setStatus fills a Bouncer-semantics status from the decision that
