@@ -25,7 +25,10 @@ import (
 //   - keys=1: one busy key, rate 300 per second or per minute, checked far
 //     more often than that (most checks denied), for the sliding window
 //     log, whose state holds one entry per admitted check, beside the
-//     fixed window.
+//     fixed window;
+//   - charge: the keys=10000 workload charged (Store.Charge, a settle's
+//     second step) instead of checked, from 64 callers and from one,
+//     beside the same checks from one caller.
 //
 // Besides ns/op it reports, from INFO before and after the run:
 // "redis-cpu-µs/check" (the server process's user and system CPU, parsing
@@ -37,9 +40,11 @@ import (
 func BenchmarkRedisCost(b *testing.B) {
 	as := addrs(b, "BOUNCER_REDIS_ADDR")
 	type bench struct {
-		name  string
-		keys  int
-		limit bouncer.Limit
+		name    string
+		keys    int
+		limit   bouncer.Limit
+		charge  bool
+		callers int
 	}
 	var cases []bench
 	for _, a := range bouncer.Algorithms() {
@@ -50,15 +55,20 @@ func BenchmarkRedisCost(b *testing.B) {
 		if a == bouncer.Concurrency {
 			l.Rate = 1 << 20 // leases of an hour: a log of one per check
 		}
-		cases = append(cases, bench{"keys=10000/" + a.String(), 10000, l})
+		cases = append(cases, bench{"keys=10000/" + a.String(), 10000, l, false, 64})
+		if l.Chargeable() {
+			cases = append(cases, bench{"keys=10000/" + a.String() + "/charge", 10000, l, true, 64},
+				bench{"keys=10000/" + a.String(), 10000, l, false, 1},
+				bench{"keys=10000/" + a.String() + "/charge", 10000, l, true, 1})
+		}
 	}
 	for _, a := range []bouncer.Algorithm{bouncer.SlidingWindowLog, bouncer.FixedWindow} {
 		for _, p := range []time.Duration{time.Second, time.Minute} {
-			cases = append(cases, bench{fmt.Sprintf("keys=1/%s/rate=300/period=%v", a, p), 1, bouncer.Limit{Name: "busy", Algorithm: a, Rate: 300, Period: p}})
+			cases = append(cases, bench{fmt.Sprintf("keys=1/%s/rate=300/period=%v", a, p), 1, bouncer.Limit{Name: "busy", Algorithm: a, Rate: 300, Period: p}, false, 64})
 		}
 	}
 	for _, bc := range cases {
-		b.Run(bc.name+"/parallel=64", func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/parallel=%d", bc.name, bc.callers), func(b *testing.B) {
 			c, err := rueidis.NewClient(redisstore.ClientOption(as))
 			if err != nil {
 				b.Fatal(err)
@@ -71,25 +81,42 @@ func BenchmarkRedisCost(b *testing.B) {
 			}
 			var next, denied, degraded atomic.Int64
 			before := redisUsage(b, c)
-			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			// one makes one call, and reports false once the benchmark
+			// failed.
+			one := func(ctx context.Context) bool {
+				req := reqs[int(next.Add(1))%len(reqs)]
+				if bc.charge {
+					if err := s.Charge(ctx, req); err != nil {
+						b.Errorf("charge: %v", err)
+						return false
+					}
+					return true
+				}
+				d, err := s.Check(ctx, req)
+				if err != nil {
+					b.Errorf("check: %v", err)
+					return false
+				}
+				if d.Degraded {
+					degraded.Add(1)
+				}
+				if !d.Allowed {
+					denied.Add(1)
+				}
+				return true
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					d, err := s.Check(ctx, reqs[int(next.Add(1))%len(reqs)])
-					if err != nil {
-						b.Errorf("check: %v", err)
-						return
-					}
-					if d.Degraded {
-						degraded.Add(1)
-					}
-					if !d.Allowed {
-						denied.Add(1)
-					}
+			if bc.callers == 1 {
+				for i := 0; i < b.N && one(context.Background()); i++ {
 				}
-			})
+			} else {
+				b.SetParallelism(max(1, bc.callers/runtime.GOMAXPROCS(0)))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() && one(context.Background()) {
+					}
+				})
+			}
 			b.StopTimer()
 			after := redisUsage(b, c)
 			n := float64(b.N)
