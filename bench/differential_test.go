@@ -324,7 +324,8 @@ func ratelimitModuleDir(t *testing.T) string {
 // stream makes random requests for one config: descriptors along the
 // config's own branches (values from the config, from small pools where
 // it matches any value or a prefix, and now and then a value or an entry
-// it does not know), one to three per request, with random hits. Now and
+// it does not know), one to three per request, with random hits (now and
+// then many, as a request sent at a stream's end carries). Now and
 // then a descriptor sets its own limit, on entries of its own whose rate
 // changes from call to call, so that a count is read against another
 // limit mid-window.
@@ -386,8 +387,14 @@ func (s *stream) next() *pb.RateLimitRequest {
 	if r.IntN(40) == 0 {
 		req.Domain = "no-such-domain"
 	}
-	if r.IntN(4) == 0 {
+	switch r.IntN(12) {
+	case 0, 1, 2:
 		req.HitsAddend = uint32(r.IntN(3))
+	case 3:
+		// A request Envoy sends at the stream's end (apply_on_stream_done):
+		// the hits the response reported, often past the limits, charged
+		// whatever the count.
+		req.HitsAddend = uint32(5 + r.IntN(36))
 	}
 	for range 1 + r.IntN(3) {
 		path := s.paths[r.IntN(len(s.paths))]
