@@ -39,6 +39,13 @@ type Server struct {
 	// Content-Type.
 	Headers header.Mode
 
+	// EnvoyHeaders, if not nil, is the mode of the answers for domains
+	// read from envoyproxy/ratelimit's format (rules.Domain.EnvoyFormat)
+	// in place of Headers: bouncer serve sets header.Off there unless
+	// --headers is given, so that a config moved from that project
+	// answers as it did.
+	EnvoyHeaders *header.Mode
+
 	// DynamicMetadata sets every response's dynamic_metadata as
 	// envoyproxy/ratelimit's main does with RESPONSE_DYNAMIC_METADATA:
 	// the request's domain, descriptors and hits_addend, and the config
@@ -77,7 +84,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (
 		// there is no header to set.
 		_ = grpc.SetHeader(ctx, degradedMD)
 	}
-	out = Response(&resp, s.Headers)
+	mode := s.Headers
+	if s.EnvoyHeaders != nil {
+		if d := s.Engine.Config().Domain(req.Domain); d != nil && d.EnvoyFormat {
+			mode = *s.EnvoyHeaders
+		}
+	}
+	out = Response(&resp, mode)
 	if s.DynamicMetadata {
 		out.DynamicMetadata = Metadata(in, &resp)
 	}
@@ -135,7 +148,10 @@ func shareOf[K comparable, V any](m *sync.Map, k K, build func() V) V {
 // this transport.
 func statusOf(err error) error {
 	code := codes.Unavailable // the store failed
+	var empty *rules.EmptyRequestError
 	switch {
+	case errors.As(err, &empty):
+		code = codes.Unknown // as envoyproxy/ratelimit answers it
 	case errors.Is(err, rules.ErrInvalidRequest):
 		code = codes.InvalidArgument
 	case errors.Is(err, rules.ErrUnknownDomain):
@@ -255,8 +271,14 @@ var fromProto = map[typev3.RateLimitUnit]rules.Unit{
 	typev3.RateLimitUnit_MINUTE: rules.UnitMinute,
 	typev3.RateLimitUnit_HOUR:   rules.UnitHour,
 	typev3.RateLimitUnit_DAY:    rules.UnitDay,
+	unitWeek:                    rules.UnitWeek,
 	typev3.RateLimitUnit_MONTH:  rules.UnitMonth,
 	typev3.RateLimitUnit_YEAR:   rules.UnitYear,
 }
+
+// unitWeek is envoy.type.v3.RateLimitUnit's WEEK, which Envoy sends and
+// envoyproxy/ratelimit honours in an override, but which the generated
+// code this module uses does not name.
+const unitWeek typev3.RateLimitUnit = 7
 
 func unitFromProto(u typev3.RateLimitUnit) rules.Unit { return fromProto[u] }

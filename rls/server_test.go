@@ -108,8 +108,9 @@ func TestRequest(t *testing.T) {
 		{"override per year", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(typev3.RateLimitUnit_YEAR)}}, withOverride(rules.UnitYear)},
 		{"override per unknown unit", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(typev3.RateLimitUnit_UNKNOWN)}}, withOverride(rules.UnitUnknown)},
 		{"override per undefined unit", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(99)}}, withOverride(rules.UnitUnknown)},
-		// The request's enum has no week: 7 is the response's WEEK only.
-		{"override per week (7)", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(7)}}, withOverride(rules.UnitUnknown)},
+		// The generated request enum names no week, but Envoy sends 7 for
+		// WEEK and envoyproxy/ratelimit honours it.
+		{"override per week (7)", &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{override(7)}}, withOverride(rules.UnitWeek)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,7 +332,7 @@ func TestShouldRateLimitErrors(t *testing.T) {
 		{"store failure", errors.New("connection refused"), ok, codes.Unavailable},
 		{"store deadline", fmt.Errorf("redisstore: %w", context.DeadlineExceeded), ok, codes.DeadlineExceeded},
 		{"canceled", fmt.Errorf("redisstore: %w", context.Canceled), ok, codes.Canceled},
-		{"invalid request", nil, &pb.RateLimitRequest{Domain: "d"}, codes.InvalidArgument},
+		{"invalid request", nil, &pb.RateLimitRequest{Domain: "d", HitsAddend: 1, Descriptors: []*rlpb.RateLimitDescriptor{{Entries: entries("k=a"), Limit: &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: 99}}}}, codes.InvalidArgument},
 		{"null descriptor", nil, &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{nil}}, codes.InvalidArgument},
 		{"unknown domain", nil, &pb.RateLimitRequest{Domain: "x", Descriptors: ok.Descriptors}, codes.NotFound},
 	}
@@ -342,5 +343,22 @@ func TestShouldRateLimitErrors(t *testing.T) {
 				t.Errorf("got %v (%v), want %v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// A request without a domain or without descriptors is answered as
+// envoyproxy/ratelimit answers it: Unknown, with its bare message.
+func TestShouldRateLimitEmpty(t *testing.T) {
+	for _, tt := range []struct {
+		req  *pb.RateLimitRequest
+		want string
+	}{
+		{&pb.RateLimitRequest{Descriptors: []*rlpb.RateLimitDescriptor{{Entries: entries("k=a")}}}, "rate limit domain must not be empty"},
+		{&pb.RateLimitRequest{Domain: "d"}, "rate limit descriptor list must not be empty"},
+	} {
+		_, err := server(t, failing{}).ShouldRateLimit(t.Context(), tt.req)
+		if st := status.Convert(err); st.Code() != codes.Unknown || st.Message() != tt.want {
+			t.Errorf("%v: got %v %q, want Unknown %q", tt.req, st.Code(), st.Message(), tt.want)
+		}
 	}
 }

@@ -71,6 +71,10 @@ type Domain struct {
 	Name      string
 	File      string
 	Semantics Semantics
+	// EnvoyFormat is set for a domain read from envoyproxy/ratelimit's
+	// format, whose users expect that project's defaults (such as no
+	// rate-limit headers in RLS answers unless asked).
+	EnvoyFormat bool
 
 	// PlanKey is the descriptor entry key whose value names the caller's
 	// plan ("" when the domain has no plans); DefaultPlan is the plan of a

@@ -57,7 +57,7 @@ type envoyRateLimit struct {
 // compileEnvoy builds a domain from a file in envoyproxy/ratelimit's
 // format, with that project's validation and a few more checks.
 func compileEnvoy(file string, f *envoyFile, line int, errs *errorList, o LoadOptions) *Domain {
-	d := &Domain{File: file, Name: f.Domain, Semantics: EnvoySemantics, root: newNode()}
+	d := &Domain{File: file, Name: f.Domain, Semantics: EnvoySemantics, EnvoyFormat: true, root: newNode()}
 	switch f.Semantics {
 	case "", "envoy":
 	case "bouncer":

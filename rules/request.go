@@ -53,14 +53,25 @@ type Override struct {
 	Unit            Unit
 }
 
+// EmptyRequestError is the error of a request with no domain or no
+// descriptor. It wraps ErrInvalidRequest, and its message is
+// envoyproxy/ratelimit's own, so that the RLS service can answer it as
+// that project does: status Unknown and the bare message.
+type EmptyRequestError struct{ Msg string }
+
+func (e *EmptyRequestError) Error() string { return e.Msg }
+
+// Unwrap returns ErrInvalidRequest.
+func (e *EmptyRequestError) Unwrap() error { return ErrInvalidRequest }
+
 func (r *Request) validate() error {
 	switch {
 	case r.Domain == "":
-		return fmt.Errorf("%w: rate limit domain must not be empty", ErrInvalidRequest)
+		return &EmptyRequestError{Msg: "rate limit domain must not be empty"}
 	case len(r.Domain) > MaxKeyLen:
 		return fmt.Errorf("%w: domain longer than %d bytes", ErrInvalidRequest, MaxKeyLen)
 	case len(r.Descriptors) == 0:
-		return fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrInvalidRequest)
+		return &EmptyRequestError{Msg: "rate limit descriptor list must not be empty"}
 	case len(r.Descriptors) > MaxDescriptors:
 		return fmt.Errorf("%w: %d descriptors, at most %d", ErrInvalidRequest, len(r.Descriptors), MaxDescriptors)
 	case r.HitsAddend > MaxHits:

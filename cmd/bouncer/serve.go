@@ -80,7 +80,7 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call; a check whose reply has not come by then decides by policy")
 	fs.StringVar(&c.onStoreError, "on-store-error", "local", "when Redis cannot answer, for rules that say nothing: local (each instance limits on its own), allow or deny")
 	fs.StringVar(&c.mode, "mode", "strict", "with Redis, how limits whose rule names no mode are shared: strict (every check asks Redis), lease (quota taken in leases, spent locally) or async (counted locally, synced every 100ms); see docs/hybrid.md")
-	fs.StringVar(&c.headers, "headers", "all", "rate-limit headers to return: all, ietf, x-ratelimit or off")
+	fs.StringVar(&c.headers, "headers", "", "rate-limit headers to return: all, ietf, x-ratelimit or off; unset: all, but off in gRPC answers for domains in envoyproxy/ratelimit's format, as that project answers")
 	fs.StringVar(&c.unknownDomain, "unknown-domain", "allow", "requests for a domain no config defines: allow (no limits, as envoyproxy/ratelimit) or error (NOT_FOUND / 404)")
 	fs.BoolVar(&c.respMetadata, "response-metadata", false, "gRPC answers carry dynamic metadata: the request's domain, descriptors and hits, and the config metadata of the descriptors that passed (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -134,6 +134,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 type serveOptions struct {
 	level         slog.Level
 	headers       header.Mode
+	envoyHeaders  header.Mode // RLS answers for domains in envoyproxy/ratelimit's format
 	policy        bouncer.StoreErrorPolicy
 	mode          bouncer.Mode
 	rejectUnknown bool
@@ -156,9 +157,13 @@ func (c serveConfig) validate() (serveOptions, error) {
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return o, fmt.Errorf("--log-format: want text or json, got %q", c.logFormat)
 	}
-	var ok bool
-	if o.headers, ok = header.ParseMode(c.headers); !ok {
-		return o, fmt.Errorf("--headers: want all, ietf, x-ratelimit or off, got %q", c.headers)
+	o.headers, o.envoyHeaders = header.All, header.Off
+	if c.headers != "" {
+		mode, ok := header.ParseMode(c.headers)
+		if !ok {
+			return o, fmt.Errorf("--headers: want all, ietf, x-ratelimit or off, got %q", c.headers)
+		}
+		o.headers, o.envoyHeaders = mode, mode
 	}
 	p, err := bouncer.ParseStoreErrorPolicy(c.onStoreError)
 	if err != nil || p == bouncer.StoreErrorDefault {
@@ -280,6 +285,7 @@ func (s *service) listen(o serveOptions) error {
 	}
 	s.grpc = s.grpcServer(o)
 	rlsServer := rls.New(s.engine, o.headers)
+	rlsServer.EnvoyHeaders = &o.envoyHeaders
 	rlsServer.DynamicMetadata = c.respMetadata
 	jsonHandler := &jsonapi.Handler{Engine: s.engine, Headers: o.headers}
 	if s.tracing {

@@ -543,9 +543,7 @@ func TestServeRLSInvalidRequests(t *testing.T) {
 		name string
 		req  *pb.RateLimitRequest
 	}{
-		{"empty domain", request("", desc("user=a"))},
 		{"domain too long", request(strings.Repeat("d", rules.MaxKeyLen+1), desc("user=a"))},
-		{"no descriptors", request("app")},
 		{"too many descriptors", request("app", many...)},
 		{"too many entries", request("app", wide)},
 		{"key too long", request("app", desc(strings.Repeat("k", rules.MaxKeyLen+1)+"=v"))},
@@ -655,6 +653,43 @@ func TestServeGRPCHealthAndReflection(t *testing.T) {
 
 // The same answers as rules.TestEnvoySemantics gives at the engine, here
 // through the wire.
+// By default, a domain read from envoyproxy/ratelimit's format answers
+// as that project does, with no rate-limit headers and no raw_body, while
+// one in Bouncer's format carries them; --headers sets both.
+func TestServeHeadersByFormat(t *testing.T) {
+	for _, tt := range []struct {
+		flag        string
+		envoy, ours bool // whether each domain's denial carries headers and a body
+	}{
+		{"", false, true},
+		{"all", true, true},
+		{"off", false, false},
+	} {
+		t.Run("headers="+tt.flag, func(t *testing.T) {
+			ts := startTest(t, map[string]string{"native.yaml": nativeConfig, "edge.yaml": envoyConfig}, func(c *serveConfig) { c.headers = tt.flag })
+			for _, d := range []struct {
+				domain string
+				desc   *rlpb.RateLimitDescriptor
+				want   bool
+			}{
+				{"edge", hits(desc("user_id=h"), 4), tt.envoy},
+				{"native", hits(desc("user=h"), 3), tt.ours},
+			} {
+				denied := ts.check(t, request(d.domain, d.desc))
+				if denied.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
+					t.Fatalf("%s: got %v, want OVER_LIMIT", d.domain, denied.GetOverallCode())
+				}
+				if got := len(denied.GetResponseHeadersToAdd()) > 0; got != d.want {
+					t.Errorf("%s: headers %q, want some: %v", d.domain, headerNames(denied), d.want)
+				}
+				if got := len(denied.GetRawBody()) > 0; got != d.want {
+					t.Errorf("%s: raw_body %q, want one: %v", d.domain, denied.GetRawBody(), d.want)
+				}
+			}
+		})
+	}
+}
+
 func TestServeEnvoyConfig(t *testing.T) {
 	tests := []struct {
 		name  string
