@@ -426,7 +426,8 @@ func (s *stream) next() *pb.RateLimitRequest {
 // in a window starting at the same second (a minute's first second), which
 // Bouncer keeps apart.
 func overrideDescriptor(r *rand.Rand) *rlpb.RateLimitDescriptor {
-	units := []typepb.RateLimitUnit{typepb.RateLimitUnit_SECOND, typepb.RateLimitUnit_MINUTE}
+	// 7 is WEEK, which Envoy sends though the generated enum names it not.
+	units := []typepb.RateLimitUnit{typepb.RateLimitUnit_SECOND, typepb.RateLimitUnit_MINUTE, 7}
 	rates := []uint32{0, 2, 3, 5}
 	u := units[r.IntN(len(units))]
 	return &rlpb.RateLimitDescriptor{
