@@ -4,6 +4,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -458,11 +459,21 @@ func testFailureStartWhileDown(t *testing.T, pr *privateRedis) {
 		t.Fatalf("New with the server stopped: %v", err)
 	}
 	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.WaitConnected(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitConnected with the server stopped: %v; want the context's deadline", err)
+	}
 	always := failurePerHour("always", bouncer.MaxRate, bouncer.StoreErrorDefault)
 	if d := failureCheck(t, s, failureRequest("down", always)); !d.Degraded || !d.Allowed {
 		t.Fatalf("check with the server stopped: %+v; want degraded and allowed (local)", d)
 	}
 	pr.node(t, "start", pr.port)
+	wait, cancelWait := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelWait()
+	if err := s.WaitConnected(wait); err != nil {
+		t.Fatalf("WaitConnected once the server started: %v", err)
+	}
 	took := failureWaitRedis(t, s, "up", always)
 	t.Logf("Redis decides %v after the server started", took.Round(time.Millisecond))
 	h := s.Health()

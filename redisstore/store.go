@@ -146,6 +146,7 @@ type Store struct {
 	lanes     []lane // one, or one per group on a Cluster
 	slots     slots  // on a Cluster: which node serves each slot
 	ready     atomic.Bool
+	connected chan struct{}         // closed once ready
 	connErr   atomic.Pointer[error] // while not ready: the last attempt's
 
 	mu     sync.Mutex // guards closed and the hand-over of a connection
@@ -182,15 +183,16 @@ func New(o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		prefix:   o.Prefix,
-		timeout:  o.Timeout,
-		policy:   o.OnStoreError,
-		local:    o.Local,
-		inFlight: o.InFlight,
-		batch:    o.Batch,
-		lib:      defaultLibrary,
-		now:      o.now,
-		log:      o.Logger,
+		prefix:    o.Prefix,
+		timeout:   o.Timeout,
+		policy:    o.OnStoreError,
+		local:     o.Local,
+		inFlight:  o.InFlight,
+		batch:     o.Batch,
+		lib:       defaultLibrary,
+		now:       o.now,
+		log:       o.Logger,
+		connected: make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -345,10 +347,25 @@ func (s *Store) attach(c rueidis.Client, own bool) bool {
 	wasDown := s.connErr.Load() != nil
 	s.connErr.Store(nil)
 	s.ready.Store(true)
+	close(s.connected)
 	if wasDown {
 		s.log.Info("redis connected: deciding in Redis", "nodes", len(c.Nodes()))
 	}
 	return true
+}
+
+// WaitConnected waits until the store has connected to Redis and loaded
+// its function library, so that its first checks are decided in Redis,
+// or until ctx is done, whose error it then returns. A store decides by
+// policy until it connects: a service that waits for it a bounded time
+// at start does not forget the charges of its first checks.
+func (s *Store) WaitConnected(ctx context.Context) error {
+	select {
+	case <-s.connected:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // errConnecting is the error of a call made before the store connected.

@@ -345,6 +345,14 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 	if err != nil {
 		return store{}, err
 	}
+	// The first checks are decided in Redis, not by policy while the
+	// store connects (a fresh instance would forget their charges),
+	// unless Redis takes longer than the start-up wait to answer.
+	ctx, cancel := context.WithTimeout(context.Background(), startWait)
+	defer cancel()
+	if rs.WaitConnected(ctx) != nil {
+		log.Warn("serving before Redis answered: deciding by each limit's on_store_error policy until it does", "waited", startWait)
+	}
 	// Limits in lease or async mode are decided by the hybrid limiter;
 	// strict ones pass through it to Redis as they are.
 	hy := hybrid.New(rs, nil, hybrid.Options{OnStoreError: o.policy})
@@ -354,6 +362,10 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 		degraded: func() []string { return rs.Health().Degraded() },
 	}, nil
 }
+
+// startWait bounds how long a service waits at start for Redis to
+// answer before it serves.
+const startWait = 2 * time.Second
 
 // closeBoth closes the hybrid limiter, which gives its leases back, then
 // the Redis store under it.

@@ -908,8 +908,8 @@ func (ts *testService) metric(t *testing.T, name string, labels ...string) float
 }
 
 // redisConnected waits until the service's Redis store has connected:
-// serve waits a second for it and then serves by policy meanwhile, and a
-// loaded machine may take longer.
+// serve waits up to three seconds for it and then serves by policy
+// meanwhile, and a loaded machine may take longer.
 func redisConnected(t *testing.T, ts *testService) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -1423,6 +1423,38 @@ func TestServeRedisCountsAYear(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A service on Redis starts serving once its store has connected, so
+// that its very first check is counted in Redis (not decided by policy
+// while it connects, and forgotten).
+func TestServeRedisFirstCheckCounted(t *testing.T) {
+	addr := redistest.Addr(t)
+	domain := fmt.Sprintf("first-%d-%d", os.Getpid(), time.Now().UnixNano())
+	ts := startTest(t, map[string]string{
+		"f.yaml": "domain: " + domain + "\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 100}\n",
+	}, func(c *serveConfig) { c.store = "redis://" + addr })
+	if got := summary(ts.check(t, request(domain, hits(desc("a=x"), 10)))); got != "OK: OK/90" {
+		t.Fatalf("first check of 10 hits: got %q, want OK: OK/90", got)
+	}
+	if n := ts.metric(t, "bouncer_redis_connected"); n != 1 {
+		t.Fatalf("bouncer_redis_connected %v after the first check, want 1", n)
+	}
+	// A second instance reads the count in Redis.
+	other := startTest(t, map[string]string{
+		"f.yaml": "domain: " + domain + "\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 100}\n",
+	}, func(c *serveConfig) { c.store = "redis://" + addr })
+	if got := summary(other.check(t, request(domain, desc("a=x")))); got != "OK: OK/89" {
+		t.Fatalf("a second instance's check: got %q, want OK: OK/89 (the first check's 10 counted in Redis)", got)
+	}
+	for i, s := range []*testService{ts, other} {
+		if d := s.metric(t, "bouncer_decisions_total", "domain="+domain, "rule=a", "result=degraded"); d != 0 {
+			t.Errorf("instance %d: %v degraded decisions, want 0", i+1, d)
+		}
+		if ok := s.metric(t, "bouncer_decisions_total", "domain="+domain, "rule=a", "result=ok"); ok != 1 {
+			t.Errorf("instance %d: %v decisions ok, want 1", i+1, ok)
+		}
 	}
 }
 
