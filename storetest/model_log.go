@@ -56,9 +56,13 @@ func (m *slidingLogModel) Refund(now, n int64) {
 }
 
 // Charge logs cost units at now whatever the window holds; a window
-// holding more than the rate has its newest units moved to now too.
+// holding more than the rate has its newest units moved to now too. A
+// charge of nothing changes nothing.
 func (m *slidingLogModel) Charge(now, cost int64) {
 	m.units = m.inWindow(now)
+	if cost == 0 {
+		return
+	}
 	if n := len(m.units); int64(n) > m.rate {
 		newest := m.units[n-1]
 		for i := n - 1; i >= 0 && m.units[i] == newest; i-- {
