@@ -152,7 +152,7 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 		ls := LimitStatus{
 			Name: s.Limit.Name, Algorithm: s.Limit.Algorithm.String(), Rate: s.Limit.Rate,
 			Period: rules.FormatDuration(s.Limit.Period), PeriodSeconds: s.Limit.Period.Seconds(), Burst: s.Limit.Burst,
-			Override: k.Override != nil, Remaining: s.Remaining, Over: !s.Allowed,
+			Override: k.Rule == nil && k.Judge != nil, Remaining: s.Remaining, Over: !s.Allowed,
 			ResetAfter: rules.FormatDuration(s.ResetAfter), ResetAfterSeconds: s.ResetAfter.Seconds(),
 		}
 		switch {

@@ -279,3 +279,34 @@ func TestKeyStateOfAnOverride(t *testing.T) {
 		t.Errorf("state:\ngot  %+v\nwant %+v", v.Limits, want)
 	}
 }
+
+// A config rule of envoy semantics, whose count is kept per unit window
+// and shared with overrides, shows its own rate and name, found by key or
+// by descriptor, and reads the hits an override on its entries counted.
+func TestKeyStateOfASharedCount(t *testing.T) {
+	srv, e, _ := server(t, "domain: s\ndescriptors:\n  - key: user\n    rate_limit: {name: users, unit: minute, requests_per_unit: 10}\n")
+	plain := rules.Descriptor{Entries: []rules.Entry{{Key: "user", Value: "p"}}}
+	over := plain
+	over.Limit = &rules.Override{RequestsPerUnit: 3, Unit: rules.UnitMinute}
+	for _, d := range []rules.Descriptor{plain, over, plain} {
+		if _, err := e.Decide(t.Context(), rules.Request{Domain: "s", Descriptors: []rules.Descriptor{d}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := admin.LimitStatus{
+		Name: "users", Algorithm: "fixed_window", Rate: 10, Period: "1m", PeriodSeconds: 60,
+		Remaining: 7, ResetAfter: "21s", ResetAfterSeconds: 21,
+	}
+	var page struct{ Keys []admin.KeyView }
+	fetch(t, srv, http.MethodGet, "/v1/keys", http.StatusOK, &page)
+	if len(page.Keys) != 1 {
+		t.Fatalf("got %d keys, want 1 (the override and the rule share it)", len(page.Keys))
+	}
+	for _, q := range []string{"key=" + url.QueryEscape(page.Keys[0].Key), "domain=s&entry=user=p"} {
+		var v admin.KeyView
+		fetch(t, srv, http.MethodGet, "/v1/keys/state?"+q, http.StatusOK, &v)
+		if len(v.Limits) != 1 || v.Limits[0] != want {
+			t.Errorf("state by %s:\ngot  %+v\nwant %+v", q, v.Limits, want)
+		}
+	}
+}

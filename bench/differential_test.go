@@ -62,7 +62,11 @@ func TestDifferentialEnvoyRatelimit(t *testing.T) {
 	t.Logf("seed %d (BOUNCER_DIFF_SEED reruns it), %d calls per config (BOUNCER_DIFF_CALLS)", seed, calls)
 	total := map[pb.RateLimitResponse_Code]int{}
 	quotaChanged := 0 // answers asMain changed: the stream took quota-mode rules over their limits
+	shared := 0       // overrides sent on a limited rule's entries, sharing its count
 	t.Cleanup(func() {
+		if !t.Skipped() && shared == 0 {
+			t.Errorf("no override on a limited rule's entries; want some, to compare shared counts")
+		}
 		if !t.Skipped() && quotaChanged == 0 {
 			t.Errorf("no answer of a quota-mode rule over its limit; want some, to compare main's quota results")
 		}
@@ -94,7 +98,7 @@ func TestDifferentialEnvoyRatelimit(t *testing.T) {
 			}
 			envoy := dial(t, ref.Addr)
 			quotaRules := rules.NewEngine(cfg, mem)
-			gen := newStream(t, body, seed)
+			gen := newStream(t, body, seed, quotaRules)
 			seen := map[string]int{}
 			split := 0 // calls not compared: the services counted them in different seconds
 			for i := range calls {
@@ -145,6 +149,7 @@ func TestDifferentialEnvoyRatelimit(t *testing.T) {
 					}
 				}
 			}
+			shared += gen.shared
 			// The stream must have reached the config's limits.
 			if seen["OK limited"]+seen["OVER_LIMIT limited"] == 0 {
 				t.Errorf("statuses seen: %v; want some under a limit", seen)
@@ -326,13 +331,16 @@ func ratelimitModuleDir(t *testing.T) string {
 // it matches any value or a prefix, and now and then a value or an entry
 // it does not know), one to three per request, with random hits (now and
 // then many, as a request sent at a stream's end carries). Now and
-// then a descriptor sets its own limit, on entries of its own whose rate
-// changes from call to call, so that a count is read against another
-// limit mid-window.
+// then a descriptor sets its own limit, whose rate changes from call to
+// call, so that a count is read against another limit mid-window: on
+// entries of its own, or on a config branch's, where it shares the
+// count of the rule those entries match.
 type stream struct {
 	rnd    *rand.Rand
 	domain string
 	paths  [][]entryGen
+	rules  *rules.Engine // Bouncer's engine of the config, to find the rule an override shares
+	shared int           // overrides sent on a limited rule's entries
 }
 
 type entryGen struct {
@@ -346,7 +354,7 @@ type yamlDescriptor struct {
 	Descriptors []yamlDescriptor `yaml:"descriptors"`
 }
 
-func newStream(t *testing.T, body string, seed uint64) *stream {
+func newStream(t *testing.T, body string, seed uint64, e *rules.Engine) *stream {
 	t.Helper()
 	var f struct {
 		Domain      string           `yaml:"domain"`
@@ -355,7 +363,7 @@ func newStream(t *testing.T, body string, seed uint64) *stream {
 	if err := yaml.Unmarshal([]byte(body), &f); err != nil {
 		t.Fatal(err)
 	}
-	s := &stream{rnd: rand.New(rand.NewPCG(seed, 7)), domain: f.Domain}
+	s := &stream{rnd: rand.New(rand.NewPCG(seed, 7)), domain: f.Domain, rules: e}
 	var walk func(prefix []entryGen, ds []yamlDescriptor)
 	walk = func(prefix []entryGen, ds []yamlDescriptor) {
 		for _, d := range ds {
@@ -408,8 +416,11 @@ func (s *stream) next() *pb.RateLimitRequest {
 		if r.IntN(10) == 0 {
 			d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: "extra", Value: "1"}) // deeper than the config
 		}
-		if r.IntN(8) == 0 {
+		switch r.IntN(16) {
+		case 0:
 			d = overrideDescriptor(r)
+		case 1:
+			d.Limit = s.overrideOnRule(d)
 		}
 		if r.IntN(4) == 0 {
 			d.HitsAddend = wrapperspb.UInt64(uint64(r.IntN(4))) // 0 peeks
@@ -419,12 +430,35 @@ func (s *stream) next() *pb.RateLimitRequest {
 	return req
 }
 
+// overrideOnRule is a limit for d, a descriptor along a config branch, in
+// the unit of the limited rule its entries match, whose count the
+// override then shares (in minutes when none does). envoyproxy/ratelimit
+// keys a count by the entries and the window's start, not by the limit,
+// so another unit's count would be shared too in a window starting at the
+// same second (a minute's first second), which Bouncer keeps apart.
+func (s *stream) overrideOnRule(d *rlpb.RateLimitDescriptor) *rlpb.RateLimitDescriptor_RateLimitOverride {
+	entries := make([]rules.Entry, len(d.Entries))
+	for i, e := range d.Entries {
+		entries[i] = rules.Entry{Key: e.Key, Value: e.Value}
+	}
+	u := typepb.RateLimitUnit_MINUTE
+	if k, err := s.rules.Resolve(s.domain, entries); err == nil && k.Rule != nil {
+		u = rlsUnits[k.Rule.Unit]
+		s.shared++
+	}
+	return &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(s.rnd.IntN(6)), Unit: u}
+}
+
+// rlsUnits is the RLS unit of each of Bouncer's (7 is WEEK, which Envoy
+// sends though the generated enum names it not).
+var rlsUnits = map[rules.Unit]typepb.RateLimitUnit{
+	rules.UnitSecond: typepb.RateLimitUnit_SECOND, rules.UnitMinute: typepb.RateLimitUnit_MINUTE,
+	rules.UnitHour: typepb.RateLimitUnit_HOUR, rules.UnitDay: typepb.RateLimitUnit_DAY,
+	rules.UnitWeek: 7, rules.UnitMonth: typepb.RateLimitUnit_MONTH, rules.UnitYear: typepb.RateLimitUnit_YEAR,
+}
+
 // overrideDescriptor is a descriptor with a limit of its own, on an entry
-// no config names and with a value per unit. envoyproxy/ratelimit keys a
-// count by the entries and the window's start, not by the limit: a rule's
-// count on the same entries would be shared, and so would another unit's
-// in a window starting at the same second (a minute's first second), which
-// Bouncer keeps apart.
+// no config names and with a value per unit (see overrideOnRule).
 func overrideDescriptor(r *rand.Rand) *rlpb.RateLimitDescriptor {
 	// 7 is WEEK, which Envoy sends though the generated enum names it not.
 	units := []typepb.RateLimitUnit{typepb.RateLimitUnit_SECOND, typepb.RateLimitUnit_MINUTE, 7}

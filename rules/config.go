@@ -141,8 +141,9 @@ type Rule struct {
 	Unit            Unit
 	RequestsPerUnit uint32
 
-	// zero marks an envoyproxy/ratelimit limit of 0 requests per unit,
-	// counted as zeroLimit says.
+	// zero marks an envoyproxy/ratelimit limit of 0 requests per unit:
+	// Limits holds the limit its count is kept under (countLimit), and
+	// 0 judges that count.
 	zero bool
 
 	// DetailedMetric and ValueToMetric are envoyproxy/ratelimit's metric

@@ -62,23 +62,16 @@ func (e *Engine) checkOne(ctx context.Context, m *matched, resp *Response, i int
 
 // request is the check of m's descriptor on its own.
 func (m *matched) request() bouncer.Request {
-	cost := m.cost
-	if m.zero {
-		cost *= 2 // see zeroLimit
-	}
 	return bouncer.Request{
 		Keys: []bouncer.KeyLimits{{Key: m.key, Limits: m.limits}},
-		Cost: cost,
-		Peek: cost == 0,
+		Cost: m.cost,
+		Peek: m.cost == 0,
 	}
 }
 
 // fill fills in st from dec, the decision of m.request().
 func (m *matched) fill(st *Status, dec bouncer.Decision) {
 	st.Remaining = clamp32(dec.Remaining)
-	if m.zero {
-		st.Remaining = 0
-	}
 	st.RetryAfter, st.Delay, st.Degraded = dec.RetryAfter, dec.Delay, dec.Degraded
 	if !dec.Allowed {
 		st.Code = OverLimit

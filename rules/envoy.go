@@ -203,9 +203,10 @@ func (c *envoyCompiler) rule(ed envoyDescriptor, full, at string) *Rule {
 	switch {
 	case !ok:
 	case l.Rate == 0 && c.d.Semantics == EnvoySemantics:
-		// Strict whatever the default: its answers are the window's
+		// Counted as any other (countLimit) and judged against 0,
+		// strict whatever the default: its answers are the window's
 		// exact count, every instance's hits included.
-		r.Limits, r.zero = []bouncer.Limit{zeroLimit(l)}, true
+		r.Limits, r.zero = []bouncer.Limit{countLimit(unit)}, true
 	default:
 		if rl.Mode == "" {
 			l.Mode = c.o.defaultMode(l)
@@ -302,18 +303,6 @@ func (c *envoyCompiler) limit(rl *envoyRateLimit, unit Unit, at string) (bouncer
 func unitList() string {
 	us := unitNames[UnitSecond:]
 	return strings.Join(us[:len(us)-1], ", ") + " or " + us[len(us)-1]
-}
-
-// zeroLimit is how a requests_per_unit of 0 is counted under
-// envoyproxy/ratelimit semantics. That project counts such a window like
-// any other and answers OVER_LIMIT whenever the count after the hits is
-// above 0: every hit is over, and so is a peek once anything was counted
-// in the window. A charge_denied window of capacity 1 checked at twice the
-// hits gives exactly that: any hit overfills it (and is counted), and a
-// peek passes only while nothing was.
-func zeroLimit(l bouncer.Limit) bouncer.Limit {
-	l.Rate, l.ChargeDenied = 1, true
-	return l
 }
 
 // limitName names the limit of an envoyproxy/ratelimit rule: its

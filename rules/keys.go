@@ -37,11 +37,11 @@ type KeyInfo struct {
 	LastSeen time.Time
 	Denied   uint64 // requests answered over the limit since the index first held the key
 
-	// Override is the limit a request's override last set, with envoy
-	// semantics (nil otherwise): Limits then holds the limit its count is
-	// kept under, one per unit whatever the rate, and the override's
-	// rate judges that count (see State).
-	Override *CurrentLimit
+	// Judge, with envoy semantics, is the limit whose rate judged the
+	// key's count last: the rule's, or with a nil Rule the override the
+	// request set. Limits then holds the limit the count is kept under,
+	// one per unit whatever the rate (see State). It is nil otherwise.
+	Judge *CurrentLimit
 }
 
 // NewKeyIndex returns an index of at most n keys (at least 1); past it,
@@ -60,10 +60,10 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 			continue
 		}
 		if k, ok := x.keys[m.key]; ok {
-			k.LastSeen, k.Rule, k.Limits, k.Override = now, m.rule, m.limits, overrideOf(m, k.Override)
+			k.LastSeen, k.Rule, k.Limits, k.Judge = now, m.rule, m.limits, judgeOf(m, k.Judge)
 			continue
 		}
-		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: shorten(m.entries), Limits: m.limits, LastSeen: now, Override: overrideOf(m, nil)}
+		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: shorten(m.entries), Limits: m.limits, LastSeen: now, Judge: judgeOf(m, nil)}
 		if len(x.order) < x.max {
 			x.order = append(x.order, m.key)
 		} else {
@@ -75,14 +75,14 @@ func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
 	}
 }
 
-// overrideOf is KeyInfo.Override for m: was, the one the index holds,
-// when m sent the same override again (copies of a KeyInfo share it, so
-// it is never changed in place), else a new one, or nil.
-func overrideOf(m *matched, was *CurrentLimit) *CurrentLimit {
-	if !m.override {
+// judgeOf is KeyInfo.Judge for m: was, the one the index holds, when m
+// judges by the same limit again (copies of a KeyInfo share it, so it is
+// never changed in place), else a new one, or nil.
+func judgeOf(m *matched, was *CurrentLimit) *CurrentLimit {
+	if !m.shared {
 		return nil
 	}
-	o := CurrentLimit{RequestsPerUnit: m.report.RequestsPerUnit, Unit: m.report.Unit, Window: m.report.Window}
+	o := m.report
 	if was != nil && *was == o {
 		return was
 	}
@@ -205,8 +205,8 @@ type LimitState struct {
 // reset (a fixed window) or from a check of cost 1, which a limit without
 // charge_denied does not charge when it denies (and which is refunded
 // should a unit have come free in between). For a key last checked under
-// an override (k.Override), the state is the count judged against the
-// override's rate, as the next request with that override would be.
+// a shared count (k.Judge), the state is the count judged against the
+// judging limit's rate, as the next such request would be.
 func (e *Engine) State(ctx context.Context, k KeyInfo) ([]LimitState, error) {
 	out := make([]LimitState, len(k.Limits))
 	for i, l := range k.Limits {
@@ -215,10 +215,10 @@ func (e *Engine) State(ctx context.Context, k KeyInfo) ([]LimitState, error) {
 		if err != nil {
 			return nil, err
 		}
-		if o := k.Override; o != nil {
-			m := matched{override: true, report: *o, limits: k.Limits[i : i+1]}
+		if o := k.Judge; o != nil {
+			m := matched{shared: true, report: *o, limits: k.Limits[i : i+1]}
 			peek = m.judge(peek)
-			l = bouncer.Limit{Name: l.Name, Algorithm: l.Algorithm, Rate: int64(o.RequestsPerUnit), Period: l.Period, ChargeDenied: l.ChargeDenied}
+			l = bouncer.Limit{Name: limitName(o.Name, o.Unit), Algorithm: l.Algorithm, Rate: int64(o.RequestsPerUnit), Period: l.Period, ChargeDenied: l.ChargeDenied}
 		}
 		s := LimitState{Limit: l, Allowed: peek.Allowed, Remaining: peek.Remaining, ResetAfter: peek.ResetAfter, RetryAfter: peek.RetryAfter}
 		if s.Allowed && s.Remaining < 1 && s.RetryAfter == 0 {
@@ -307,7 +307,7 @@ func (e *Engine) Resolve(domain string, entries []Entry) (KeyInfo, error) {
 	if !d.match(&r, 0, r.Descriptors[0], values, &m) || m.unlimited || len(m.limits) == 0 {
 		return KeyInfo{}, fmt.Errorf("%w: no limited rule matches %s", ErrInvalidRequest, describeEntries(entries))
 	}
-	return KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: entries, Limits: m.limits}, nil
+	return KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: entries, Limits: m.limits, Judge: judgeOf(&m, nil)}, nil
 }
 
 func describeEntries(entries []Entry) string {

@@ -124,7 +124,7 @@ func TestStateOfAnOverride(t *testing.T) {
 	state := func() rules.LimitState {
 		t.Helper()
 		keys, _ := e.Keys.List("", 8)
-		if len(keys) != 1 || keys[0].Override == nil {
+		if len(keys) != 1 || keys[0].Judge == nil || keys[0].Rule != nil {
 			t.Fatalf("index: got %+v, want one key with its override", keys)
 		}
 		states, err := e.State(t.Context(), keys[0])

@@ -152,8 +152,7 @@ type matched struct {
 	unlimited bool
 	shadow    bool
 	quota     bool
-	zero      bool    // a limit of 0 (zeroLimit)
-	override  bool    // an envoy-semantics override: limits count, report.RequestsPerUnit judges (countLimit)
+	shared    bool    // envoy semantics: limits count per unit window (countLimit), report.RequestsPerUnit judges
 	entries   []Entry // as matched: client IPs aggregated, the plan left out
 	key       string
 	cost      int64
@@ -277,7 +276,7 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 		m.report = CurrentLimit{Name: "", RequestsPerUnit: o.RequestsPerUnit, Unit: o.Unit, Window: l.Period}
 		switch {
 		case d.Semantics == EnvoySemantics:
-			m.limits, m.override = []bouncer.Limit{countLimit(o.Unit)}, true
+			m.limits, m.shared = []bouncer.Limit{countLimit(o.Unit)}, true
 		case l.Rate > 0:
 			m.limits = []bouncer.Limit{l}
 		}
@@ -287,24 +286,27 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 	if found.rule == nil {
 		return false
 	}
-	m.rule = found.rule
-	m.limits, m.unlimited = found.rule.limitsFor(plan)
-	m.shadow, m.quota, m.zero = found.rule.Shadow, found.rule.QuotaMode, found.rule.zero
-	if m.zero {
-		m.key = storeKey(d.Name, entries, found.values)
-		m.report = CurrentLimit{Name: found.rule.Name, Unit: found.rule.Unit, Window: found.rule.Unit.Duration()}
+	rule := found.rule
+	m.rule = rule
+	m.limits, m.unlimited = rule.limitsFor(plan)
+	m.shadow, m.quota = rule.Shadow, rule.QuotaMode
+	if m.unlimited {
 		return true
 	}
-	if !m.unlimited {
-		m.key = storeKey(d.Name, entries, found.values)
-		m.report = CurrentLimit{Name: found.rule.Name, RequestsPerUnit: found.rule.RequestsPerUnit, Unit: found.rule.Unit}
-		if len(m.limits) > 0 {
-			l := m.limits[0]
-			m.report.RequestsPerUnit = uint32(min(l.Rate, math.MaxUint32))
-			m.report.Unit, m.report.Window = unitOf(l.Period), l.Period
-		} else {
-			m.report.Window = found.rule.Unit.Duration()
-		}
+	m.key = storeKey(d.Name, entries, found.values)
+	m.report = CurrentLimit{Name: rule.Name, RequestsPerUnit: rule.RequestsPerUnit, Unit: rule.Unit, Window: rule.Unit.Duration()}
+	if len(m.limits) == 0 {
+		return true
+	}
+	l := m.limits[0]
+	if !rule.zero {
+		m.report.RequestsPerUnit = uint32(min(l.Rate, math.MaxUint32))
+		m.report.Unit, m.report.Window = unitOf(l.Period), l.Period
+	}
+	if d.Semantics == EnvoySemantics && l.Mode == bouncer.Strict && m.report.Unit != UnitUnknown {
+		// One count per entries and window, shared with the overrides
+		// of the same entries and unit (countLimit).
+		m.limits, m.shared = []bouncer.Limit{countLimit(m.report.Unit)}, true
 	}
 	return true
 }

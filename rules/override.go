@@ -15,13 +15,17 @@ func (d *Domain) overrideLimit(o *Override) bouncer.Limit {
 	}
 }
 
-// countLimit is the limit an envoy-semantics override is counted under:
-// one per unit, whatever the override's rate, since envoyproxy/ratelimit
-// keys a count by domain, entries and window, never by the limit. A
-// request that changes its override mid-window (3 per minute, then 5)
-// reads the same count against the new rate (see matched.judge). Stores
-// keep state per limit value, so the rate is fixed at the most a window
-// of the unit can count, charging denied checks as the reference does.
+// countLimit is the limit a descriptor is counted under in a domain of
+// envoy semantics, a strict limit of the config's or a request's
+// override alike: one per unit, whatever the rate, since
+// envoyproxy/ratelimit keys a count by domain, entries and window, never
+// by the limit. An override and a config rule on the same entries and
+// unit share one count, and a request that changes its override
+// mid-window (3 per minute, then 5), or a reload that changes
+// requests_per_unit, reads the same count against the new rate (see
+// matched.judge). Stores keep state per limit value, so the rate is fixed
+// at the most a window of the unit can count, charging denied checks as
+// the reference does.
 func countLimit(u Unit) bouncer.Limit {
 	p := u.Duration()
 	return bouncer.Limit{
@@ -32,11 +36,13 @@ func countLimit(u Unit) bouncer.Limit {
 }
 
 // judge turns dec, the decision of m.request(), into the decision against
-// the limit m reports: for an override, dec counts under countLimit, and
-// the count after the charge is over the override's rate when it exceeds
-// it (envoyproxy/ratelimit's test), hits past the limit included.
+// the limit m reports: for a shared count, dec counts under countLimit,
+// and the count after the charge is over the limit's rate when it exceeds
+// it (envoyproxy/ratelimit's test), hits past the limit included. A rate
+// of 0 so admits a peek while nothing was counted in the window, and no
+// hit.
 func (m *matched) judge(dec bouncer.Decision) bouncer.Decision {
-	if !m.override {
+	if !m.shared {
 		return dec
 	}
 	rate, c := int64(m.report.RequestsPerUnit), m.limits[0].Rate

@@ -20,7 +20,7 @@ type charge struct {
 // charged records that dec, the check of m's descriptor on its own,
 // charged it.
 func (r *Response) charged(m *matched, dec bouncer.Decision) {
-	if dec.Allowed && m.cost > 0 && !m.zero {
+	if dec.Allowed && m.cost > 0 {
 		r.charges = append(r.charges, charge{rule: m.rule, key: m.key, limits: m.limits, cost: m.cost})
 	}
 }
