@@ -1,0 +1,330 @@
+package rlqs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/bouncerhq/bouncer/internal/storekey"
+	"github.com/bouncerhq/bouncer/rules"
+)
+
+// Defaults of the Server's options.
+const (
+	// DefaultInterval is how often Envoy's filter reports (fixed there
+	// at 5 s today, whatever its reporting_interval).
+	DefaultInterval = 5 * time.Second
+	// DefaultMaxBuckets bounds the buckets of one stream.
+	DefaultMaxBuckets = 1000
+	// DefaultBurst is how many seconds of its share a token bucket
+	// assignment holds.
+	DefaultBurst = time.Second
+)
+
+// Server implements Envoy's rate limit quota service (RLQS,
+// envoy.service.rate_limit_quota.v3) over a rules.Engine: clients report
+// their buckets' usage on a stream, and each bucket's rule's rate is
+// divided among the clients that report it, by their demand, into token
+// bucket assignments that the clients enforce themselves. It is safe for
+// concurrent use; the zero value of every field but Engine is usable.
+type Server struct {
+	pb.UnimplementedRateLimitQuotaServiceServer
+
+	// Engine finds each bucket's rule (rules.Engine.Bucket), and counts
+	// the requests clients report as allowed in its store, where RLS
+	// checks of the same descriptors see them. Required.
+	Engine *rules.Engine
+
+	// Demands is where every client's demand for every bucket is kept;
+	// servers sharing a store share it so that they divide a limit
+	// alike. Nil keeps them in this server (NewLocalDemands).
+	Demands Demands
+
+	// Interval is how often clients report (DefaultInterval when 0). An
+	// assignment lives three intervals: a client that stops reporting
+	// gives its share back after that.
+	Interval time.Duration
+
+	// Burst is how long a share a token bucket holds (DefaultBurst
+	// when 0).
+	Burst time.Duration
+
+	// MaxBuckets bounds the buckets a stream may report
+	// (DefaultMaxBuckets when 0): past it, a new bucket is answered
+	// with abandon_action.
+	MaxBuckets int
+
+	// Now is the clock (time.Now when nil). Log receives the store
+	// errors (slog.Default when nil).
+	Now func() time.Time
+	Log *slog.Logger
+
+	local  atomic.Pointer[LocalDemands]
+	id     atomic.Pointer[string]
+	stream atomic.Uint64
+}
+
+// Register registers s on g.
+func (s *Server) Register(g *grpc.Server) { pb.RegisterRateLimitQuotaServiceServer(g, s) }
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) interval() time.Duration {
+	if s.Interval > 0 {
+		return s.Interval
+	}
+	return DefaultInterval
+}
+
+// TTL is how long an assignment lives: three report intervals.
+func (s *Server) TTL() time.Duration { return 3 * s.interval() }
+
+func (s *Server) demands() Demands {
+	if s.Demands != nil {
+		return s.Demands
+	}
+	if l := s.local.Load(); l != nil {
+		return l
+	}
+	s.local.CompareAndSwap(nil, NewLocalDemands(s.now))
+	return s.local.Load()
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+// clientID names a new stream uniquely among every server sharing
+// Demands: a random id of this server, and the stream's number.
+func (s *Server) clientID() string {
+	id := s.id.Load()
+	if id == nil {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		fresh := hex.EncodeToString(b[:])
+		s.id.CompareAndSwap(nil, &fresh)
+		id = s.id.Load()
+	}
+	return *id + "-" + strconv.FormatUint(s.stream.Add(1), 10)
+}
+
+// subscription is what a stream holds of one of its buckets.
+type subscription struct {
+	bucket rules.Bucket
+	config *rules.Config // the config bucket was found in
+	found  bool
+	idle   time.Duration // reported with no request, in a row
+	rate   float64       // the share last assigned, per second
+	last   *typepb.RateLimitStrategy
+}
+
+// stream is one client's stream.
+type stream struct {
+	s      *Server
+	client string
+	domain string
+	subs   map[string]*subscription
+}
+
+// StreamRateLimitQuotas serves one client: the first report binds the
+// domain, and each report is answered at once with an action for each of
+// its buckets.
+func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	st := &stream{s: s, client: s.clientID(), subs: map[string]*subscription{}}
+	defer st.forget()
+	for {
+		msg, err := g.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		}
+		switch {
+		case st.domain == "" && msg.GetDomain() == "":
+			return status.Error(codes.InvalidArgument, "the stream's first report must name a domain")
+		case st.domain == "":
+			st.domain = msg.GetDomain()
+		case msg.GetDomain() != "" && msg.GetDomain() != st.domain:
+			return status.Errorf(codes.InvalidArgument, "a stream serves one domain: %q, not %q", st.domain, msg.GetDomain())
+		}
+		resp := st.answer(g.Context(), msg)
+		if err := g.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// answer is the response to one report.
+func (st *stream) answer(ctx context.Context, msg *pb.RateLimitQuotaUsageReports) *pb.RateLimitQuotaResponse {
+	resp := &pb.RateLimitQuotaResponse{BucketAction: make([]*pb.RateLimitQuotaResponse_BucketAction, 0, len(msg.GetBucketQuotaUsages()))}
+	// Each report's store work ends within an interval, the client's
+	// next report, whatever the store does.
+	ctx, cancel := context.WithTimeout(ctx, st.s.interval())
+	defer cancel()
+	for _, u := range msg.GetBucketQuotaUsages() {
+		id := u.GetBucketId()
+		strategy := st.report(ctx, u)
+		action := &pb.RateLimitQuotaResponse_BucketAction{BucketId: id}
+		if strategy == nil {
+			action.BucketAction = &pb.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &pb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}
+		} else {
+			action.BucketAction = &pb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{QuotaAssignmentAction: &pb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+				AssignmentTimeToLive: durationpb.New(st.s.TTL()),
+				RateLimitStrategy:    strategy,
+			}}
+		}
+		resp.BucketAction = append(resp.BucketAction, action)
+	}
+	return resp
+}
+
+// report takes one bucket's usage and returns its assignment, or nil to
+// abandon it: no rule matches it (any more), the stream has too many
+// buckets, or it has been idle an assignment's life.
+func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_BucketQuotaUsage) *typepb.RateLimitStrategy {
+	s := st.s
+	id := u.GetBucketId().GetBucket()
+	name := bucketName(id)
+	sub := st.subs[name]
+	if sub == nil {
+		if len(st.subs) >= s.maxBuckets() {
+			return nil
+		}
+		sub = &subscription{}
+		st.subs[name] = sub
+	}
+	if cfg := s.Engine.Config(); sub.config != cfg {
+		b, found, err := s.Engine.Bucket(st.domain, id)
+		sub.bucket, sub.found, sub.config = b, found && err == nil, cfg
+	}
+	elapsed := u.GetTimeElapsed().AsDuration()
+	n := u.GetNumRequestsAllowed() + u.GetNumRequestsDenied()
+	if n == 0 && elapsed > 0 {
+		sub.idle += elapsed
+	} else {
+		sub.idle = 0
+	}
+	if !sub.found || sub.idle >= s.TTL() {
+		st.drop(name, sub)
+		return nil
+	}
+	b := &sub.bucket
+	switch {
+	case b.Unlimited:
+		return allowAll
+	case b.Rate == 0:
+		return denyAll
+	}
+	if allowed := u.GetNumRequestsAllowed(); allowed > 0 {
+		hits := min(allowed, uint64(rules.MaxHits))
+		r := rules.Request{Domain: st.domain, Descriptors: []rules.Descriptor{{Entries: b.Entries, Hits: &hits}}}
+		if _, err := s.Engine.Report(ctx, r); err != nil {
+			s.log().Warn("rlqs: usage not counted", "domain", st.domain, "bucket", name, "allowed", allowed, "err", err)
+		}
+	}
+	// A client not yet measured asks for an equal share; one that sent
+	// nothing for a while still asks a request an interval, so that its
+	// next requests pass until it reports them.
+	demand := math.Inf(1)
+	if elapsed > 0 {
+		demand = max(float64(n)/elapsed.Seconds(), 1/s.interval().Seconds())
+	}
+	all, err := s.demands().ShareDemand(ctx, b.Key, st.client, demand, s.TTL())
+	if err != nil {
+		s.log().Warn("rlqs: demands not shared; dividing by this server's clients", "domain", st.domain, "bucket", name, "err", err)
+		all = map[string]float64{st.client: demand}
+	}
+	rate := shareOf(float64(b.Rate)/b.Period.Seconds(), all, st.client)
+	if sub.last != nil && math.Abs(rate-sub.rate) <= sub.rate/20 {
+		// Within 5% of the last: the same assignment, whose bucket the
+		// client keeps (a new one starts full).
+		return sub.last
+	}
+	sub.rate, sub.last = rate, assignment(rate, s.burst())
+	return sub.last
+}
+
+// shareOf is client's fair share of capacity among demands.
+func shareOf(capacity float64, demands map[string]float64, client string) float64 {
+	names := make([]string, 0, len(demands))
+	for c := range demands {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	ds := make([]float64, len(names))
+	for i, c := range names {
+		ds[i] = demands[c]
+	}
+	shares := fairShares(capacity, ds)
+	return shares[sort.SearchStrings(names, client)]
+}
+
+// drop forgets sub, abandoned.
+func (st *stream) drop(name string, sub *subscription) {
+	delete(st.subs, name)
+	if sub.found && !sub.bucket.Unlimited {
+		ctx, cancel := context.WithTimeout(context.Background(), st.s.interval())
+		defer cancel()
+		_ = st.s.demands().ForgetDemand(ctx, sub.bucket.Key, st.client)
+	}
+}
+
+// forget drops every demand of the stream, once it ends.
+func (st *stream) forget() {
+	for name, sub := range st.subs {
+		st.drop(name, sub)
+	}
+}
+
+func (s *Server) maxBuckets() int {
+	if s.MaxBuckets > 0 {
+		return s.MaxBuckets
+	}
+	return DefaultMaxBuckets
+}
+
+func (s *Server) burst() time.Duration {
+	if s.Burst > 0 {
+		return s.Burst
+	}
+	return DefaultBurst
+}
+
+// bucketName is a bucket id as one string: its entries sorted by key,
+// escaped (storekey.Join).
+func bucketName(id map[string]string) string {
+	keys := make([]string, 0, len(id))
+	for k := range id {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		parts = append(parts, k, id[k])
+	}
+	return storekey.Join(parts...)
+}
