@@ -3,6 +3,7 @@ package rlqs
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
 	"sync"
 	"time"
@@ -181,8 +182,14 @@ func (c *Client) Report() error {
 	c.sent++
 	c.mu.Unlock()
 	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	return c.stream.Send(msg)
+	err := c.stream.Send(msg)
+	c.sendMu.Unlock()
+	if errors.Is(err, io.EOF) {
+		// The server ended the stream; receive has its status.
+		<-c.done
+		return c.Err()
+	}
+	return err
 }
 
 // Sync reports, and waits until the server has answered the report.

@@ -10,6 +10,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +78,21 @@ type Server struct {
 	local  atomic.Pointer[LocalDemands]
 	id     atomic.Pointer[string]
 	stream atomic.Uint64
+
+	stopOnce sync.Once
+	stop     chan struct{} // closed by Shutdown
+}
+
+// Shutdown ends every stream, now and to come, with UNAVAILABLE: its
+// client reconnects to another server (a stream never ends of itself,
+// so a graceful stop of the gRPC server waits for it otherwise).
+func (s *Server) Shutdown() {
+	close(s.stopping())
+}
+
+func (s *Server) stopping() chan struct{} {
+	s.stopOnce.Do(func() { s.stop = make(chan struct{}) })
+	return s.stop
 }
 
 // Register registers s on g.
@@ -155,13 +171,33 @@ type stream struct {
 func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	st := &stream{s: s, client: s.clientID(), subs: map[string]*subscription{}}
 	defer st.forget()
+	msgs, errc := make(chan *pb.RateLimitQuotaUsageReports), make(chan error, 1)
+	go func() {
+		for {
+			msg, err := g.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-g.Context().Done():
+				return
+			}
+		}
+	}()
+	stop := s.stopping()
 	for {
-		msg, err := g.Recv()
-		if err != nil {
+		var msg *pb.RateLimitQuotaUsageReports
+		select {
+		case msg = <-msgs:
+		case err := <-errc:
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
 				return nil
 			}
 			return err
+		case <-stop:
+			return status.Error(codes.Unavailable, "the server is shutting down")
 		}
 		switch {
 		case st.domain == "" && msg.GetDomain() == "":
@@ -171,8 +207,7 @@ func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimi
 		case msg.GetDomain() != "" && msg.GetDomain() != st.domain:
 			return status.Errorf(codes.InvalidArgument, "a stream serves one domain: %q, not %q", st.domain, msg.GetDomain())
 		}
-		resp := st.answer(g.Context(), msg)
-		if err := g.Send(resp); err != nil {
+		if err := g.Send(st.answer(g.Context(), msg)); err != nil {
 			return err
 		}
 	}

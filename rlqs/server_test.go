@@ -232,3 +232,20 @@ func TestMisbehavingStreams(t *testing.T) {
 		}
 	})
 }
+
+// Shutdown ends the open streams with UNAVAILABLE, so that a graceful
+// stop of the gRPC server need not wait for them.
+func TestShutdownEndsStreams(t *testing.T) {
+	clock := storetest.NewClock(start)
+	srv := &rlqs.Server{Engine: engine(t, mixed, clock), Now: clock.Now}
+	cc := serve(t, srv)
+	c := client(t, cc, rlqs.ClientOptions{Domain: "mix", Now: clock.Now})
+	c.Allow(map[string]string{"internal": "i"})
+	sync(t, c)
+	srv.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Sync(ctx); status.Code(err) != codes.Unavailable {
+		t.Errorf("a report after Shutdown: %v, want UNAVAILABLE", err)
+	}
+}

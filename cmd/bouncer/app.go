@@ -27,6 +27,7 @@ import (
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/rlqs"
 	"github.com/bouncerhq/bouncer/rules"
 	"github.com/bouncerhq/bouncer/tracing"
 )
@@ -328,6 +329,7 @@ type store struct {
 	lim      bouncer.Limiter
 	closer   io.Closer
 	degraded func() []string // why decisions are made without the store now; nil: never
+	demands  rlqs.Demands    // where RLQS clients' demands are shared; nil: in the process
 }
 
 // openStore opens the store of --store: memory, or Redis, whose
@@ -358,7 +360,7 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 	hy := hybrid.New(rs, nil, hybrid.Options{OnStoreError: o.policy})
 	reg.MustRegister(newRedisCollector(rs), newHybridCollector(hy))
 	return store{
-		lim: hy, closer: closeBoth{hy, rs},
+		lim: hy, closer: closeBoth{hy, rs}, demands: rs,
 		degraded: func() []string { return rs.Health().Degraded() },
 	}, nil
 }

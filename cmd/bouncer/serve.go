@@ -27,6 +27,7 @@ import (
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/jsonapi"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/rlqs"
 	"github.com/bouncerhq/bouncer/rls"
 	"github.com/bouncerhq/bouncer/rules"
 )
@@ -111,9 +112,9 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 func serveUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: bouncer serve --config PATH [flags]")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Serves the rate limit service: Envoy's RLS v3 over gRPC, POST /v1/check over HTTP,")
-	fmt.Fprintln(w, "and the admin API. Reloads the config on change and on SIGHUP; drains and stops on")
-	fmt.Fprintln(w, "SIGTERM or SIGINT.")
+	fmt.Fprintln(w, "Serves the rate limit service: Envoy's RLS v3 and rate limit quota service (RLQS)")
+	fmt.Fprintln(w, "over gRPC, POST /v1/check over HTTP, and the admin API. Reloads the config on change")
+	fmt.Fprintln(w, "and on SIGHUP; drains and stops on SIGTERM or SIGINT.")
 	fmt.Fprintln(w)
 	var c serveConfig
 	printFlags(w, serveFlags(&c, w))
@@ -237,6 +238,7 @@ type service struct {
 	*app
 	grpc     *grpc.Server
 	health   *health.Server
+	rlqs     *rlqs.Server
 	httpSrv  *http.Server // nil without --http-addr
 	grpcAddr string
 	httpAddr string
@@ -275,7 +277,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	return s, nil
 }
 
-// listen serves RLS (with gRPC health and reflection) and, with
+// listen serves RLS and RLQS (with gRPC health and reflection) and, with
 // --http-addr, the JSON API.
 func (s *service) listen(o serveOptions) error {
 	c := s.c
@@ -293,6 +295,8 @@ func (s *service) listen(o serveOptions) error {
 		jsonHandler.Tracer = otel.Tracer(jsonapi.TracerName)
 	}
 	rlsServer.Register(s.grpc)
+	s.rlqs = &rlqs.Server{Engine: s.engine, Demands: s.store.demands, Log: s.log}
+	s.rlqs.Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -335,6 +339,7 @@ func (s *service) grpcServer(o serveOptions) *grpc.Server {
 // flight finish until ctx ends, and then cuts them.
 func (s *service) drainRLS(ctx context.Context) {
 	s.health.Shutdown()
+	s.rlqs.Shutdown() // its streams never end of themselves
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

@@ -612,7 +612,7 @@ func TestServeGRPCHealthAndReflection(t *testing.T) {
 			t.Errorf("got %v, want SERVING", got)
 		}
 	})
-	want := []string{"envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"}
+	want := []string{"envoy.service.ratelimit.v3.RateLimitService", "envoy.service.rate_limit_quota.v3.RateLimitQuotaService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"}
 	t.Run("registered", func(t *testing.T) {
 		info := ts.grpc.GetServiceInfo()
 		for _, name := range want {
