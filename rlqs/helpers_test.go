@@ -25,7 +25,7 @@ var start = time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
 
 // serve serves s on a loopback listener until the test ends, and returns
 // a connection to it. opts are the gRPC server's.
-func serve(t *testing.T, s *rlqs.Server, opts ...grpc.ServerOption) *grpc.ClientConn {
+func serve(t testing.TB, s *rlqs.Server, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,7 +48,7 @@ func serve(t *testing.T, s *rlqs.Server, opts ...grpc.ServerOption) *grpc.Client
 }
 
 // engine is an engine of the config body on a memory store on clock.
-func engine(t *testing.T, body string, clock *storetest.Clock) *rules.Engine {
+func engine(t testing.TB, body string, clock *storetest.Clock) *rules.Engine {
 	t.Helper()
 	cfg, err := rules.Parse("rlqs.yaml", []byte(body))
 	if err != nil {

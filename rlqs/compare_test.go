@@ -1,0 +1,137 @@
+package rlqs_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/bouncerhq/bouncer/rlqs"
+	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
+)
+
+// perSecond1000 is one bucket limited to 60 000 requests a minute.
+const perSecond1000 = `domain: fleet
+descriptors:
+  - key: api
+    rate_limit: {unit: minute, requests_per_unit: 60000}
+`
+
+// BenchmarkFleetVsRLS runs one fleet, three proxies offering 70, 20 and
+// 10 % of twice a limit of 60 000 a minute for four minutes on a
+// simulated clock, against RLQS (each proxy decides locally and reports
+// every 5 s) and against RLS (a call per request): the calls each makes
+// per 1000 requests offered, and the most and least any whole minute
+// admitted, as a fraction of the limit.
+func BenchmarkFleetVsRLS(b *testing.B) {
+	offered := []float64{2000 * .7, 2000 * .2, 2000 * .1} // a second
+	for b.Loop() {
+		calls, requests, perWin := fleetRLQS(b, offered)
+		b.ReportMetric(1000*float64(calls)/float64(requests), "rlqs-calls/1000req")
+		lo, hi := spread(perWin, 60000)
+		b.ReportMetric(hi, "rlqs-max-minute/limit")
+		b.ReportMetric(lo, "rlqs-min-minute/limit")
+		calls, requests, perWin = fleetRLS(b, offered)
+		b.ReportMetric(1000*float64(calls)/float64(requests), "rls-calls/1000req")
+		lo, hi = spread(perWin, 60000)
+		b.ReportMetric(hi, "rls-max-minute/limit")
+		b.ReportMetric(lo, "rls-min-minute/limit")
+	}
+}
+
+// spread is the least and the most any whole minute of perWin admitted,
+// as fractions of limit.
+func spread(perWin map[int64]int, limit int) (lo, hi float64) {
+	first, last := int64(math.MaxInt64), int64(0)
+	for w := range perWin {
+		first, last = min(first, w), max(last, w)
+	}
+	lo = math.Inf(1)
+	for w := first + 1; w < last; w++ {
+		f := float64(perWin[w]) / float64(limit)
+		lo, hi = min(lo, f), max(hi, f)
+	}
+	return lo, hi
+}
+
+func fleetRLQS(b *testing.B, offered []float64) (calls, requests int, perWin map[int64]int) {
+	clock := storetest.NewClock(start)
+	srv := &rlqs.Server{Engine: engine(b, perSecond1000, clock), Now: clock.Now}
+	cc := serve(b, srv)
+	var cs []*rlqs.Client
+	for range offered {
+		c, err := rlqs.NewClient(context.Background(), cc, rlqs.ClientOptions{Domain: "fleet", Now: clock.Now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	perWin = map[int64]int{}
+	dues := make([]float64, len(cs))
+	ctx := context.Background()
+	for _, c := range cs {
+		c.Allow(apiBucket)
+		requests++
+		if err := c.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		calls++
+	}
+	step, since := 20*time.Millisecond, time.Duration(0)
+	for elapsed := time.Duration(0); elapsed < 4*time.Minute; elapsed += step {
+		clock.Advance(step)
+		since += step
+		for i, c := range cs {
+			dues[i] += offered[i] * step.Seconds()
+			n := int(dues[i])
+			dues[i] -= float64(n)
+			for range n {
+				requests++
+				if c.Allow(apiBucket) {
+					perWin[clock.Now().Unix()/60]++
+				}
+			}
+		}
+		if since >= rlqs.DefaultInterval {
+			since = 0
+			for _, c := range cs {
+				if err := c.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+				calls++
+			}
+		}
+	}
+	return calls, requests, perWin
+}
+
+func fleetRLS(b *testing.B, offered []float64) (calls, requests int, perWin map[int64]int) {
+	clock := storetest.NewClock(start)
+	e := engine(b, perSecond1000, clock)
+	perWin = map[int64]int{}
+	dues := make([]float64, len(offered))
+	r := rules.Request{Domain: "fleet", Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "api", Value: "orders"}}}}}
+	step := 20 * time.Millisecond
+	for elapsed := time.Duration(0); elapsed < 4*time.Minute; elapsed += step {
+		clock.Advance(step)
+		for i := range offered {
+			dues[i] += offered[i] * step.Seconds()
+			n := int(dues[i])
+			dues[i] -= float64(n)
+			for range n {
+				requests++
+				calls++
+				resp, err := e.Decide(context.Background(), r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if resp.Code == rules.OK {
+					perWin[clock.Now().Unix()/60]++
+				}
+			}
+		}
+	}
+	return calls, requests, perWin
+}
