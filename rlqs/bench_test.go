@@ -95,4 +95,3 @@ func BenchmarkFleetMemory(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(streams)*100), "bytes/subscription")
 	}
 }
-
