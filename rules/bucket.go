@@ -56,13 +56,21 @@ func (e *Engine) Bucket(domain string, id map[string]string) (Bucket, bool, erro
 		return Bucket{}, false, err
 	}
 	d := e.Config().Domain(domain)
-	if d == nil || len(entries) == 0 {
+	if d == nil {
 		return Bucket{}, false, nil
 	}
-	ordered := d.root.order(entries, make([]bool, len(entries)), make([]Entry, 0, len(entries)))
+	var plan []Entry // the plan entry qualifies the descriptor, wherever it is
+	if d.PlanKey != "" {
+		if v, ok := id[d.PlanKey]; ok {
+			plan = []Entry{{Key: d.PlanKey, Value: v}}
+			entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.Key == d.PlanKey })
+		}
+	}
+	ordered := d.root.order(entries, make([]bool, len(entries)), make([]Entry, 0, len(entries)+1))
 	if ordered == nil {
 		return Bucket{}, false, nil
 	}
+	ordered = append(ordered, plan...)
 	r.Descriptors[0].Entries = ordered
 	var m matched
 	if !d.match(&r, 0, r.Descriptors[0], make([]string, len(ordered)), &m) || m.rule == nil {

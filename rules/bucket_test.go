@@ -52,3 +52,23 @@ func TestBucket(t *testing.T) {
 		t.Errorf("a bucket id of %d entries: no error", len(wide))
 	}
 }
+
+// A bucket id may carry the plan entry (Bouncer's format), which picks
+// the plan's limits and is no part of the branch; a rule of several
+// limits is shared by the tightest on average.
+func TestBucketPlans(t *testing.T) {
+	e, _ := newEngine(t, "../examples/serve/bouncer.yaml")
+	for _, tt := range []struct {
+		id   map[string]string
+		rate int64
+		per  time.Duration
+	}{
+		{map[string]string{"user_id": "u"}, 1000, 24 * time.Hour},
+		{map[string]string{"plan": "pro", "user_id": "u"}, 100000, 24 * time.Hour},
+	} {
+		b, found, err := e.Bucket("api", tt.id)
+		if err != nil || !found || b.Rate != tt.rate || b.Period != tt.per {
+			t.Errorf("%v: found %v, %v, %d per %v; want %d per %v", tt.id, found, err, b.Rate, b.Period, tt.rate, tt.per)
+		}
+	}
+}
