@@ -2,9 +2,15 @@ package rlqs_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/bouncerhq/bouncer/rlqs"
 	"github.com/bouncerhq/bouncer/rules"
@@ -135,3 +141,63 @@ func fleetRLS(b *testing.B, offered []float64) (calls, requests int, perWin map[
 	}
 	return calls, requests, perWin
 }
+
+// BenchmarkFleetRound is one round of a fleet's reports over gRPC on
+// loopback: 1000 streams (over 10 connections) each report 100 buckets
+// at once, every bucket shared by 10 streams, and wait for their
+// answers, with the clients in the same process. A fleet reporting every
+// 5 s is held while a round takes well under 5 s (ns/op).
+func BenchmarkFleetRound(b *testing.B) {
+	clock := storetest.NewClock(start)
+	srv := &rlqs.Server{Engine: engine(b, benchFleet, clock), Now: clock.Now}
+	var conns []*grpc.ClientConn
+	for range 10 {
+		conns = append(conns, serveConn(b, srv))
+	}
+	streams := make([]pb.RateLimitQuotaService_StreamRateLimitQuotasClient, 1000)
+	msgs := make([]*pb.RateLimitQuotaUsageReports, len(streams))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range streams {
+		s, err := pb.NewRateLimitQuotaServiceClient(conns[i%len(conns)]).StreamRateLimitQuotas(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		streams[i] = s
+		msg := &pb.RateLimitQuotaUsageReports{Domain: "fleet"}
+		for k := range 100 {
+			msg.BucketQuotaUsages = append(msg.BucketQuotaUsages, &pb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+				BucketId:           &pb.BucketId{Bucket: map[string]string{"tenant": fmt.Sprint("t", (i%100)*100+k)}},
+				TimeElapsed:        durationpb.New(rlqs.DefaultInterval),
+				NumRequestsAllowed: 400, NumRequestsDenied: 100,
+			})
+		}
+		msgs[i] = msg
+	}
+	round := func() {
+		var wg sync.WaitGroup
+		for i, s := range streams {
+			wg.Go(func() {
+				if err := s.Send(msgs[i]); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := s.Recv(); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	round() // the buckets' first reports
+	for b.Loop() {
+		round()
+	}
+	b.ReportMetric(float64(b.Elapsed().Seconds())/float64(b.N)/rlqs.DefaultInterval.Seconds()*100, "%-of-interval")
+}
+
+const benchFleet = `domain: fleet
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 6000}
+`

@@ -48,7 +48,7 @@ func newFleet(t *testing.T, clock *storetest.Clock, cs []*rlqs.Client, perSec []
 	// Each proxy's first request makes its bucket, reported at once.
 	for _, p := range f.proxies {
 		f.offer(p, 1)
-		sync(t, p.c)
+		syncAll(t, p.c)
 	}
 	return f
 }
@@ -82,7 +82,7 @@ func (f *fleet) run(d time.Duration, look func(elapsed time.Duration)) {
 			since = 0
 			for _, p := range f.proxies {
 				if p.perSec > 0 {
-					sync(f.t, p.c)
+					syncAll(f.t, p.c)
 				}
 			}
 			if look != nil {

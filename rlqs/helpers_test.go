@@ -27,6 +27,13 @@ var start = time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
 // a connection to it. opts are the gRPC server's.
 func serve(t testing.TB, s *rlqs.Server, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
+	return serveConn(t, s, opts...)
+}
+
+// serveConn is serve, for a listener and connection of their own each
+// call.
+func serveConn(t testing.TB, s *rlqs.Server, opts ...grpc.ServerOption) *grpc.ClientConn {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +83,7 @@ func client(t *testing.T, cc *grpc.ClientConn, o rlqs.ClientOptions) *rlqs.Clien
 	return c
 }
 
-func sync(t *testing.T, cs ...*rlqs.Client) {
+func syncAll(t *testing.T, cs ...*rlqs.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

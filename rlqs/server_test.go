@@ -50,7 +50,7 @@ func TestBucketsMatchRules(t *testing.T) {
 	for _, id := range ids {
 		c.Allow(id)
 	}
-	sync(t, c)
+	syncAll(t, c)
 	want := []float64{10, math.Inf(1), 0}
 	for i, w := range want {
 		s := c.Assignment(ids[i])
@@ -76,7 +76,7 @@ func TestSharesCountsWithRLS(t *testing.T) {
 	for range 7 {
 		c.Allow(id)
 	}
-	sync(t, c)
+	syncAll(t, c)
 	clock.Advance(time.Second)
 	resp, err := e.Decide(context.Background(), rules.Request{Domain: "mix", Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "tenant", Value: "t"}, {Key: "method", Value: "GET"}}}}})
 	if err != nil {
@@ -98,7 +98,7 @@ func TestAbandon(t *testing.T) {
 	get, internal := map[string]string{"tenant": "t", "method": "GET"}, map[string]string{"internal": "i"}
 	c.Allow(get)
 	c.Allow(internal)
-	sync(t, c)
+	syncAll(t, c)
 	cfg, err := rules.Parse("rlqs.yaml", []byte(strings.Replace(mixed, "        value: GET\n", "        value: PUT\n", 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestAbandon(t *testing.T) {
 	e.Swap(cfg)
 	clock.Advance(time.Second)
 	c.Allow(get)
-	sync(t, c)
+	syncAll(t, c)
 	if s := c.Assignment(get); s != nil {
 		t.Errorf("after a reload without its rule: assigned %v, want abandoned", s)
 	}
@@ -115,7 +115,7 @@ func TestAbandon(t *testing.T) {
 	}
 	for range int(srv.TTL() / rlqs.DefaultInterval) {
 		clock.Advance(rlqs.DefaultInterval)
-		sync(t, c)
+		syncAll(t, c)
 	}
 	if s := c.Assignment(internal); s != nil {
 		t.Errorf("after an idle TTL: assigned %v, want abandoned", s)
@@ -226,7 +226,7 @@ func TestMisbehavingStreams(t *testing.T) {
 		}
 		other := client(t, cc, rlqs.ClientOptions{Domain: "mix", Now: clock.Now})
 		other.Allow(map[string]string{"internal": "o"})
-		sync(t, other)
+		syncAll(t, other)
 		if s := other.Assignment(map[string]string{"internal": "o"}); rlqs.Rate(s) != math.Inf(1) {
 			t.Errorf("another stream beside one that never reads: assigned %v, want ALLOW_ALL", s)
 		}
@@ -241,7 +241,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	cc := serve(t, srv)
 	c := client(t, cc, rlqs.ClientOptions{Domain: "mix", Now: clock.Now})
 	c.Allow(map[string]string{"internal": "i"})
-	sync(t, c)
+	syncAll(t, c)
 	srv.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
