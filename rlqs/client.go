@@ -65,7 +65,8 @@ type clientBucket struct {
 	id               *pb.BucketId
 	allowed, denied  uint64
 	since            time.Time // of the usage not reported yet
-	strategy         *typepb.RateLimitStrategy
+	strategy         *typepb.RateLimitStrategy // assigned
+	active           *typepb.RateLimitStrategy // the token bucket tokens belongs to
 	expires          time.Time // zero: no assignment
 	tokens, capacity float64
 	rate             float64 // tokens a second
@@ -125,7 +126,8 @@ func (c *Client) Allow(id map[string]string) bool {
 }
 
 // decide applies b's strategy now: its assignment, or what stands in for
-// one.
+// one. A token bucket starts full when it starts deciding, and keeps its
+// tokens while the same strategy decides.
 func (c *Client) decide(b *clientBucket, now time.Time) bool {
 	s := b.strategy
 	switch {
@@ -137,12 +139,13 @@ func (c *Client) decide(b *clientBucket, now time.Time) bool {
 			s = c.o.NoAssignment
 		}
 	}
-	if s != b.strategy {
-		return decideStateless(s)
-	}
 	tb := s.GetTokenBucket()
 	if tb == nil {
 		return decideStateless(s)
+	}
+	if s != b.active && !proto.Equal(s, b.active) {
+		b.active, b.capacity, b.rate = s, float64(tb.GetMaxTokens()), Rate(s)
+		b.tokens, b.filled = b.capacity, now
 	}
 	b.tokens = min(b.capacity, b.tokens+now.Sub(b.filled).Seconds()*b.rate)
 	b.filled = now
@@ -153,8 +156,7 @@ func (c *Client) decide(b *clientBucket, now time.Time) bool {
 	return true
 }
 
-// decideStateless decides by a blanket rule (nil allows all). A token
-// bucket standing in for an assignment is not kept: it allows.
+// decideStateless decides by a blanket rule (nil allows all).
 func decideStateless(s *typepb.RateLimitStrategy) bool {
 	if s == nil {
 		return true
@@ -282,14 +284,8 @@ func (c *Client) apply(a *pb.RateLimitQuotaResponse_BucketAction, now time.Time)
 	}
 	s := qa.GetRateLimitStrategy()
 	b.expires = now.Add(qa.GetAssignmentTimeToLive().AsDuration())
-	if proto.Equal(s, b.strategy) {
-		return // the same assignment: its bucket goes on
-	}
-	b.strategy = s
-	if tb := s.GetTokenBucket(); tb != nil {
-		b.capacity = float64(tb.GetMaxTokens())
-		b.tokens, b.filled = b.capacity, now // a new bucket starts full
-		b.rate = Rate(s)
+	if !proto.Equal(s, b.strategy) {
+		b.strategy = s // an identical one keeps the old, and its tokens
 	}
 }
 
