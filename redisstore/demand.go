@@ -51,6 +51,9 @@ func (s *Store) demandKey(bucket string) string {
 // same Redis sees the same clients (rlqs.Demands). It fails within the
 // store's Timeout.
 func (s *Store) ShareDemand(ctx context.Context, bucket, client string, demand float64, ttl time.Duration) (map[string]float64, error) {
+	if !s.ready.Load() {
+		return nil, s.errConnecting()
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	ms := max(ttl.Milliseconds(), 1)
@@ -74,6 +77,9 @@ func (s *Store) ShareDemand(ctx context.Context, bucket, client string, demand f
 
 // ForgetDemand drops client's demand for a quota bucket.
 func (s *Store) ForgetDemand(ctx context.Context, bucket, client string) error {
+	if !s.ready.Load() {
+		return s.errConnecting()
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := s.client.Do(ctx, s.client.B().Hdel().Key(s.demandKey(bucket)).Field(client).Build()).Error(); err != nil {

@@ -64,10 +64,10 @@ type Client struct {
 type clientBucket struct {
 	id               *pb.BucketId
 	allowed, denied  uint64
-	since            time.Time // of the usage not reported yet
+	since            time.Time                 // of the usage not reported yet
 	strategy         *typepb.RateLimitStrategy // assigned
 	active           *typepb.RateLimitStrategy // the token bucket tokens belongs to
-	expires          time.Time // zero: no assignment
+	expires          time.Time                 // zero: no assignment
 	tokens, capacity float64
 	rate             float64 // tokens a second
 	filled           time.Time
