@@ -198,6 +198,8 @@ func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimi
 			return err
 		case <-stop:
 			return status.Error(codes.Unavailable, "the server is shutting down")
+		case <-g.Context().Done():
+			return status.FromContextError(g.Context().Err()).Err()
 		}
 		switch {
 		case st.domain == "" && msg.GetDomain() == "":
