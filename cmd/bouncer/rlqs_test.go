@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bouncerhq/bouncer/internal/redistest"
 	"github.com/bouncerhq/bouncer/rlqs"
 )
 
@@ -43,5 +47,48 @@ func TestServeRLQS(t *testing.T) {
 	ts.stop()
 	if err := c.Sync(ctx); status.Code(err) != codes.Unavailable {
 		t.Errorf("a report after shutdown: %v, want UNAVAILABLE", err)
+	}
+}
+
+// Two bouncer serve instances on one Redis, each with a client of the
+// same bucket, divide its limit between the two as one allocation: each
+// gets half, and the usage either reports is counted once for both.
+func TestServeRLQSTwoInstances(t *testing.T) {
+	addr := redistest.Addr(t)
+	domain := fmt.Sprintf("rlqs-%d-%d", os.Getpid(), time.Now().UnixNano())
+	config := strings.Replace(appConfig, "domain: app", "domain: "+domain, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	team := map[string]string{"team": "red"}
+	var cs []*rlqs.Client
+	var tss []*testService
+	for range 2 {
+		ts := startTest(t, map[string]string{"app.yaml": config}, func(c *serveConfig) { c.store = "redis://" + addr })
+		redisConnected(t, ts)
+		c, err := rlqs.NewClient(ctx, ts.conn, rlqs.ClientOptions{Domain: domain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Allow(team)
+		if err := c.Sync(ctx); err != nil { // demand not measured yet: an equal share
+			t.Fatal(err)
+		}
+		cs, tss = append(cs, c), append(tss, ts)
+	}
+	if err := cs[0].Sync(ctx); err != nil { // now it sees the other
+		t.Fatal(err)
+	}
+	for i, c := range cs {
+		if r := rlqs.Rate(c.Assignment(team)); r > 2.5/3600 || r < 2.4/3600 {
+			t.Errorf("client %d of instance %d: %v a second, want half of 5 an hour", i, i, r)
+		}
+	}
+	resp, err := tss[1].rls.ShouldRateLimit(ctx, request(domain, desc("team=red")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetStatuses()[0].GetLimitRemaining(); got != 2 {
+		t.Errorf("an RLS check after 2 requests reported over RLQS, one through each instance, and a third: %d left, want 2 of 5", got)
 	}
 }
