@@ -81,6 +81,26 @@ type Server struct {
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown
+
+	streams, subs                atomic.Int64
+	reports, abandoned, unshared atomic.Uint64
+}
+
+// Stats is what a Server has served, for its metrics.
+type Stats struct {
+	Streams       int64  // streams open
+	Subscriptions int64  // buckets the open streams hold
+	Reports       uint64 // bucket reports answered
+	Abandoned     uint64 // of them, answered with abandon_action
+	Unshared      uint64 // of them, divided among this server's clients only: Demands failed
+}
+
+// Stats returns what s has served so far.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Streams: s.streams.Load(), Subscriptions: s.subs.Load(),
+		Reports: s.reports.Load(), Abandoned: s.abandoned.Load(), Unshared: s.unshared.Load(),
+	}
 }
 
 // Shutdown ends every stream, now and to come, with UNAVAILABLE: its
@@ -170,6 +190,8 @@ type stream struct {
 // its buckets.
 func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	st := &stream{s: s, client: s.clientID(), subs: map[string]*subscription{}}
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	defer st.forget()
 	msgs, errc := make(chan *pb.RateLimitQuotaUsageReports), make(chan error, 1)
 	go func() {
@@ -226,7 +248,9 @@ func (st *stream) answer(ctx context.Context, msg *pb.RateLimitQuotaUsageReports
 		id := u.GetBucketId()
 		strategy := st.report(ctx, u)
 		action := &pb.RateLimitQuotaResponse_BucketAction{BucketId: id}
+		st.s.reports.Add(1)
 		if strategy == nil {
+			st.s.abandoned.Add(1)
 			action.BucketAction = &pb.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &pb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}
 		} else {
 			action.BucketAction = &pb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{QuotaAssignmentAction: &pb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
@@ -253,6 +277,7 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 		}
 		sub = &subscription{}
 		st.subs[name] = sub
+		s.subs.Add(1)
 	}
 	if cfg := s.Engine.Config(); sub.config != cfg {
 		b, found, err := s.Engine.Bucket(st.domain, id)
@@ -294,6 +319,7 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 	if err != nil {
 		s.log().Warn("rlqs: demands not shared; dividing by this server's clients", "domain", st.domain, "bucket", name, "err", err)
 		all = map[string]float64{st.client: demand}
+		s.unshared.Add(1)
 	}
 	rate := shareOf(float64(b.Rate)/b.Period.Seconds(), all, st.client)
 	if sub.last != nil && math.Abs(rate-sub.rate) <= sub.rate/20 {
@@ -323,6 +349,7 @@ func shareOf(capacity float64, demands map[string]float64, client string) float6
 // drop forgets sub, abandoned.
 func (st *stream) drop(name string, sub *subscription) {
 	delete(st.subs, name)
+	st.s.subs.Add(-1)
 	if sub.found && !sub.bucket.Unlimited {
 		ctx, cancel := context.WithTimeout(context.Background(), st.s.interval())
 		defer cancel()

@@ -44,6 +44,12 @@ func TestServeRLQS(t *testing.T) {
 	if got := resp.GetStatuses()[0].GetLimitRemaining(); got != 1 {
 		t.Errorf("an RLS check after 3 requests reported over RLQS: %d left, want 1 of 5", got)
 	}
+	_, body := ts.get(t, "/metrics")
+	for name, want := range map[string]float64{"bouncer_rlqs_streams": 1, "bouncer_rlqs_buckets": 1, "bouncer_rlqs_bucket_reports_total": 1, "bouncer_rlqs_abandoned_total": 0} {
+		if v, ok := sample(body, name); !ok || v != want {
+			t.Errorf("%s: %v (present %v), want %v", name, v, ok, want)
+		}
+	}
 	ts.stop()
 	if err := c.Sync(ctx); status.Code(err) != codes.Unavailable {
 		t.Errorf("a report after shutdown: %v, want UNAVAILABLE", err)

@@ -297,6 +297,7 @@ func (s *service) listen(o serveOptions) error {
 	rlsServer.Register(s.grpc)
 	s.rlqs = &rlqs.Server{Engine: s.engine, Demands: s.store.demands, Log: s.log}
 	s.rlqs.Register(s.grpc)
+	s.reg.MustRegister(newRLQSCollector(s.rlqs))
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
