@@ -37,7 +37,7 @@ var allowedImports = map[string][]string{
 	"httpretry":          {"header", "internal/replay"},
 	"rules":              {"", "header", "internal/storekey", "internal/yamlconf", "internal/filewatch", "go.yaml.in/yaml/v3"},
 	"rls":                {"", "rules", "header", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/otel"},
-	"rlqs":               {"rules", "internal/storekey", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf"},
+	"rlqs":               {"rules", "header", "internal/storekey", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf"},
 	"jsonapi":            {"", "rules", "header", "go.opentelemetry.io/otel"},
 	"tracing":            {"", "go.opentelemetry.io/otel"},
 	"admin":              {"", "rules", "github.com/prometheus/client_golang"},

@@ -103,6 +103,14 @@ func (c *Client) now() time.Time {
 // Allow decides one request of the bucket id, and counts it for the next
 // report.
 func (c *Client) Allow(id map[string]string) bool {
+	ok, _ := c.allow(id)
+	return ok
+}
+
+// allow is Allow, and for a denied request how long until its bucket
+// would admit one: -1 when that is not known (a blanket DENY_ALL lasts
+// until the next assignment).
+func (c *Client) allow(id map[string]string) (bool, time.Duration) {
 	name := bucketName(id)
 	now := c.now()
 	c.mu.Lock()
@@ -116,19 +124,19 @@ func (c *Client) Allow(id map[string]string) bool {
 		default:
 		}
 	}
-	ok := c.decide(b, now)
+	ok, wait := c.decide(b, now)
 	if ok {
 		b.allowed++
 	} else {
 		b.denied++
 	}
-	return ok
+	return ok, wait
 }
 
 // decide applies b's strategy now: its assignment, or what stands in for
 // one. A token bucket starts full when it starts deciding, and keeps its
 // tokens while the same strategy decides.
-func (c *Client) decide(b *clientBucket, now time.Time) bool {
+func (c *Client) decide(b *clientBucket, now time.Time) (bool, time.Duration) {
 	s := b.strategy
 	switch {
 	case b.expires.IsZero():
@@ -141,7 +149,7 @@ func (c *Client) decide(b *clientBucket, now time.Time) bool {
 	}
 	tb := s.GetTokenBucket()
 	if tb == nil {
-		return decideStateless(s)
+		return decideStateless(s), -1
 	}
 	if s != b.active && !proto.Equal(s, b.active) {
 		b.active, b.capacity, b.rate = s, float64(tb.GetMaxTokens()), Rate(s)
@@ -150,10 +158,13 @@ func (c *Client) decide(b *clientBucket, now time.Time) bool {
 	b.tokens = min(b.capacity, b.tokens+now.Sub(b.filled).Seconds()*b.rate)
 	b.filled = now
 	if b.tokens < 1 {
-		return false
+		if b.rate <= 0 {
+			return false, -1
+		}
+		return false, time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
 	}
 	b.tokens--
-	return true
+	return true, 0
 }
 
 // decideStateless decides by a blanket rule (nil allows all).
