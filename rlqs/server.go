@@ -7,8 +7,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -333,17 +334,14 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 
 // shareOf is client's fair share of capacity among demands.
 func shareOf(capacity float64, demands map[string]float64, client string) float64 {
-	names := make([]string, 0, len(demands))
-	for c := range demands {
-		names = append(names, c)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(demands))
 	ds := make([]float64, len(names))
 	for i, c := range names {
 		ds[i] = demands[c]
 	}
 	shares := fairShares(capacity, ds)
-	return shares[sort.SearchStrings(names, client)]
+	i, _ := slices.BinarySearch(names, client)
+	return shares[i]
 }
 
 // drop forgets sub, abandoned.
@@ -381,13 +379,8 @@ func (s *Server) burst() time.Duration {
 // bucketName is a bucket id as one string: its entries sorted by key,
 // escaped (storekey.Join).
 func bucketName(id map[string]string) string {
-	keys := make([]string, 0, len(id))
-	for k := range id {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, 2*len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, 2*len(id))
+	for _, k := range slices.Sorted(maps.Keys(id)) {
 		parts = append(parts, k, id[k])
 	}
 	return storekey.Join(parts...)

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -42,11 +43,7 @@ func (e *Engine) Bucket(domain string, id map[string]string) (Bucket, bool, erro
 	if len(id) > MaxBucketEntries {
 		return Bucket{}, false, fmt.Errorf("%w: a bucket id of %d entries, at most %d", ErrInvalidRequest, len(id), MaxBucketEntries)
 	}
-	keys := make([]string, 0, len(id))
-	for k := range id {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(id))
 	entries := make([]Entry, len(keys))
 	for i, k := range keys {
 		entries[i] = Entry{Key: k, Value: id[k]}
