@@ -213,11 +213,18 @@ func (c *Client) Sync(ctx context.Context) error {
 	c.mu.Lock()
 	want := c.sent
 	c.mu.Unlock()
+	return c.WaitAnswers(ctx, want)
+}
+
+// WaitAnswers waits until the server has answered n reports since the
+// stream opened (one answer per report, in order), the stream ends, or
+// ctx does.
+func (c *Client) WaitAnswers(ctx context.Context, n uint64) error {
 	for {
 		c.mu.Lock()
 		got, wait, err := c.answered, c.answer, c.err
 		c.mu.Unlock()
-		if got >= want {
+		if got >= n {
 			return nil
 		}
 		if err != nil {

@@ -1,6 +1,8 @@
 package rlqs_test
 
 import (
+	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -89,5 +91,30 @@ func TestClientAbandoned(t *testing.T) {
 	}
 	if c.Allow(none) {
 		t.Error("an abandoned bucket's request passed; want no_assignment_behavior (DENY_ALL)")
+	}
+}
+
+// Run reports at a bucket's first request, without waiting for the
+// interval, and every interval after.
+func TestClientRun(t *testing.T) {
+	clock := storetest.NewClock(start)
+	cc := serve(t, &rlqs.Server{Engine: engine(t, mixed, clock), Now: clock.Now})
+	c := client(t, cc, rlqs.ClientOptions{Domain: "mix", Now: clock.Now, Interval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	id := map[string]string{"internal": "r"}
+	c.Allow(id)
+	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	if err := c.WaitAnswers(wait, 1); err != nil {
+		t.Fatalf("no answer to the first request's report: %v", err)
+	}
+	if s := c.Assignment(id); rlqs.Rate(s) != math.Inf(1) {
+		t.Errorf("after the first request's report: %v, want ALLOW_ALL", s)
 	}
 }
