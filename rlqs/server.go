@@ -292,7 +292,7 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 		sub.idle = 0
 	}
 	if !sub.found || sub.idle >= s.TTL() {
-		st.drop(name, sub)
+		st.drop(ctx, name, sub)
 		return nil
 	}
 	b := &sub.bucket
@@ -344,21 +344,23 @@ func shareOf(capacity float64, demands map[string]float64, client string) float6
 	return shares[i]
 }
 
-// drop forgets sub, abandoned.
-func (st *stream) drop(name string, sub *subscription) {
+// drop forgets sub, abandoned. A demand not forgotten (ctx ended, the
+// store failed) expires with its TTL.
+func (st *stream) drop(ctx context.Context, name string, sub *subscription) {
 	delete(st.subs, name)
 	st.s.subs.Add(-1)
-	if sub.found && !sub.bucket.Unlimited {
-		ctx, cancel := context.WithTimeout(context.Background(), st.s.interval())
-		defer cancel()
+	if sub.found && !sub.bucket.Unlimited && ctx.Err() == nil {
 		_ = st.s.demands().ForgetDemand(ctx, sub.bucket.Key, st.client)
 	}
 }
 
-// forget drops every demand of the stream, once it ends.
+// forget drops every demand of the stream, once it ends, within one
+// report interval in all.
 func (st *stream) forget() {
+	ctx, cancel := context.WithTimeout(context.Background(), st.s.interval())
+	defer cancel()
 	for name, sub := range st.subs {
-		st.drop(name, sub)
+		st.drop(ctx, name, sub)
 	}
 }
 
