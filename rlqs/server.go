@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -334,7 +333,7 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 
 // shareOf is client's fair share of capacity among demands.
 func shareOf(capacity float64, demands map[string]float64, client string) float64 {
-	names := slices.Sorted(maps.Keys(demands))
+	names := sortedKeys(demands)
 	ds := make([]float64, len(names))
 	for i, c := range names {
 		ds[i] = demands[c]
@@ -378,11 +377,21 @@ func (s *Server) burst() time.Duration {
 	return DefaultBurst
 }
 
+// sortedKeys is m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // bucketName is a bucket id as one string: its entries sorted by key,
 // escaped (storekey.Join).
 func bucketName(id map[string]string) string {
 	parts := make([]string, 0, 2*len(id))
-	for _, k := range slices.Sorted(maps.Keys(id)) {
+	for _, k := range sortedKeys(id) {
 		parts = append(parts, k, id[k])
 	}
 	return storekey.Join(parts...)
