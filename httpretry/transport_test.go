@@ -3,9 +3,11 @@ package httpretry_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,18 +230,27 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
-// TestCancelDuringWait waits on the Transport's own timer (Sleep nil):
-// the test ends only if the cancellation cuts the 10 s wait short.
+// A caller that gives up while the transport waits to retry gets its
+// context's error at once, after one attempt, from the Transport's own
+// timer (Sleep nil): the test ends only if the cancellation cuts the 10 s
+// wait short. The transport rewinds the request's body for the retry
+// just before it waits, and the caller cancels then, so that the wait
+// starts with the context done whatever the goroutines' timing (a cancel
+// before the transport decides to wait returns the 429 itself).
 func TestCancelDuringWait(t *testing.T) {
 	srv, s := serve(t, reply{status: 429, header: h("Retry-After", "10")}, ok)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	rt := &httpretry.Transport{Base: roundTripper(func(req *http.Request) (*http.Response, error) {
-		resp, err := srv.Client().Transport.RoundTrip(req)
-		go cancel()
-		return resp, err
-	})}
-	_, err := get(ctx, t, rt, srv.URL)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewind := req.GetBody
+	req.GetBody = func() (io.ReadCloser, error) {
+		cancel()
+		return rewind()
+	}
+	_, err = send(&httpretry.Transport{Base: srv.Client().Transport}, req)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want %v", err, context.Canceled)
 	}
@@ -247,7 +258,3 @@ func TestCancelDuringWait(t *testing.T) {
 		t.Errorf("got %d attempts, want 1", got)
 	}
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
