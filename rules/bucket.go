@@ -96,7 +96,7 @@ func (n *node) order(entries []Entry, used []bool, path []Entry) []Entry {
 		if used[i] {
 			continue
 		}
-		next := n.step(e)
+		next, _ := n.step(e)
 		if next == nil {
 			continue
 		}
@@ -115,19 +115,4 @@ func (n *node) order(entries []Entry, used []bool, path []Entry) []Entry {
 		path = path[:len(path)-1]
 	}
 	return nil
-}
-
-// step is the node entry e leads to from n, as lookup chooses it: the
-// exact key and value, then value patterns in file order, then the key
-// with any value; nil when none.
-func (n *node) step(e Entry) *node {
-	if next := n.exact[e]; next != nil {
-		return next
-	}
-	for _, w := range n.wildcards {
-		if w.key == e.Key && w.pattern.matches(e.Value) {
-			return w.next
-		}
-	}
-	return n.any[e.Key]
 }

@@ -91,6 +91,21 @@ func (n *node) leaf() bool {
 	return len(n.exact) == 0 && len(n.any) == 0 && len(n.wildcards) == 0
 }
 
+// step is the node entry e leads to from n: the exact key and value,
+// then value patterns in file order (viaWildcard), then the key with any
+// value; nil when none.
+func (n *node) step(e Entry) (next *node, viaWildcard bool) {
+	if next := n.exact[e]; next != nil {
+		return next, false
+	}
+	for _, w := range n.wildcards {
+		if w.key == e.Key && w.pattern.matches(e.Value) {
+			return w.next, true
+		}
+	}
+	return n.any[e.Key], false
+}
+
 // match is the result of looking a descriptor up in a domain's tree.
 type match struct {
 	rule *Rule
@@ -114,18 +129,7 @@ func (n *node) lookup(entries []Entry, values []string) match {
 	var m match
 	cur := n
 	for i, e := range entries {
-		next, viaWildcard := cur.exact[e], false
-		if next == nil {
-			for _, w := range cur.wildcards {
-				if w.key == e.Key && w.pattern.matches(e.Value) {
-					next, viaWildcard = w.next, true
-					break
-				}
-			}
-		}
-		if next == nil {
-			next = cur.any[e.Key]
-		}
+		next, viaWildcard := cur.step(e)
 		values[i] = e.Value
 		if viaWildcard && next.share {
 			values[i] = next.pattern
