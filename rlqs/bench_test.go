@@ -69,6 +69,9 @@ func BenchmarkReport(b *testing.B) {
 		i++
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/bucket")
+	// Shares computed without the demands store, the degraded answers
+	// of this service: none may count on a healthy store.
+	b.ReportMetric(float64(s.Stats().Unshared), "unshared")
 }
 
 // BenchmarkFleetMemory is the server's memory for a fleet of 1000

@@ -302,9 +302,7 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 		return denyAll
 	}
 	if allowed := u.GetNumRequestsAllowed(); allowed > 0 {
-		hits := min(allowed, uint64(rules.MaxHits))
-		r := rules.Request{Domain: st.domain, Descriptors: []rules.Descriptor{{Entries: b.Entries, Hits: &hits}}}
-		if _, err := s.Engine.Report(ctx, r); err != nil {
+		if err := s.Engine.ChargeBucket(ctx, *b, allowed); err != nil {
 			s.log().Warn("rlqs: usage not counted", "domain", st.domain, "bucket", name, "allowed", allowed, "err", err)
 		}
 	}

@@ -1,10 +1,14 @@
 package rules
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/bouncerhq/bouncer"
 )
 
 // MaxBucketEntries is the most entries a quota bucket id may have (see
@@ -30,6 +34,26 @@ type Bucket struct {
 	Unlimited bool
 	Rate      int64
 	Period    time.Duration
+
+	limits []bouncer.Limit // what Key is counted under (ChargeBucket)
+}
+
+// ChargeBucket charges hits to b's count, whatever it holds, past its
+// limit if need be (as Report does for b.Entries, without reading the
+// state back): how RLQS usage reported after the fact is counted. An
+// unlimited bucket, or one that counts nothing, is charged nothing. A
+// Limiter that is not a bouncer.Charger fails with an error wrapping
+// errors.ErrUnsupported.
+func (e *Engine) ChargeBucket(ctx context.Context, b Bucket, hits uint64) error {
+	if b.Unlimited || len(b.limits) == 0 || hits == 0 {
+		return nil
+	}
+	ch, ok := e.limiter().(bouncer.Charger)
+	if !ok {
+		return fmt.Errorf("rules: %T cannot charge without deciding: %w", e.limiter(), errors.ErrUnsupported)
+	}
+	cost := int64(min(hits, MaxHits))
+	return ch.Charge(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: b.Key, Limits: b.limits}}, Cost: cost})
 }
 
 // Bucket finds the rule of a quota bucket of domain: a bucket id is a map
@@ -73,7 +97,7 @@ func (e *Engine) Bucket(domain string, id map[string]string) (Bucket, bool, erro
 	if !d.match(&r, 0, r.Descriptors[0], make([]string, len(ordered)), &m) || m.rule == nil {
 		return Bucket{}, false, nil
 	}
-	b := Bucket{Entries: ordered, Rule: m.rule, Key: m.key, Unlimited: m.unlimited}
+	b := Bucket{Entries: ordered, Rule: m.rule, Key: m.key, Unlimited: m.unlimited, limits: m.limits}
 	if m.unlimited {
 		return b, true, nil
 	}
