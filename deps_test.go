@@ -56,7 +56,7 @@ var allowedImports = map[string][]string{
 	// A gRPC service built from its descriptors, for the gateway to transcode.
 	"examples/transcode": {"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 	// An RLQS server and its clients in one process.
-	"examples/rlqsfleet": {"memstore", "rules", "rlqs", "google.golang.org/grpc"},
+	"examples/rlqsfleet": {"memstore", "rules", "rlqs", "storetest", "google.golang.org/grpc"},
 }
 
 type listedPackage struct {

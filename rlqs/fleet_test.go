@@ -97,6 +97,25 @@ func (f *fleet) run(d time.Duration, look func(elapsed time.Duration)) {
 
 func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*want }
 
+// skewed is the demand TestSkewedDemand and TestTwoServersKeepOneAllocation
+// offer (70, 20 and 10 % of twice perMinute, a second), and the fair
+// shares of it (400, 400 and 200 a minute).
+var (
+	skewedOffered = []float64{2000 * .7 / 60, 2000 * .2 / 60, 2000 * .1 / 60}
+	skewedFair    = []float64{400.0 / 60, 400.0 / 60, 200.0 / 60}
+)
+
+// checkAssigned checks that each proxy's assignment is within 10 % of
+// want, a second.
+func (f *fleet) checkAssigned(at time.Duration, want []float64) {
+	f.t.Helper()
+	for i, p := range f.proxies {
+		if r := rlqs.Rate(p.c.Assignment(apiBucket)); !within(r, want[i], 0.10) {
+			f.t.Errorf("%v: proxy %d assigned %.2f/s, want %.2f/s ± 10%%", at, i, r, want[i])
+		}
+	}
+}
+
 // Three proxies offering 70, 20 and 10 % of twice the limit share it
 // fairly once measured: the smallest gets all it asks (200 a minute), the
 // other two split the rest (400 each); no minute admits more than the
@@ -108,18 +127,15 @@ func TestSkewedDemand(t *testing.T) {
 	for range 3 {
 		cs = append(cs, client(t, cc, rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}))
 	}
-	offered := []float64{2000 * .7 / 60, 2000 * .2 / 60, 2000 * .1 / 60}
-	fair := []float64{400.0 / 60, 400.0 / 60, 200.0 / 60}
-	f := newFleet(t, clock, cs, offered)
+	fair := skewedFair
+	f := newFleet(t, clock, cs, skewedOffered)
 	admitted := make([]int, 3)
 	f.run(4*time.Minute, func(elapsed time.Duration) {
 		if elapsed < 2*f.interval {
 			return
 		}
+		f.checkAssigned(elapsed, fair)
 		for i, p := range f.proxies {
-			if r := rlqs.Rate(p.c.Assignment(apiBucket)); !within(r, fair[i], 0.10) {
-				t.Errorf("%v: proxy %d assigned %.2f/s, want %.2f/s ± 10%%", elapsed, i, r, fair[i])
-			}
 			admitted[i] += p.admitted
 		}
 	})
@@ -183,17 +199,9 @@ func TestShiftingDemand(t *testing.T) {
 	}
 	f := newFleet(t, clock, cs, []float64{25, 2})
 	f.run(30*time.Second, nil)
-	check := func(want []float64) {
-		t.Helper()
-		for i, p := range f.proxies {
-			if r := rlqs.Rate(p.c.Assignment(apiBucket)); !within(r, want[i], 0.10) {
-				t.Errorf("proxy %d assigned %.2f/s, want %.2f/s ± 10%%", i, r, want[i])
-			}
-		}
-	}
 	limit := 1000.0 / 60
-	check([]float64{limit - 2, 2})
+	f.checkAssigned(30*time.Second, []float64{limit - 2, 2})
 	f.proxies[0].perSec, f.proxies[1].perSec = 2, 25
 	f.run(2*f.interval, nil)
-	check([]float64{2, limit - 2})
+	f.checkAssigned(30*time.Second+2*f.interval, []float64{2, limit - 2})
 }

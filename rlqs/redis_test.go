@@ -42,16 +42,10 @@ func TestTwoServersKeepOneAllocation(t *testing.T) {
 		client(t, ccs[1], rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
 		client(t, ccs[1], rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
 	}
-	fair := []float64{400.0 / 60, 400.0 / 60, 200.0 / 60}
-	f := newFleet(t, clock, cs, []float64{2000 * .7 / 60, 2000 * .2 / 60, 2000 * .1 / 60})
+	f := newFleet(t, clock, cs, skewedOffered)
 	f.run(3*time.Minute, func(elapsed time.Duration) {
-		if elapsed < 2*f.interval {
-			return
-		}
-		for i, p := range f.proxies {
-			if r := rlqs.Rate(p.c.Assignment(apiBucket)); !within(r, fair[i], 0.10) {
-				t.Errorf("%v: proxy %d assigned %.2f/s, want %.2f/s ± 10%%", elapsed, i, r, fair[i])
-			}
+		if elapsed >= 2*f.interval {
+			f.checkAssigned(elapsed, skewedFair)
 		}
 	})
 	checkWindows(t, f.perWin, 1000)

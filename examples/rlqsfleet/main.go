@@ -15,7 +15,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,6 +23,7 @@ import (
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rlqs"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/storetest"
 )
 
 const config = `domain: fleet
@@ -39,26 +39,8 @@ func main() {
 	}
 }
 
-// clock is the simulated time every part reads.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func run(out io.Writer) error {
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // the simulated time every part reads
 	cfg, err := rules.Parse("fleet.yaml", []byte(config))
 	if err != nil {
 		return err
@@ -104,7 +86,7 @@ func run(out io.Writer) error {
 	const step = 10 * time.Millisecond
 	for tick := 1; tick <= 12; tick++ {
 		for range rlqs.DefaultInterval / step {
-			clk.advance(step)
+			clk.Advance(step)
 			for i, p := range proxies {
 				due[i] += offered[i] * step.Seconds()
 				for ; due[i] >= 1; due[i]-- {
