@@ -28,7 +28,9 @@ func benchServer(b *testing.B) *Server {
 	}
 	st := memstore.New(memstore.Options{})
 	b.Cleanup(func() { st.Close() })
-	return &Server{Engine: rules.NewEngine(cfg, st)}
+	s := &Server{Engine: rules.NewEngine(cfg, st)}
+	s.once.Do(s.init) // as a stream's first call does
+	return s
 }
 
 // report is a stream's report of buckets tenants first..first+n-1, each

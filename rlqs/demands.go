@@ -81,13 +81,6 @@ func (d *LocalDemands) ForgetDemand(_ context.Context, bucket, client string) er
 	return nil
 }
 
-// Len is how many buckets d holds demands of.
-func (d *LocalDemands) Len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.buckets)
-}
-
 func (d *LocalDemands) sweep(now time.Time) {
 	for b, cs := range d.buckets {
 		for c, v := range cs {

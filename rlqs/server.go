@@ -75,12 +75,11 @@ type Server struct {
 	Now func() time.Time
 	Log *slog.Logger
 
-	local  atomic.Pointer[LocalDemands]
-	id     atomic.Pointer[string]
-	stream atomic.Uint64
-
-	stopOnce sync.Once
-	stop     chan struct{} // closed by Shutdown
+	once    sync.Once     // sets what follows, at the first use (init)
+	demands Demands       // Demands, or this server's own
+	id      string        // this server's random id, for its streams' (clientID)
+	stop    chan struct{} // closed by Shutdown
+	stream  atomic.Uint64
 
 	streams, subs                atomic.Int64
 	reports, abandoned, unshared atomic.Uint64
@@ -107,12 +106,20 @@ func (s *Server) Stats() Stats {
 // client reconnects to another server (a stream never ends of itself,
 // so a graceful stop of the gRPC server waits for it otherwise).
 func (s *Server) Shutdown() {
-	close(s.stopping())
+	s.once.Do(s.init)
+	close(s.stop)
 }
 
-func (s *Server) stopping() chan struct{} {
-	s.stopOnce.Do(func() { s.stop = make(chan struct{}) })
-	return s.stop
+// init sets what a Server makes for itself, once.
+func (s *Server) init() {
+	s.stop = make(chan struct{})
+	s.demands = s.Demands
+	if s.demands == nil {
+		s.demands = NewLocalDemands(s.now)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s.id = hex.EncodeToString(b[:])
 }
 
 // Register registers s on g.
@@ -135,17 +142,6 @@ func (s *Server) interval() time.Duration {
 // TTL is how long an assignment lives: three report intervals.
 func (s *Server) TTL() time.Duration { return 3 * s.interval() }
 
-func (s *Server) demands() Demands {
-	if s.Demands != nil {
-		return s.Demands
-	}
-	if l := s.local.Load(); l != nil {
-		return l
-	}
-	s.local.CompareAndSwap(nil, NewLocalDemands(s.now))
-	return s.local.Load()
-}
-
 func (s *Server) log() *slog.Logger {
 	if s.Log != nil {
 		return s.Log
@@ -156,15 +152,7 @@ func (s *Server) log() *slog.Logger {
 // clientID names a new stream uniquely among every server sharing
 // Demands: a random id of this server, and the stream's number.
 func (s *Server) clientID() string {
-	id := s.id.Load()
-	if id == nil {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		fresh := hex.EncodeToString(b[:])
-		s.id.CompareAndSwap(nil, &fresh)
-		id = s.id.Load()
-	}
-	return *id + "-" + strconv.FormatUint(s.stream.Add(1), 10)
+	return s.id + "-" + strconv.FormatUint(s.stream.Add(1), 10)
 }
 
 // subscription is what a stream holds of one of its buckets.
@@ -189,6 +177,7 @@ type stream struct {
 // domain, and each report is answered at once with an action for each of
 // its buckets.
 func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	s.once.Do(s.init)
 	st := &stream{s: s, client: s.clientID(), subs: map[string]*subscription{}}
 	s.streams.Add(1)
 	defer s.streams.Add(-1)
@@ -208,7 +197,6 @@ func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimi
 			}
 		}
 	}()
-	stop := s.stopping()
 	for {
 		var msg *pb.RateLimitQuotaUsageReports
 		select {
@@ -218,7 +206,7 @@ func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimi
 				return nil
 			}
 			return err
-		case <-stop:
+		case <-s.stop:
 			return status.Error(codes.Unavailable, "the server is shutting down")
 		case <-g.Context().Done():
 			return status.FromContextError(g.Context().Err()).Err()
@@ -313,7 +301,7 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 	if elapsed > 0 {
 		demand = max(float64(n)/elapsed.Seconds(), 1/s.interval().Seconds())
 	}
-	all, err := s.demands().ShareDemand(ctx, b.Key, st.client, demand, s.TTL())
+	all, err := s.demands.ShareDemand(ctx, b.Key, st.client, demand, s.TTL())
 	if err != nil {
 		s.log().Warn("rlqs: demands not shared; dividing by this server's clients", "domain", st.domain, "bucket", name, "err", err)
 		all = map[string]float64{st.client: demand}
@@ -347,7 +335,7 @@ func (st *stream) drop(ctx context.Context, name string, sub *subscription) {
 	delete(st.subs, name)
 	st.s.subs.Add(-1)
 	if sub.found && !sub.bucket.Unlimited && ctx.Err() == nil {
-		_ = st.s.demands().ForgetDemand(ctx, sub.bucket.Key, st.client)
+		_ = st.s.demands.ForgetDemand(ctx, sub.bucket.Key, st.client)
 	}
 }
 
