@@ -48,7 +48,7 @@ var allowedImports = map[string][]string{
 	"gateway/transcode":  {"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "hybrid", "rules", "rls", "rlqs", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc",
-		"gateway", "gateway/auth", "gateway/route", "gateway/tlsreload", "internal/yamlconf", "internal/filewatch"},
+		"gateway", "gateway/auth", "gateway/route", "gateway/tlsreload", "internal/yamlconf", "internal/filewatch", "internal/bearer"},
 	"gateway": {"", "header", "clientip", "rules", "internal/edge", "internal/yamlconf", "gateway/auth", "gateway/route", "gateway/tlsreload", "gateway/transcode",
 		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3", "go.opentelemetry.io/otel"},
 	"internal/...": {""},

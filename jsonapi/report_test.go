@@ -3,6 +3,7 @@ package jsonapi_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/bouncerhq/bouncer"
@@ -28,7 +29,7 @@ func TestReport(t *testing.T) {
 		},
 		{
 			name:   "past the limit: nothing left, and the next check is refused",
-			body:   `{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"u2"}]}],"hits_addend":5}`,
+			body:   `{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"u2"}]}],"hits_addend":4}`,
 			check:  `{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"u2"}]}]}`,
 			status: 200, overall: "OVER_LIMIT", remaining: 0, thenChecked: 429,
 		},
@@ -89,3 +90,20 @@ func (c checkOnly) Check(ctx context.Context, r bouncer.Request) (bouncer.Decisi
 	return c.l.Check(ctx, r)
 }
 func (c checkOnly) Refund(ctx context.Context, r bouncer.Request) error { return c.l.Refund(ctx, r) }
+
+// TestReportBounded asserts that a report of more hits than one report
+// may charge its rule (the hostile 2^40 that put a key 52 days into
+// debt) is a 400 naming the bound, and charges nothing.
+func TestReportBounded(t *testing.T) {
+	h := &jsonapi.Handler{Engine: engine(t, nil)}
+	for _, hits := range []string{"1099511627776", "5"} {
+		a := serve(t, h.Report(), http.MethodPost, `{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"u9"}]}],"hits_addend":`+hits+`}`)
+		msg, _ := a.body["message"].(string)
+		if a.status != http.StatusBadRequest || a.body["error"] != "invalid_request" || !strings.Contains(msg, "above 4, the most one report may charge") {
+			t.Errorf("a report of %s hits: %d %v, want 400 invalid_request naming the bound 4", hits, a.status, a.body)
+		}
+	}
+	if c := serve(t, h, http.MethodPost, `{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"u9"}]}]}`); c.status != http.StatusOK {
+		t.Errorf("a check after the refused reports: %d, want 200 (nothing charged)", c.status)
+	}
+}

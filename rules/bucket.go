@@ -35,15 +35,20 @@ type Bucket struct {
 	Rate      int64
 	Period    time.Duration
 
+	// MaxReport is the most one report of the bucket's usage is
+	// charged: the rule's Rule.MaxReport, or its default.
+	MaxReport int64
+
 	limits []bouncer.Limit // what Key is counted under (ChargeBucket)
 }
 
 // ChargeBucket charges hits to b's count, whatever it holds, past its
 // limit if need be (as Report does for b.Entries, without reading the
-// state back): how RLQS usage reported after the fact is counted. An
-// unlimited bucket, or one that counts nothing, is charged nothing. A
-// Limiter that is not a bouncer.Charger fails with an error wrapping
-// errors.ErrUnsupported.
+// state back): how RLQS usage reported after the fact is counted. hits
+// above b.MaxReport are cut to it, so that one report cannot put the key
+// deep into debt. An unlimited bucket, or one that counts nothing, is
+// charged nothing. A Limiter that is not a bouncer.Charger fails with an
+// error wrapping errors.ErrUnsupported.
 func (e *Engine) ChargeBucket(ctx context.Context, b Bucket, hits uint64) error {
 	if b.Unlimited || len(b.limits) == 0 || hits == 0 {
 		return nil
@@ -53,6 +58,9 @@ func (e *Engine) ChargeBucket(ctx context.Context, b Bucket, hits uint64) error 
 		return fmt.Errorf("rules: %T cannot charge without deciding: %w", e.limiter(), errors.ErrUnsupported)
 	}
 	cost := int64(min(hits, MaxHits))
+	if b.MaxReport > 0 {
+		cost = min(cost, b.MaxReport)
+	}
 	return ch.Charge(ctx, bouncer.Request{Keys: []bouncer.KeyLimits{{Key: b.Key, Limits: b.limits}}, Cost: cost})
 }
 
@@ -97,7 +105,7 @@ func (e *Engine) Bucket(domain string, id map[string]string) (Bucket, bool, erro
 	if !d.match(&r, 0, r.Descriptors[0], make([]string, len(ordered)), &m) || m.rule == nil {
 		return Bucket{}, false, nil
 	}
-	b := Bucket{Entries: ordered, Rule: m.rule, Key: m.key, Unlimited: m.unlimited, limits: m.limits}
+	b := Bucket{Entries: ordered, Rule: m.rule, Key: m.key, Unlimited: m.unlimited, MaxReport: m.reportBound(), limits: m.limits}
 	if m.unlimited {
 		return b, true, nil
 	}

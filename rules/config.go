@@ -135,6 +135,15 @@ type Rule struct {
 	// Bouncer's format only (refund_on_5xx).
 	RefundOn5xx bool
 
+	// MaxReport is the most one report may charge a descriptor of this
+	// rule without deciding (a POST /v1/report descriptor, which is
+	// refused above it; an RLQS bucket's reported usage, which is cut to
+	// it), so that no single call can put a key deep into debt. 0 means
+	// the default: what the rule's limits admit in ReportWindow (a
+	// minute), or twice its largest limit's capacity when that is more.
+	// Bouncer's format only (max_report).
+	MaxReport int64
+
 	// Unit and RequestsPerUnit are the limit as an RLS response reports
 	// it (current_limit); Unit is UnitUnknown when the first limit's
 	// period is not one of the units.

@@ -49,6 +49,7 @@ type nativeRule struct {
 	ChargeDenied bool                  `yaml:"charge_denied"`
 	Replaces     []string              `yaml:"replaces"`
 	RefundOn5xx  bool                  `yaml:"refund_on_5xx"`
+	MaxReport    *int64                `yaml:"max_report"`
 }
 
 type nativeEntry struct {
@@ -161,6 +162,12 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 	if len(nr.Match) == 0 {
 		c.errorf(nr.At.Line, "%s.match: want at least one descriptor entry", at)
 		return
+	}
+	if nr.MaxReport != nil {
+		if n := *nr.MaxReport; n < 1 || n > MaxHits {
+			c.errorf(nr.At.Line, "%s.max_report: want 1 to %d, got %d", at, int64(MaxHits), n)
+		}
+		r.MaxReport = *nr.MaxReport
 	}
 	c.ruleLimits(at, nr, r)
 	if !c.place(at, nr, r) {

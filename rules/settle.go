@@ -60,6 +60,22 @@ func (e *Engine) Settle(ctx context.Context, resp *Response, actual int64) error
 	return errors.Join(errs...)
 }
 
+// ReportTooLargeError is Report's error for a descriptor whose hits are
+// above what one report may charge its rule (Rule.MaxReport or its
+// default). It wraps ErrInvalidRequest.
+type ReportTooLargeError struct {
+	Descriptor int    // the descriptor's index in the request
+	Rule       string // its rule's Label
+	Hits, Max  int64
+}
+
+func (e *ReportTooLargeError) Error() string {
+	return fmt.Sprintf("descriptors[%d]: hits %d above %d, the most one report may charge rule %q (its max_report)", e.Descriptor, e.Hits, e.Max, e.Rule)
+}
+
+// Unwrap returns ErrInvalidRequest.
+func (e *ReportTooLargeError) Unwrap() error { return ErrInvalidRequest }
+
 // Report charges r's hits to the limits of its descriptors without
 // deciding: whatever the limits hold, past them if need be (a debt that
 // later requests are refused until time pays it back). It is how a cost
@@ -69,9 +85,11 @@ func (e *Engine) Settle(ctx context.Context, resp *Response, actual int64) error
 // next request of that descriptor will be refused (shadow and quota-mode
 // rules' too: Report decides nothing, and the response's Code says
 // whether any limit has nothing left). Descriptors with no rule, or an
-// unlimited one, are charged nothing. The errors are Decide's; a Limiter
-// that is not a bouncer.Charger fails with an error wrapping
-// errors.ErrUnsupported.
+// unlimited one, are charged nothing. A descriptor whose hits are above
+// its rule's report bound (Rule.MaxReport) fails the whole report with a
+// *ReportTooLargeError before anything is charged. The other errors are
+// Decide's; a Limiter that is not a bouncer.Charger fails with an error
+// wrapping errors.ErrUnsupported.
 func (e *Engine) Report(ctx context.Context, r Request) (Response, error) {
 	d := e.Config().Domain(r.Domain)
 	if err := r.validate(); err != nil {
@@ -92,6 +110,11 @@ func (e *Engine) Report(ctx context.Context, r Request) (Response, error) {
 		return Response{}, err
 	}
 	ms, _ := d.matchAll(&r)
+	for i, m := range ms {
+		if m.counted() && m.cost > m.reportBound() {
+			return Response{}, &ReportTooLargeError{Descriptor: i, Rule: m.rule.Label(), Hits: m.cost, Max: m.reportBound()}
+		}
+	}
 	ch, ok := e.limiter().(bouncer.Charger)
 	for i, m := range ms {
 		if m == nil {

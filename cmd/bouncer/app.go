@@ -24,6 +24,7 @@ import (
 	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/hybrid"
+	"github.com/bouncerhq/bouncer/internal/bearer"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/redisstore"
@@ -50,14 +51,15 @@ type app struct {
 	engine   *rules.Engine
 	reloader *rules.Reloader
 
-	adminSrv  *http.Server // nil without an admin address
-	adminAddr string
-	service   admin.Service  // what the live page shows of the process
-	live      *admin.History // the live page's history of decisions
-	stopLive  func()         // stops sampling live; nil until serveAdmin
-	draining  atomic.Bool
-	wg        sync.WaitGroup // the listeners and the watch
-	stopWatch context.CancelFunc
+	adminSrv   *http.Server // nil without an admin address
+	adminAddr  string
+	adminToken bearer.Token   // what the admin API's writes require
+	service    admin.Service  // what the live page shows of the process
+	live       *admin.History // the live page's history of decisions
+	stopLive   func()         // stops sampling live; nil until serveAdmin
+	draining   atomic.Bool
+	wg         sync.WaitGroup // the listeners and the watch
+	stopWatch  context.CancelFunc
 
 	// drain, if not nil, drains the command's listeners on shutdown,
 	// until ctx ends at most; close, if not nil, then closes what the
@@ -79,7 +81,7 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 			return nil, err
 		}
 	}
-	a := &app{c: c, log: log, reg: prometheus.NewRegistry()}
+	a := &app{c: c, log: log, reg: prometheus.NewRegistry(), adminToken: o.adminToken}
 	a.service = admin.Service{Store: storeKind(o.redisAddrs), StoreAddrs: o.redisAddrs, Started: c.started}
 	if a.service.Started.IsZero() {
 		a.service.Started = time.Now()
@@ -169,7 +171,7 @@ func (a *app) serveAdmin(addr, command string, listeners []admin.Listener, extra
 	a.service.Listeners = append(listeners, admin.Listener{Name: "admin", Addr: a.adminAddr})
 	h := admin.Handler(admin.Options{Engine: a.engine, Gatherer: a.reg, Ready: func() bool { return !a.draining.Load() },
 		Degraded: a.store.degraded, Reloads: a.reloader.History, History: a.live, Service: &a.service, Extra: extra})
-	a.adminSrv = a.c.httpServer(h)
+	a.adminSrv = a.c.httpServer(a.adminToken.Guard(h, bearer.Writes))
 	a.serve(func() error { return a.adminSrv.Serve(ln) })
 	if !a.c.liveByHand {
 		ctx, stop := context.WithCancel(context.Background())

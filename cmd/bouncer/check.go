@@ -14,37 +14,69 @@ import (
 )
 
 func checkUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: bouncer check [--mode strict|lease|async] CONFIG")
+	fmt.Fprintln(w, "usage: bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] CONFIG")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Validates a config file, or every *.yaml file of a directory, as `bouncer serve`")
 	fmt.Fprintln(w, "would load it, and prints each problem with file, line and reason. Exits 1 if")
-	fmt.Fprintln(w, "there is any. For every limit in lease or async mode (its own, or --mode's as")
-	fmt.Fprintln(w, "bouncer serve --mode would give it), prints how far over the limit the instances")
-	fmt.Fprintln(w, "sharing it through Redis can admit.")
+	fmt.Fprintln(w, "there is any. For every limit it prints how far over the limit the instances")
+	fmt.Fprintln(w, "sharing it through Redis can admit in its mode (its own, or --mode's as bouncer")
+	fmt.Fprintln(w, "serve --mode would give it), and how far while Redis is down, under the limit's")
+	fmt.Fprintln(w, "on_store_error (its own, or --on-store-error's, local by default, as bouncer serve).")
+}
+
+// checkFlags are bouncer check's flags: each takes a value, as
+// "--name value" or "--name=value".
+type checkFlags struct {
+	load   rules.LoadOptions
+	policy bouncer.StoreErrorPolicy
+}
+
+// parse reads the flags at the front of args and returns the rest.
+func (f *checkFlags) parse(args []string) ([]string, error) {
+	f.policy = bouncer.StoreErrorLocal
+	for len(args) > 0 && strings.HasPrefix(args[0], "--") {
+		name, v, inline := strings.Cut(strings.TrimPrefix(args[0], "--"), "=")
+		if name != "mode" && name != "on-store-error" {
+			break
+		}
+		args = args[1:]
+		if !inline && len(args) > 0 {
+			v, args = args[0], args[1:]
+		}
+		switch name {
+		case "mode":
+			m, err := bouncer.ParseMode(v)
+			if err != nil || v == "" {
+				return nil, fmt.Errorf("--mode: want strict, lease or async, got %q", v)
+			}
+			f.load.Mode = m
+		case "on-store-error":
+			p, err := bouncer.ParseStoreErrorPolicy(v)
+			if err != nil || v == "" {
+				return nil, fmt.Errorf("--on-store-error: want local, allow or deny, got %q", v)
+			}
+			f.policy = p
+		}
+	}
+	return args, nil
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	var lo rules.LoadOptions
-	if len(args) > 0 && (args[0] == "--mode" || strings.HasPrefix(args[0], "--mode=")) {
-		v, rest := strings.TrimPrefix(strings.TrimPrefix(args[0], "--mode"), "="), args[1:]
-		if args[0] == "--mode" && len(rest) > 0 {
-			v, rest = rest[0], rest[1:]
-		}
-		m, err := bouncer.ParseMode(v)
-		if err != nil || v == "" {
-			fmt.Fprintf(stderr, "--mode: want strict, lease or async, got %q\n\n", v)
-			checkUsage(stderr)
-			return exitUsage
-		}
-		lo.Mode, args = m, rest
+	var f checkFlags
+	args, err := f.parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\n\n", err)
+		checkUsage(stderr)
+		return exitUsage
 	}
+	lo := f.load
 	switch {
 	case len(args) > 1:
 		fmt.Fprintf(stderr, "bouncer check takes one path, a file or a directory; got %d\n\n", len(args))
 		checkUsage(stderr)
 		return exitUsage
 	case len(args) == 1 && args[0] != "" && args[0][0] == '-':
-		fmt.Fprintf(stderr, "bouncer check takes no flag but --mode; got %s\n\n", args[0])
+		fmt.Fprintf(stderr, "bouncer check takes no flag but --mode and --on-store-error; got %s\n\n", args[0])
 		checkUsage(stderr)
 		return exitUsage
 	case len(args) == 0 || args[0] == "":
@@ -59,7 +91,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	for _, d := range c.Domains() {
 		fmt.Fprintf(stdout, "domain %s (%s semantics): %d rules, from %s\n", d.Name, d.Semantics, len(d.Rules), d.File)
 		for _, r := range d.Rules {
-			printModes(stdout, r)
+			printModes(stdout, r, f.policy)
 		}
 	}
 	fmt.Fprintf(stdout, "ok: config version %s\n", c.Version)
@@ -79,19 +111,18 @@ func printConfigError(w io.Writer, err error) {
 	fmt.Fprintln(w, strings.TrimPrefix(err.Error(), "rules: "))
 }
 
-// printModes writes a line for each of r's limits in lease or async mode:
-// what the mode guarantees, in units, at the hybrid limiter's defaults.
-func printModes(w io.Writer, r *rules.Rule) {
+// printModes writes a line for each of r's limits: what its mode
+// guarantees, in units, at the hybrid limiter's defaults, and what it
+// admits at worst while Redis is down, under its store-error policy (def
+// for a limit that names none).
+func printModes(w io.Writer, r *rules.Rule, def bouncer.StoreErrorPolicy) {
 	print := func(plan string, ls []bouncer.Limit) {
 		for _, l := range ls {
-			if l.Mode == bouncer.Strict {
-				continue
-			}
 			name := r.Label()
 			if plan != "" {
 				name += " (plan " + plan + ")"
 			}
-			fmt.Fprintf(w, "  %s:%d: %s, limit %s: %s\n", r.File, r.Line, name, l.Name, modeBound(l))
+			fmt.Fprintf(w, "  %s:%d: %s, limit %s: %s; %s\n", r.File, r.Line, name, l.Name, modeBound(l), outageBound(l, def))
 		}
 	}
 	print("", r.Limits)
@@ -100,13 +131,22 @@ func printModes(w io.Writer, r *rules.Rule) {
 	}
 }
 
-// modeBound says in one sentence how far over l its mode can admit.
-func modeBound(l bouncer.Limit) string {
+// limitWords is l's numbers in words: "300 per 2s", and its burst.
+func limitWords(l bouncer.Limit) string {
 	what := fmt.Sprintf("%d per %v", l.Rate, l.Period)
 	if l.Algorithm.UsesBurst() {
 		what += fmt.Sprintf(" with a burst of %d", l.Burst)
 	}
-	if l.Mode == bouncer.Lease {
+	return what
+}
+
+// modeBound says in one sentence how far over l its mode can admit.
+func modeBound(l bouncer.Limit) string {
+	what := limitWords(l)
+	switch l.Mode {
+	case bouncer.Strict:
+		return "strict: never more than " + what
+	case bouncer.Lease:
 		if n := hybrid.LeaseBound(l, hybrid.DefaultLeaseTime); n > 0 {
 			return fmt.Sprintf("lease: at most %d more than %s (what refills in a lease of %v)", n, what, min(hybrid.DefaultLeaseTime, l.Period))
 		}
@@ -114,4 +154,25 @@ func modeBound(l bouncer.Limit) string {
 	}
 	n := hybrid.AsyncBound(l, hybrid.DefaultSyncInterval)
 	return fmt.Sprintf("async: at most (instances - 1) x %d more than %s (what one instance can admit between syncs, every %v)", n, what, hybrid.DefaultSyncInterval)
+}
+
+// outageBound says in one sentence what l admits at worst while its
+// shared store cannot answer, under its policy (def when it names none).
+func outageBound(l bouncer.Limit, def bouncer.StoreErrorPolicy) string {
+	p := l.OnStoreError
+	if p == bouncer.StoreErrorDefault {
+		p = def
+	}
+	head := "while Redis is down, with on_store_error " + p.String() + ": "
+	switch {
+	case p == bouncer.StoreErrorAllow:
+		return head + "no limit (every request is allowed)"
+	case p == bouncer.StoreErrorDeny && l.Mode == bouncer.Lease:
+		return head + "only what the leases already taken hold, within the bound above"
+	case p == bouncer.StoreErrorDeny:
+		return head + "nothing admitted"
+	case l.Mode == bouncer.Lease:
+		return head + "up to instances x " + limitWords(l) + ", each instance limiting on its own, plus what the leases already taken hold"
+	}
+	return head + "up to instances x " + limitWords(l) + ", each instance limiting on its own"
 }

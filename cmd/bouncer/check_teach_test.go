@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +40,7 @@ func TestCheckTeaches(t *testing.T) {
 		stderr string
 	}{
 		{"two paths", []string{"a.yaml", "dir/"}, exitUsage, "bouncer check takes one path, a file or a directory; got 2\n\n"},
-		{"a flag", []string{"-v"}, exitUsage, "bouncer check takes no flag but --mode; got -v\n\n"},
+		{"a flag", []string{"-v"}, exitUsage, "bouncer check takes no flag but --mode and --on-store-error; got -v\n\n"},
 		{"misspelt rules", []string{rulez}, exitFail, rulez + `:2: top level: unknown field "rulez" (did you mean rules?); read as envoyproxy/ratelimit's format: the file has no top-level rules` + "\n"},
 		{"fractional rate", []string{frac}, exitFail, frac + ":5: rules[0].limits[0].rate: want a whole number, got 0.5: for 0.5 per 1s write rate: 1, period: 2s\n"},
 		{"unknown algorithm on a rule, once at its line", []string{algo}, exitFail, algo + `:4: rules[0].algorithm: unknown algorithm "tokenbucket" (did you mean token_bucket?); want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter` + "\n"},
@@ -74,25 +75,43 @@ func TestCheckTeaches(t *testing.T) {
 }
 
 // TestCheckPrintsModeBounds asserts that bouncer check prints, for each
-// limit in lease or async mode, how far over it the instances can admit:
-// the file's own modes, and those --mode gives.
+// limit, how far over it the instances can admit in its mode and while
+// Redis is down under its store-error policy: the file's own modes and
+// policies, and those --mode and --on-store-error give.
 func TestCheckPrintsModeBounds(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.yaml")
-	cfg := "domain: d\nrules:\n  - name: api\n    match: [{key: user}]\n    mode: lease\n    limits:\n      - {name: s, rate: 10, period: 1s, algorithm: gcra, burst: 20}\n      - {name: w, rate: 1000, period: 1h, algorithm: fixed_window}\n  - name: ip\n    match: [{key: ip}]\n    limits:\n      - {name: m, rate: 100, period: 1m, algorithm: fixed_window}\n"
+	cfg := "domain: d\nrules:\n  - name: api\n    match: [{key: user}]\n    mode: lease\n    limits:\n      - {name: s, rate: 10, period: 1s, algorithm: gcra, burst: 20}\n  - name: api_hourly\n    match: [{key: team}]\n    mode: lease\n    on_store_error: deny\n    limits:\n      - {name: w, rate: 1000, period: 1h, algorithm: fixed_window}\n  - name: ip\n    match: [{key: ip}]\n    limits:\n      - {name: m, rate: 100, period: 1m, algorithm: fixed_window}\n  - name: ip_open\n    match: [{key: ipo}]\n    on_store_error: allow\n    limits:\n      - {name: o, rate: 300, period: 2s, algorithm: fixed_window}\n"
 	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const (
+		leaseS  = ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s); while Redis is down, with on_store_error %s: up to instances x 10 per 1s with a burst of 20, each instance limiting on its own, plus what the leases already taken hold\n"
+		leaseW  = ":8: api_hourly, limit w: lease: never more than 1000 per 1h0m0s; while Redis is down, with on_store_error deny: only what the leases already taken hold, within the bound above\n"
+		strictM = ":14: ip, limit m: strict: never more than 100 per 1m0s; while Redis is down, with on_store_error %s\n"
+		asyncM  = ":14: ip, limit m: async: at most (instances - 1) x 100 more than 100 per 1m0s (what one instance can admit between syncs, every 100ms); while Redis is down, with on_store_error %s\n"
+		localM  = "local: up to instances x 100 per 1m0s, each instance limiting on its own"
+		strictO = ":18: ip_open, limit o: strict: never more than 300 per 2s; while Redis is down, with on_store_error allow: no limit (every request is allowed)\n"
+		asyncO  = ":18: ip_open, limit o: async: at most (instances - 1) x 300 more than 300 per 2s (what one instance can admit between syncs, every 100ms); while Redis is down, with on_store_error allow: no limit (every request is allowed)\n"
+		header  = "domain d (bouncer semantics): 4 rules, from "
+	)
 	cases := []struct {
 		args []string
 		want string
 	}{
-		{[]string{p}, "domain d (bouncer semantics): 2 rules, from " + p + "\n" +
-			"  " + p + ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
-			"  " + p + ":3: api, limit w: lease: never more than 1000 per 1h0m0s\n"},
-		{[]string{"--mode", "async", p}, "domain d (bouncer semantics): 2 rules, from " + p + "\n" +
-			"  " + p + ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s)\n" +
-			"  " + p + ":3: api, limit w: lease: never more than 1000 per 1h0m0s\n" +
-			"  " + p + ":9: ip, limit m: async: at most (instances - 1) x 100 more than 100 per 1m0s (what one instance can admit between syncs, every 100ms)\n"},
+		{[]string{p}, header + p + "\n" +
+			"  " + p + fmt.Sprintf(leaseS, "local") + "  " + p + leaseW +
+			"  " + p + fmt.Sprintf(strictM, localM) + "  " + p + strictO},
+		{[]string{"--mode", "async", p}, header + p + "\n" +
+			"  " + p + fmt.Sprintf(leaseS, "local") + "  " + p + leaseW +
+			"  " + p + fmt.Sprintf(asyncM, localM) + "  " + p + asyncO},
+		{[]string{"--on-store-error=deny", "--mode=async", p}, header + p + "\n" +
+			"  " + p + ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s); while Redis is down, with on_store_error deny: only what the leases already taken hold, within the bound above\n" +
+			"  " + p + leaseW +
+			"  " + p + fmt.Sprintf(asyncM, "deny: nothing admitted") + "  " + p + asyncO},
+		{[]string{"--on-store-error", "allow", p}, header + p + "\n" +
+			"  " + p + ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s); while Redis is down, with on_store_error allow: no limit (every request is allowed)\n" +
+			"  " + p + leaseW +
+			"  " + p + fmt.Sprintf(strictM, "allow: no limit (every request is allowed)") + "  " + p + strictO},
 	}
 	for _, c := range cases {
 		var stdout, stderr strings.Builder
@@ -104,8 +123,14 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 			t.Errorf("%v: got\n%s\nwant\n%s", c.args, got, c.want)
 		}
 	}
-	var stdout, stderr strings.Builder
-	if code := runCheck([]string{"--mode=fast", p}, &stdout, &stderr); code != exitUsage || !strings.HasPrefix(stderr.String(), `--mode: want strict, lease or async, got "fast"`) {
-		t.Errorf("--mode=fast: exit %d, stderr %q", code, stderr.String())
+	for _, bad := range [][]string{{"--mode=fast", p}, {"--on-store-error", "open", p}, {"--on-store-error=", p}} {
+		var stdout, stderr strings.Builder
+		want := `--mode: want strict, lease or async, got "fast"`
+		if bad[0] != "--mode=fast" {
+			want = "--on-store-error: want local, allow or deny, got"
+		}
+		if code := runCheck(bad, &stdout, &stderr); code != exitUsage || !strings.HasPrefix(stderr.String(), want) {
+			t.Errorf("%v: exit %d, stderr %q", bad, code, stderr.String())
+		}
 	}
 }

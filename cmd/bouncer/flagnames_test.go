@@ -49,7 +49,7 @@ func commandFlags() map[string][]string {
 		"serve":    names(serveFlags(&sc, io.Discard)),
 		"gateway":  names(gatewayFlags(&gc, io.Discard)),
 		"simulate": names(sim),
-		"check":    {"mode"},
+		"check":    {"mode", "on-store-error"},
 		"version":  nil,
 	}
 	for name := range out {

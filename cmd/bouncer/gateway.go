@@ -33,7 +33,7 @@ func gatewayFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { gatewayUsage(fs.Output()) }
 	for _, name := range []string{"config", "store", "store-timeout", "on-store-error", "mode", "log-level", "log-format",
-		"shutdown-timeout", "watch", "otel-endpoint", "otel-insecure", "otel-sample-ratio", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"} {
+		"shutdown-timeout", "watch", "otel-endpoint", "otel-insecure", "otel-sample-ratio", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "admin-token-file"} {
 		f := full.Lookup(name)
 		usage := f.Usage
 		if name == "config" {

@@ -25,6 +25,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/header"
+	"github.com/bouncerhq/bouncer/internal/bearer"
 	"github.com/bouncerhq/bouncer/jsonapi"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/rlqs"
@@ -66,6 +67,9 @@ type serveConfig struct {
 	idleTimeout       time.Duration
 	maxHeaderBytes    int
 
+	apiTokenFile   string // the JSON API's bearer token, in a file
+	adminTokenFile string // the admin API's, for its writes
+
 	envErrs []string // environment variables whose values did not parse
 }
 
@@ -97,6 +101,8 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "HTTP listeners: how long a keep-alive connection may wait for its next request")
 	fs.IntVar(&c.maxHeaderBytes, "max-header-bytes", 64<<10, "HTTP and gRPC listeners: the most bytes of request headers a client may send")
 	fs.IntVar(&c.adminKeys, "admin-keys", 10000, "how many recently decided keys the admin API can list (/v1/keys); 0 turns the index off")
+	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "a file holding the token the JSON API requires (Authorization: Bearer TOKEN) on POST /v1/check and /v1/report; or the token itself in BOUNCER_API_TOKEN; unset: no token")
+	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "a file holding the token the admin API requires on its writes (POST /v1/keys/reset); or the token itself in BOUNCER_ADMIN_TOKEN; unset: no token")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "BOUNCER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		f.Usage += " (env " + env + ")"
@@ -142,6 +148,8 @@ type serveOptions struct {
 	redisAddrs    []string
 	redisUser     string
 	redisPassword string
+	apiToken      bearer.Token // the JSON API's; the zero Token: none
+	adminToken    bearer.Token // the admin API's writes'
 }
 
 func (c serveConfig) validate() (serveOptions, error) {
@@ -200,6 +208,12 @@ func (c serveConfig) validate() (serveOptions, error) {
 	}
 	if c.grpcAddr == "" {
 		return o, errors.New("--grpc-addr: required")
+	}
+	if o.apiToken, err = bearer.Load(c.apiTokenFile, "BOUNCER_API_TOKEN"); err != nil {
+		return o, fmt.Errorf("--api-token-file: %v", strings.TrimPrefix(err.Error(), "bearer: "))
+	}
+	if o.adminToken, err = bearer.Load(c.adminTokenFile, "BOUNCER_ADMIN_TOKEN"); err != nil {
+		return o, fmt.Errorf("--admin-token-file: %v", strings.TrimPrefix(err.Error(), "bearer: "))
 	}
 	if c.store != "memory" {
 		u, err := url.Parse(c.store)
@@ -312,8 +326,8 @@ func (s *service) listen(o serveOptions) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/check", jsonHandler)
-	mux.Handle("/v1/report", jsonHandler.Report())
+	mux.Handle("/v1/check", o.apiToken.Guard(jsonHandler, nil))
+	mux.Handle("/v1/report", o.apiToken.Guard(jsonHandler.Report(), nil))
 	s.httpSrv = c.httpServer(mux)
 	s.httpAddr = hl.Addr().String()
 	s.serve(func() error { return s.httpSrv.Serve(hl) })
