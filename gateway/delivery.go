@@ -145,6 +145,10 @@ func (d *delivery) endDrain(bound error) {
 // end ends the delivery, once the proxy has returned or aborted: it stops
 // watching the client and ends the upstream exchange. It returns the
 // bound the drain hit, if it did, and whether the client went away.
+//
+// The reverse proxy adds an announced trailer's values after the
+// header's of the same name, where the client would read the header's
+// first: end leaves the trailer's alone, for the meter's header.
 func (d *delivery) end() (cut error, gone bool) {
 	d.stop()
 	d.mu.Lock()
@@ -154,6 +158,10 @@ func (d *delivery) end() (cut error, gone bool) {
 		d.timer.Stop()
 	}
 	d.cancel(nil)
+	if h := d.sw.Header(); d.before > 0 && len(h[d.m.actHeader]) > d.before {
+		h[d.m.actHeader] = h[d.m.actHeader][d.before:]
+		d.before = 0
+	}
 	return d.cut, d.gone
 }
 
