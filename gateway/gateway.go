@@ -153,15 +153,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// answered (a WebSocket or gRPC stream, when it closes), or, for the
 	// leases, as soon as the client goes away. A request that holds
 	// nothing has no Hold and tracks nothing.
-	h.Run(func() bool {
-		rt.serve(t, sw, r, &v)
+	// A metered request is settled at what was delivered, however its
+	// answer ends.
+	var aborted bool
+	h.Run(func() (failed bool) {
 		if rt.meter != nil {
-			// The upstream's answer, its trailer included, has been
-			// relayed: what it reports is what the request cost.
-			h.Settle(func(int) (int64, bool) { return rt.meter.actual(sw) })
+			failed, aborted = g.serveMetered(h, rt, t, sw, r, &v)
+			return failed
 		}
+		rt.serve(t, sw, r, &v)
 		return sw.status >= 500
 	})
+	if aborted {
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // startSpan starts r's span, a child of the caller's trace, and passes it

@@ -77,7 +77,9 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 	if rt.meter != nil {
 		n, err := rt.meter.estimate(r)
 		if err != nil {
+			// The client's value, not an outage: a 4xx, logged at debug.
 			entry.denied = "bad_estimate"
+			g.log.Debug("bad estimate", "route", rt.Name, "err", err)
 			writeError(w, r, http.StatusBadRequest, "bad_estimate", err.Error())
 			return nil, false
 		}

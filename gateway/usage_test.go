@@ -166,6 +166,10 @@ func TestRouteUsageConfig(t *testing.T) {
 		{`{estimate: "lots", actual: bytes}`, `estimate: "lots" is none of a count`},
 		{`{estimate: "5"}`, "actual: required"},
 		{`{actual: "trailer:x"}`, `actual: "trailer:x" is neither`},
+		{`{estimate: "1099511627777", actual: bytes}`, "estimate: 1099511627777 is over 1099511627776"},
+		{`{actual: "header:X-Usage", drain_timeout: -1s}`, "usage.drain_timeout: -1s is negative"},
+		{`{actual: "header:X-Usage", drain_bytes: -1}`, "usage.drain_bytes: -1 is negative"},
+		{`{actual: bytes, drain_bytes: 4096}`, "drain_timeout, drain_bytes: only for actual: header:<Name>"},
 	} {
 		y := strings.Replace(strings.ReplaceAll(meteredGateway, "UPSTREAM", "http://127.0.0.1:1"), `{estimate: "header:X-Estimate", actual: "header:X-Usage-Tokens"}`, tc.usage, 1)
 		_, err := gateway.Parse("gateway.yaml", []byte(y))

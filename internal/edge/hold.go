@@ -105,8 +105,9 @@ func (h *Hold) abandon() {
 // Settle settles the request's reservation at its actual cost (see
 // Settler), once: call it when the request has been served, before Done,
 // so that a failure gives back what the request was charged in the end.
-// A request whose handler panicked is never settled: its estimate
-// stands. Safe to call on nil.
+// Run never settles: a request whose edge settles only once serve has
+// returned keeps its estimate if the handler panics; the gateway settles
+// from a deferred call, at what was delivered. Safe to call on nil.
 func (h *Hold) Settle(actual func(rule int) (cost int64, ok bool)) {
 	if h == nil || !h.Metered {
 		return
