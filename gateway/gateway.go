@@ -161,12 +161,30 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			failed, aborted = g.serveMetered(h, rt, t, sw, r, &v)
 			return failed
 		}
-		rt.serve(t, sw, r, &v)
-		return sw.status >= 500
+		// An answer the proxy aborted is the upstream's failure while
+		// the client is there, and not when the client went away.
+		aborted = serveAborting(func() { rt.serve(t, sw, r, &v) })
+		return sw.status >= 500 || aborted && r.Context().Err() == nil
 	})
 	if aborted {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// serveAborting runs serve, and reports whether it aborted its answer
+// with http.ErrAbortHandler (the reverse proxy's way to cut a body
+// short), which the caller raises again once the request has ended.
+func serveAborting(serve func()) (aborted bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				panic(p)
+			}
+			aborted = true
+		}
+	}()
+	serve()
+	return false
 }
 
 // startSpan starts r's span, a child of the caller's trace, and passes it

@@ -34,6 +34,14 @@ rules:
 // upstream, counting on a store with the fake clock.
 func holdGateway(t *testing.T, upstream string, clock *storetest.Clock) *httptest.Server {
 	t.Helper()
+	srv := httptest.NewServer(holdHandler(t, upstream, clock))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// holdHandler is holdGateway's handler.
+func holdHandler(t *testing.T, upstream string, clock *storetest.Clock) http.Handler {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(holdRules), 0o600); err != nil {
 		t.Fatal(err)
@@ -54,9 +62,7 @@ func holdGateway(t *testing.T, upstream string, clock *storetest.Clock) *httptes
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(newGateway(t, cfg, rc, clock.Now))
-	t.Cleanup(srv.Close)
-	return srv
+	return newGateway(t, cfg, rc, clock.Now)
 }
 
 func statusOf(t *testing.T, ctx context.Context, url string) (int, http.Header) {
@@ -148,6 +154,43 @@ func TestRefundOn5xx(t *testing.T) {
 		if c, _ := statusOf(t, ctx, srv.URL+"/flaky/ok"); c != want {
 			t.Fatalf("request %d after the failures: %d, want %d", i, c, want)
 		}
+	}
+}
+
+// A client that goes away mid-answer is no upstream failure: a rule
+// with refund_on_5xx keeps its units (before, the proxy's abort counted
+// as a failure, and leaving early got them back).
+func TestLeavingEarlyIsNoFailure(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/big") {
+			return
+		}
+		w.Write(make([]byte, 64<<10))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the rest never comes: the client leaves first
+	}))
+	defer up.Close()
+	h := holdHandler(t, up.URL, storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
+	done := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { done <- struct{}{} }()
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/flaky/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 1024)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // mid-body: the transport closes the connection
+	<-done
+	for i, want := range []int{200, 429} {
+		if c, _ := statusOf(t, context.Background(), srv.URL+"/flaky/ok"); c != want {
+			t.Fatalf("request %d after the one that left: %d, want %d (it kept its unit of 2)", i, c, want)
+		}
+		<-done
 	}
 }
 
