@@ -32,8 +32,9 @@ type division struct {
 	epoch   int64      // of the snapshot
 	rate    float64    // divided, a second
 	level   float64    // the water level
-	demands map[string]float64
-	free    float64 // the rate the snapshot left unassigned
+	demands map[string]float64 // the snapshot, by client
+	left    map[string]bool    // clients that left the snapshot since
+	free    float64            // the rate the snapshot left unassigned
 	peers   map[string]*conn
 }
 
@@ -143,7 +144,7 @@ func (s *Server) join(key, id string) *member {
 	s.divMu.Lock()
 	d := s.divisions[key]
 	if d == nil {
-		d = &division{key: key, epoch: math.MinInt64, peers: map[string]*conn{}}
+		d = &division{key: key, epoch: math.MinInt64, peers: map[string]*conn{}, left: map[string]bool{}}
 		s.divisions[key] = d
 	}
 	d.refs++
@@ -178,11 +179,11 @@ func (s *Server) leave(ctx context.Context, m *member) {
 		delete(d.peers, p.id)
 		if p.epoch == d.epoch {
 			share = p.share
-		} else if dem, ok := d.demands[p.id]; ok {
-			share = min(dem, d.level)
+		} else if fair, ok := d.shareOf(p.id); ok {
+			share = fair
 		}
 		// Back here in this epoch, it is a new client.
-		delete(d.demands, p.id)
+		d.left[p.id] = true
 	}
 	d.mu.Unlock()
 	s.divMu.Lock()
@@ -214,7 +215,7 @@ func (s *Server) divide(ctx context.Context, m *member, rate float64, n uint64, 
 	raw, old := m.measure(n, elapsed, s.interval()), m.raw
 	m.set(raw)
 	clients := len(d.demands)
-	if _, ok := d.demands[p.id]; !ok {
+	if _, ok := d.shareOf(p.id); !ok {
 		clients++
 	}
 	share := 0.0
@@ -268,10 +269,11 @@ func (p *conn) live(since time.Time) map[*member]float64 {
 	return members
 }
 
-// shareOf is the share of client id in the snapshot, if it is in it.
+// shareOf is the share of client id in the snapshot, if it is in it
+// (and has not left it).
 func (d *division) shareOf(id string) (float64, bool) {
 	dem, ok := d.demands[id]
-	return min(dem, d.level), ok
+	return min(dem, d.level), ok && !d.left[id]
 }
 
 // measure is m's demand after a report of n requests, elapsed after its
@@ -314,7 +316,7 @@ func (s *Server) snapshot(ctx context.Context, d *division, epoch int64, rate fl
 	}
 	level, used := waterLevel(rate, ds)
 	d.mu.Lock()
-	d.epoch, d.rate, d.level, d.demands, d.free = epoch, rate, level, all, max(rate-used, 0)
+	d.epoch, d.rate, d.level, d.demands, d.left, d.free = epoch, rate, level, all, map[string]bool{}, max(rate-used, 0)
 	d.mu.Unlock()
 	return nil
 }
