@@ -28,10 +28,10 @@ type division struct {
 
 	refs int // the members holding it, guarded by Server.divMu
 
-	mu      sync.Mutex // guards what follows
-	epoch   int64      // of the snapshot
-	rate    float64    // divided, a second
-	level   float64    // the water level
+	mu      sync.Mutex         // guards what follows
+	epoch   int64              // of the snapshot
+	rate    float64            // divided, a second
+	level   float64            // the water level
 	demands map[string]float64 // the snapshot, by client
 	left    map[string]bool    // clients that left the snapshot since
 	free    float64            // the rate the snapshot left unassigned
