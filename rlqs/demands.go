@@ -50,7 +50,8 @@ type LocalDemands struct {
 
 	mu      sync.Mutex
 	buckets map[string]*localBucket
-	calls   int
+	records int // in buckets
+	calls   int // since the last sweep
 }
 
 // localBucket is one bucket's records, and its claims of one epoch.
@@ -106,8 +107,12 @@ func (d *LocalDemands) record(now time.Time, bucket, client string, demand float
 	e := epochOf(now, interval)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.calls++; d.calls%4096 == 0 {
-		d.sweep(now) // buckets nobody reports any more
+	// Buckets nobody reports any more, swept once every record has
+	// been written once since the last sweep (at least 4096 calls), so
+	// that a sweep costs O(1) a call.
+	if d.calls++; d.calls >= max(4096, d.records) {
+		d.calls = 0
+		d.sweep(now)
 	}
 	b := d.buckets[bucket]
 	if b == nil {
@@ -118,6 +123,7 @@ func (d *LocalDemands) record(now time.Time, bucket, client string, demand float
 	if r == nil {
 		r = &record{}
 		b.clients[client] = r
+		d.records++
 	}
 	if r.epoch < e {
 		r.prev, r.prevUntil = r.cur, r.curUntil
@@ -142,6 +148,7 @@ func (d *LocalDemands) DemandsAt(_ context.Context, bucket string, epoch int64, 
 		}
 		if !r.curUntil.After(now) && !r.prevUntil.After(now) {
 			delete(b.clients, c)
+			d.records--
 		}
 	}
 	return out, nil
@@ -183,6 +190,7 @@ func (d *LocalDemands) sweep(now time.Time) {
 		for c, r := range b.clients {
 			if !r.curUntil.After(now) && !r.prevUntil.After(now) {
 				delete(b.clients, c)
+				d.records--
 			}
 		}
 		if len(b.clients) == 0 {
