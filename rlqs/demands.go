@@ -56,18 +56,18 @@ type LocalDemands struct {
 
 // localBucket is one bucket's records, and its claims of one epoch.
 type localBucket struct {
-	clients map[string]*record
+	clients map[string]record
 	claimed float64
 	epoch   int64 // of claimed
 }
 
 // record is one client's demand: the latest recorded (in epoch), and the
-// one before epoch began (as it stood then).
+// one before epoch began (as it stood then), each live until a Unix time
+// in milliseconds (0: none, forgotten), as in the Redis store.
 type record struct {
-	epoch     int64
-	cur, prev float64
-	curUntil  time.Time // zero: none (forgotten)
-	prevUntil time.Time
+	epoch               int64
+	cur, prev           float64
+	curUntil, prevUntil int64
 }
 
 // NewLocalDemands returns an empty LocalDemands on the clock now
@@ -85,25 +85,21 @@ func epochOf(t time.Time, interval time.Duration) int64 {
 	return t.UnixMilli() / max(interval.Milliseconds(), 1)
 }
 
-// epochStart is when epoch began.
-func epochStart(epoch int64, interval time.Duration) time.Time {
-	return time.UnixMilli(epoch * max(interval.Milliseconds(), 1))
-}
-
 // RecordDemand implements Demands.
 func (d *LocalDemands) RecordDemand(_ context.Context, bucket, client string, demand float64, interval, ttl time.Duration) (int64, error) {
 	now := d.now()
-	return d.record(now, bucket, client, demand, now.Add(ttl), interval), nil
+	return d.record(now, bucket, client, demand, now.Add(ttl).UnixMilli(), interval), nil
 }
 
 // ForgetDemand implements Demands.
 func (d *LocalDemands) ForgetDemand(_ context.Context, bucket, client string, interval time.Duration) error {
-	d.record(d.now(), bucket, client, 0, time.Time{}, interval)
+	d.record(d.now(), bucket, client, 0, 0, interval)
 	return nil
 }
 
-// record records client's demand until until (zero: forgets it).
-func (d *LocalDemands) record(now time.Time, bucket, client string, demand float64, until time.Time, interval time.Duration) int64 {
+// record records client's demand until until, in Unix ms (0: forgets
+// it).
+func (d *LocalDemands) record(now time.Time, bucket, client string, demand float64, until int64, interval time.Duration) int64 {
 	e := epochOf(now, interval)
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -112,29 +108,34 @@ func (d *LocalDemands) record(now time.Time, bucket, client string, demand float
 	// that a sweep costs O(1) a call.
 	if d.calls++; d.calls >= max(4096, d.records) {
 		d.calls = 0
-		d.sweep(now)
+		d.sweep(now.UnixMilli())
 	}
-	b := d.buckets[bucket]
-	if b == nil {
-		b = &localBucket{clients: map[string]*record{}}
-		d.buckets[bucket] = b
-	}
-	r := b.clients[client]
-	if r == nil {
-		r = &record{}
-		b.clients[client] = r
+	b := d.bucket(bucket)
+	r, ok := b.clients[client]
+	if !ok {
 		d.records++
 	}
 	if r.epoch < e {
 		r.prev, r.prevUntil = r.cur, r.curUntil
 	}
 	r.epoch, r.cur, r.curUntil = e, demand, until
+	b.clients[client] = r
 	return e
+}
+
+// bucket is the bucket named name, made if need be.
+func (d *LocalDemands) bucket(name string) *localBucket {
+	b := d.buckets[name]
+	if b == nil {
+		b = &localBucket{clients: map[string]record{}}
+		d.buckets[name] = b
+	}
+	return b
 }
 
 // DemandsAt implements Demands.
 func (d *LocalDemands) DemandsAt(_ context.Context, bucket string, epoch int64, interval time.Duration) (map[string]float64, error) {
-	now, start := d.now(), epochStart(epoch, interval)
+	now, start := d.now().UnixMilli(), epoch*max(interval.Milliseconds(), 1)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	b := d.buckets[bucket]
@@ -143,10 +144,10 @@ func (d *LocalDemands) DemandsAt(_ context.Context, bucket string, epoch int64, 
 	}
 	out := make(map[string]float64, len(b.clients))
 	for c, r := range b.clients {
-		if dem, until := r.at(epoch); until.After(start) {
+		if dem, until := r.at(epoch); until > start {
 			out[c] = dem
 		}
-		if !r.curUntil.After(now) && !r.prevUntil.After(now) {
+		if r.curUntil <= now && r.prevUntil <= now {
 			delete(b.clients, c)
 			d.records--
 		}
@@ -155,7 +156,7 @@ func (d *LocalDemands) DemandsAt(_ context.Context, bucket string, epoch int64, 
 }
 
 // at is r as it stood when epoch began.
-func (r *record) at(epoch int64) (float64, time.Time) {
+func (r record) at(epoch int64) (float64, int64) {
 	if r.epoch < epoch {
 		return r.cur, r.curUntil
 	}
@@ -166,11 +167,7 @@ func (r *record) at(epoch int64) (float64, time.Time) {
 func (d *LocalDemands) Claim(_ context.Context, bucket string, epoch int64, free, amount float64) (float64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b := d.buckets[bucket]
-	if b == nil {
-		b = &localBucket{clients: map[string]*record{}}
-		d.buckets[bucket] = b
-	}
+	b := d.bucket(bucket)
 	switch {
 	case b.epoch > epoch:
 		return 0, nil
@@ -185,10 +182,10 @@ func (d *LocalDemands) Claim(_ context.Context, bucket string, epoch int64, free
 	return got, nil
 }
 
-func (d *LocalDemands) sweep(now time.Time) {
+func (d *LocalDemands) sweep(now int64) {
 	for name, b := range d.buckets {
 		for c, r := range b.clients {
-			if !r.curUntil.After(now) && !r.prevUntil.After(now) {
+			if r.curUntil <= now && r.prevUntil <= now {
 				delete(b.clients, c)
 				d.records--
 			}

@@ -3,6 +3,7 @@ package rlqs
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -45,7 +46,7 @@ type conn struct {
 	id string
 	mu sync.Mutex
 
-	streams    map[*member]bool
+	streams    []*member
 	raw        float64 // the measured streams' demands, summed
 	unmeasured int     // streams not measured yet
 	epoch      int64   // of share
@@ -59,6 +60,12 @@ type member struct {
 	p    *conn
 	raw  float64   // requests a second over its last interval; +Inf unmeasured
 	seen time.Time // its last report, on the server's clock
+
+	// Its part in its connection's split, if gen is the split's: its
+	// demand when the split was made, or what it was granted.
+	gen     uint64
+	part    float64
+	granted bool
 }
 
 // demand is p's demand: +Inf while a stream of it is unmeasured.
@@ -86,48 +93,55 @@ func (m *member) set(raw float64) {
 }
 
 // split is one epoch's division of a peer's share among its streams: the
-// same water-filling, over the streams' demands as they stood when the
-// peer's first report of the epoch came.
+// same water-filling, over the demands of the streams that reported in
+// the last TTL, as they stood at the peer's first report of the epoch.
+// Each stream keeps its part (member.gen, part, granted), so that a
+// report costs O(1) here too.
 type split struct {
-	level   float64
-	demands map[*member]float64
-	granted map[*member]float64 // streams new in the epoch
-	free    float64
+	gen   uint64
+	level float64
+	free  float64
 }
 
-func (sp *split) reset(capacity float64, members map[*member]float64) {
-	ds := make([]float64, 0, len(members))
-	for _, d := range members {
-		ds = append(ds, d)
+// reset makes the split of capacity among p's streams that reported
+// after since; the others, open but silent, count for nothing until they
+// report.
+func (p *conn) reset(capacity float64, since time.Time) {
+	sp := &p.split
+	sp.gen++
+	ds := make([]float64, 0, len(p.streams))
+	for _, o := range p.streams {
+		if !o.seen.After(since) {
+			o.set(0)
+			continue
+		}
+		o.gen, o.part, o.granted = sp.gen, o.raw, false
+		ds = append(ds, o.raw)
 	}
 	level, used := waterLevel(capacity, ds)
-	*sp = split{level: level, demands: members, granted: map[*member]float64{}, free: max(capacity-used, 0)}
+	sp.level, sp.free = level, max(capacity-used, 0)
 }
 
 // shareOf is m's part of the split; a stream new in the epoch takes up to
 // want of what is free.
 func (sp *split) shareOf(m *member, want float64) float64 {
-	if d, ok := sp.demands[m]; ok {
-		return min(d, sp.level)
-	}
-	if g, ok := sp.granted[m]; ok {
-		return g
+	switch {
+	case m.gen == sp.gen && m.granted:
+		return m.part
+	case m.gen == sp.gen:
+		return min(m.part, sp.level)
 	}
 	g := max(min(want, sp.free), 0)
 	sp.free -= g
-	sp.granted[m] = g
+	m.gen, m.part, m.granted = sp.gen, g, true
 	return g
 }
 
 // leave gives m's part back.
 func (sp *split) leave(m *member) {
-	if d, ok := sp.demands[m]; ok {
-		sp.free += min(d, sp.level)
-		delete(sp.demands, m)
-	}
-	if g, ok := sp.granted[m]; ok {
-		sp.free += g
-		delete(sp.granted, m)
+	if m.gen == sp.gen {
+		sp.free += sp.shareOf(m, 0)
+		m.gen = 0
 	}
 }
 
@@ -153,11 +167,11 @@ func (s *Server) join(key, id string) *member {
 	defer d.mu.Unlock()
 	p := d.peers[id]
 	if p == nil {
-		p = &conn{id: id, epoch: math.MinInt64, streams: map[*member]bool{}}
+		p = &conn{id: id, epoch: math.MinInt64}
 		d.peers[id] = p
 	}
 	m := &member{d: d, p: p, raw: math.Inf(1)}
-	p.streams[m] = true
+	p.streams = append(p.streams, m)
 	p.unmeasured++
 	return m
 }
@@ -173,7 +187,7 @@ func (s *Server) leave(ctx context.Context, m *member) {
 	d.mu.Lock()
 	p.split.leave(m)
 	m.set(0)
-	delete(p.streams, m)
+	p.streams = slices.DeleteFunc(p.streams, func(o *member) bool { return o == m })
 	gone, epoch, share := len(p.streams) == 0, d.epoch, 0.0
 	if gone {
 		delete(d.peers, p.id)
@@ -249,24 +263,10 @@ func (s *Server) divide(ctx context.Context, m *member, rate float64, n uint64, 
 			}
 		}
 		p.epoch, p.share = d.epoch, share
-		p.split.reset(share, p.live(m.seen.Add(-s.TTL())))
+		p.reset(share, m.seen.Add(-s.TTL()))
 	}
 	m.set(raw)
 	return p.split.shareOf(m, raw), true
-}
-
-// live is the demand of each of p's streams that reported after since;
-// the others, open but silent, count for nothing until they report.
-func (p *conn) live(since time.Time) map[*member]float64 {
-	members := make(map[*member]float64, len(p.streams))
-	for o := range p.streams {
-		if o.seen.After(since) {
-			members[o] = o.raw
-		} else {
-			o.set(0)
-		}
-	}
-	return members
 }
 
 // shareOf is the share of client id in the snapshot, if it is in it

@@ -46,7 +46,9 @@ func TestSharesProperty(t *testing.T) {
 		defer store.Close()
 		var live []*propStream
 		conns := 0
-		alone := map[*conn]*propStream{} // connections of one stream in the last round
+		// Connections of one stream, in the last round and the one
+		// before.
+		alone, before := map[*conn]*propStream{}, map[*conn]*propStream{}
 		open := func(peer string) {
 			live = append(live, &propStream{st: &stream{s: s, client: s.clientID(), peer: peer, domain: "prop", subs: map[string]*subscription{}}})
 		}
@@ -74,7 +76,7 @@ func TestSharesProperty(t *testing.T) {
 				clock.Advance(time.Duration(rapid.IntRange(0, 100).Draw(rt, "ms")) * time.Millisecond)
 				live[i].report(rt, s)
 			}
-			alone = checkDivision(rt, round, live, alone)
+			alone, before = checkDivision(rt, round, live, alone, before), alone
 			clock.Advance(DefaultInterval - time.Duration(clock.Now().UnixMilli()%DefaultInterval.Milliseconds())*time.Millisecond)
 		}
 		for _, p := range live {
@@ -120,8 +122,8 @@ func (p *propStream) report(t *rapid.T, s *Server) {
 
 // checkDivision checks the assignments in force after a round, and
 // returns the connections of one stream, with it; wasAlone is the last
-// round's.
-func checkDivision(t *rapid.T, round int, live []*propStream, wasAlone map[*conn]*propStream) map[*conn]*propStream {
+// round's, and before the one before.
+func checkDivision(t *rapid.T, round int, live []*propStream, wasAlone, before map[*conn]*propStream) map[*conn]*propStream {
 	const eps = 1e-9
 	sum := 0.0
 	byPeer := map[*conn][]*propStream{}
@@ -157,10 +159,10 @@ func checkDivision(t *rapid.T, round int, live []*propStream, wasAlone map[*conn
 		if share != fair {
 			t.Fatalf("round %d: client %s has %v, want the least of its demand %v and the level %v", round, c.id, share, demand, level)
 		}
-		// The split of a connection of one stream, then and now, is
-		// the share (one whose streams changed divides by the new
-		// streams' demands).
-		if len(ps) == 1 && len(c.streams) == 1 && wasAlone[c] == ps[0] && held < fair/1.05*(1-1e-6) {
+		// A connection of one stream for two rounds (whose demand is
+		// that stream's) holds its share (one whose streams changed
+		// divides it by the streams' demands).
+		if len(ps) == 1 && len(c.streams) == 1 && wasAlone[c] == ps[0] && before[c] == ps[0] && held < fair/1.05*(1-1e-6) {
 			t.Fatalf("round %d: client %s holds %v, below its fair share %v less 5 %%", round, c.id, held, fair)
 		}
 	}
