@@ -22,8 +22,11 @@ import (
 // itself lives as long as its latest record. The field "#claimed" holds
 // "<epoch> <sum>": what clients new in that epoch have claimed.
 //
-// recordDemand records ARGV[1]'s demand ARGV[4] (none if empty) for
-// ARGV[3] ms, in epochs of ARGV[2] ms, and returns the epoch.
+// recordDemand records ARGV[1]'s demand ARGV[4] for ARGV[3] ms, in epochs
+// of ARGV[2] ms, and returns the epoch. An empty ARGV[4] forgets the
+// client: its record keeps what it was when the epoch began, and the
+// hash keeps its expiry (that of its latest demand, every demand's TTL
+// being the same).
 var recordDemand = rueidis.NewLuaScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -31,6 +34,7 @@ local interval, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local e = math.floor(now / interval)
 local prev = '0 0'
 local old = redis.call('HGET', KEYS[1], ARGV[1])
+if not old and ARGV[4] == '' then return e end
 if old then
   local f = {}
   for w in string.gmatch(old, '%S+') do f[#f + 1] = w end
@@ -39,7 +43,7 @@ end
 local cur = '0 0'
 if ARGV[4] ~= '' then cur = string.format('%d', now + ttl) .. ' ' .. ARGV[4] end
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', e) .. ' ' .. cur .. ' ' .. prev)
-redis.call('PEXPIRE', KEYS[1], ttl)
+if ARGV[4] ~= '' then redis.call('PEXPIRE', KEYS[1], ttl) end
 return e
 `)
 
