@@ -176,3 +176,42 @@ func TestLiarsDemandBounded(t *testing.T) {
 		}
 	})
 }
+
+// countedDemands counts a Demands' calls.
+type countedDemands struct {
+	rlqs.Demands
+	records, reads int
+}
+
+func (c *countedDemands) RecordDemand(ctx context.Context, bucket, client string, demand float64, interval, ttl time.Duration) (int64, error) {
+	c.records++
+	return c.Demands.RecordDemand(ctx, bucket, client, demand, interval, ttl)
+}
+
+func (c *countedDemands) DemandsAt(ctx context.Context, bucket string, epoch int64, interval time.Duration) (map[string]float64, error) {
+	c.reads++
+	return c.Demands.DemandsAt(ctx, bucket, epoch, interval)
+}
+
+// A report writes its client's demand, and a server reads a bucket's
+// demands once an epoch, however many clients report it.
+func TestDemandsReadOnceAnEpoch(t *testing.T) {
+	clock := storetest.NewClock(start)
+	demands := &countedDemands{Demands: rlqs.NewLocalDemands(clock.Now)}
+	srv := &rlqs.Server{Engine: engine(t, thirty, clock), Demands: demands, Now: clock.Now}
+	cc := serve(t, srv)
+	proxies := make([]*rawStream, 20)
+	for i := range proxies {
+		proxies[i] = openRaw(t, cc) // one at a time: the count is exact
+	}
+	const rounds = 3
+	for range rounds {
+		for _, p := range proxies {
+			p.report(10, rlqs.DefaultInterval)
+		}
+		clock.Advance(rlqs.DefaultInterval)
+	}
+	if demands.records != rounds*len(proxies) || demands.reads != rounds {
+		t.Errorf("%d rounds of %d reports: %d demands recorded and %d reads of the bucket; want %d and %d", rounds, len(proxies), demands.records, demands.reads, rounds*len(proxies), rounds)
+	}
+}
