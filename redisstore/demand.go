@@ -13,7 +13,7 @@ import (
 )
 
 // The demands of a quota bucket's clients (rlqs.Demands) are one Redis
-// hash per bucket, "<prefix>:demand:<digest of the bucket's key>", whose
+// hash per bucket, "<prefix>:demands:<digest of the bucket's key>", whose
 // fields are the clients and whose values are "<epoch> <until> <demand>
 // <until> <demand>": the epoch of the latest record, the latest record
 // (its expiry in Unix ms, 0 once forgotten, and its demand), and the
@@ -94,7 +94,7 @@ return string.format('%.17g', got)
 
 func (s *Store) demandKey(bucket string) string {
 	sum := sha256.Sum256([]byte(bucket))
-	return s.prefix + ":demand:" + hex.EncodeToString(sum[:16])
+	return s.prefix + ":demands:" + hex.EncodeToString(sum[:16])
 }
 
 // RecordDemand records client's demand for a quota bucket (requests a
