@@ -158,7 +158,7 @@ func (s *Server) join(key, id string) *member {
 	s.divMu.Lock()
 	d := s.divisions[key]
 	if d == nil {
-		d = &division{key: key, epoch: math.MinInt64, peers: map[string]*conn{}, left: map[string]bool{}}
+		d = &division{key: key, epoch: math.MinInt64, peers: map[string]*conn{}}
 		s.divisions[key] = d
 	}
 	d.refs++
@@ -197,6 +197,9 @@ func (s *Server) leave(ctx context.Context, m *member) {
 			share = fair
 		}
 		// Back here in this epoch, it is a new client.
+		if d.left == nil {
+			d.left = map[string]bool{}
+		}
 		d.left[p.id] = true
 	}
 	d.mu.Unlock()
@@ -214,6 +217,22 @@ func (s *Server) leave(ctx context.Context, m *member) {
 	if share > 0 {
 		_, _ = s.demands.Claim(ctx, d.key, epoch, 0, -share)
 	}
+}
+
+// share is the share, a second, of sub's bucket (a limited one) for a
+// report of n requests, elapsed after its last (0 for its first): sub
+// joins its bucket's division at its first.
+func (st *stream) share(ctx context.Context, name string, sub *subscription, n uint64, elapsed time.Duration) float64 {
+	s, b := st.s, &sub.bucket
+	if sub.m == nil {
+		sub.m = s.join(b.Key, st.peerID())
+	}
+	rate, shared := s.divide(ctx, sub.m, float64(b.Rate)/b.Period.Seconds(), n, elapsed)
+	if !shared {
+		s.log().Warn("rlqs: demands not shared; dividing by this server's clients", "domain", st.domain, "bucket", name)
+		s.unshared.Add(1)
+	}
+	return rate
 }
 
 // divide is m's share of rate (a second) for a report of n requests,
@@ -316,7 +335,7 @@ func (s *Server) snapshot(ctx context.Context, d *division, epoch int64, rate fl
 	}
 	level, used := waterLevel(rate, ds)
 	d.mu.Lock()
-	d.epoch, d.rate, d.level, d.demands, d.left, d.free = epoch, rate, level, all, map[string]bool{}, max(rate-used, 0)
+	d.epoch, d.rate, d.level, d.demands, d.left, d.free = epoch, rate, level, all, nil, max(rate-used, 0)
 	d.mu.Unlock()
 	return nil
 }

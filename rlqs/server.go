@@ -306,6 +306,10 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 		return nil
 	}
 	b := &sub.bucket
+	if sub.m != nil && (b.Unlimited || b.Rate == 0 || sub.m.d.key != b.Key) { // a reload changed its rule
+		s.leave(ctx, sub.m)
+		sub.m = nil
+	}
 	switch {
 	case b.Unlimited:
 		return allowAll
@@ -317,18 +321,7 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 			s.log().Warn("rlqs: usage not counted", "domain", st.domain, "bucket", name, "allowed", allowed, "err", err)
 		}
 	}
-	if sub.m != nil && sub.m.d.key != b.Key { // a reload moved it
-		s.leave(ctx, sub.m)
-		sub.m = nil
-	}
-	if sub.m == nil {
-		sub.m = s.join(b.Key, st.peerID())
-	}
-	rate, shared := s.divide(ctx, sub.m, float64(b.Rate)/b.Period.Seconds(), n, elapsed)
-	if !shared {
-		s.log().Warn("rlqs: demands not shared; dividing by this server's clients", "domain", st.domain, "bucket", name)
-		s.unshared.Add(1)
-	}
+	rate := st.share(ctx, name, sub, n, elapsed)
 	if sub.last != nil && sub.rate <= rate && rate <= sub.rate*1.05 {
 		// Up to 5% above the last: the same assignment, whose bucket
 		// the client keeps (a new one starts full). Never one above
