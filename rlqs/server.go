@@ -40,8 +40,11 @@ const (
 // envoy.service.rate_limit_quota.v3) over a rules.Engine: clients report
 // their buckets' usage on a stream, and each bucket's rule's rate is
 // divided among the clients that report it, by their demand, into token
-// bucket assignments that the clients enforce themselves. It is safe for
-// concurrent use; the zero value of every field but Engine is usable.
+// bucket assignments that the clients enforce themselves. A client is a
+// connection: the streams of one divide one share. A bucket is divided
+// once an interval, and the assignments in force never add up to more
+// than its rate (docs/rlqs.md). It is safe for concurrent use; the zero
+// value of every field but Engine is usable.
 type Server struct {
 	pb.UnimplementedRateLimitQuotaServiceServer
 
@@ -55,9 +58,10 @@ type Server struct {
 	// alike. Nil keeps them in this server (NewLocalDemands).
 	Demands Demands
 
-	// Interval is how often clients report (DefaultInterval when 0). An
-	// assignment lives three intervals: a client that stops reporting
-	// gives its share back after that.
+	// Interval is how often clients report (DefaultInterval when 0),
+	// and how often a bucket is divided anew. An assignment lives three
+	// intervals: a client that stops reporting gives its share back
+	// after that. Servers sharing Demands must have the same.
 	Interval time.Duration
 
 	// Burst is how long a share a token bucket holds (DefaultBurst
