@@ -64,10 +64,9 @@ func spread(perWin map[int64]int, limit int) (lo, hi float64) {
 func fleetRLQS(b *testing.B, offered []float64) (calls, requests int, perWin map[int64]int) {
 	clock := storetest.NewClock(start)
 	srv := &rlqs.Server{Engine: engine(b, perSecond1000, clock), Now: clock.Now}
-	cc := serve(b, srv)
 	var cs []*rlqs.Client
-	for range offered {
-		c, err := rlqs.NewClient(context.Background(), cc, rlqs.ClientOptions{Domain: "fleet", Now: clock.Now})
+	for range offered { // proxies: a connection each
+		c, err := rlqs.NewClient(context.Background(), serve(b, srv), rlqs.ClientOptions{Domain: "fleet", Now: clock.Now})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -40,6 +40,17 @@ type fleet struct {
 	perWin   map[int64]int // admitted per minute window
 }
 
+// proxies opens n clients of the fleet domain on srv, each on a
+// connection of its own: n proxies.
+func proxies(t *testing.T, srv *rlqs.Server, clock *storetest.Clock, n int) []*rlqs.Client {
+	t.Helper()
+	var cs []*rlqs.Client
+	for range n {
+		cs = append(cs, client(t, serve(t, srv), rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}))
+	}
+	return cs
+}
+
 func newFleet(t *testing.T, clock *storetest.Clock, cs []*rlqs.Client, perSec []float64) *fleet {
 	f := &fleet{t: t, clock: clock, interval: rlqs.DefaultInterval, step: 20 * time.Millisecond, perWin: map[int64]int{}}
 	for i, c := range cs {
@@ -122,11 +133,7 @@ func (f *fleet) checkAssigned(at time.Duration, want []float64) {
 // limit and the documented margin, and the limit is used.
 func TestSkewedDemand(t *testing.T) {
 	clock := storetest.NewClock(start)
-	cc := serve(t, &rlqs.Server{Engine: engine(t, perMinute, clock), Now: clock.Now})
-	var cs []*rlqs.Client
-	for range 3 {
-		cs = append(cs, client(t, cc, rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}))
-	}
+	cs := proxies(t, &rlqs.Server{Engine: engine(t, perMinute, clock), Now: clock.Now}, clock, 3)
 	fair := skewedFair
 	f := newFleet(t, clock, cs, skewedOffered)
 	admitted := make([]int, 3)
@@ -170,11 +177,7 @@ func checkWindows(t *testing.T, perWin map[int64]int, limit int) {
 func TestVanishedClientGivesItsShareBack(t *testing.T) {
 	clock := storetest.NewClock(start)
 	srv := &rlqs.Server{Engine: engine(t, perMinute, clock), Now: clock.Now}
-	cc := serve(t, srv)
-	cs := []*rlqs.Client{
-		client(t, cc, rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
-		client(t, cc, rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
-	}
+	cs := proxies(t, srv, clock, 2)
 	f := newFleet(t, clock, cs, []float64{20, 20})
 	f.run(30*time.Second, nil)
 	for i, p := range f.proxies {
@@ -192,11 +195,7 @@ func TestVanishedClientGivesItsShareBack(t *testing.T) {
 // Demand that shifts is followed within two intervals.
 func TestShiftingDemand(t *testing.T) {
 	clock := storetest.NewClock(start)
-	cc := serve(t, &rlqs.Server{Engine: engine(t, perMinute, clock), Now: clock.Now})
-	cs := []*rlqs.Client{
-		client(t, cc, rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
-		client(t, cc, rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
-	}
+	cs := proxies(t, &rlqs.Server{Engine: engine(t, perMinute, clock), Now: clock.Now}, clock, 2)
 	f := newFleet(t, clock, cs, []float64{25, 2})
 	f.run(30*time.Second, nil)
 	limit := 1000.0 / 60

@@ -18,10 +18,12 @@ import (
 )
 
 // rueidis runs a refresh it delayed after an error (about half a second
-// later) in a goroutine that outlives the client by design (as in
-// redisstore's tests).
+// later), and its Cluster client closes the connections a topology
+// refresh replaced five seconds later, in goroutines that outlive the
+// client by design (as in redisstore's tests).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
 }
 
 // start is 10 s into a minute, so that the first window is not a whole

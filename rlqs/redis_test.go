@@ -1,8 +1,11 @@
 package rlqs_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"net"
 	"testing"
 	"time"
@@ -27,20 +30,24 @@ func TestTwoServersKeepOneAllocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ccs []*grpc.ClientConn
+	var (
+		ccs  []*grpc.ClientConn
+		srvs []*rlqs.Server
+	)
 	for range 2 {
 		st, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr}), Prefix: prefix, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		srv := &rlqs.Server{Engine: newEngine(cfg, st, clock), Demands: st, Now: clock.Now}
+		srv := &rlqs.Server{Engine: newEngine(cfg, st, clock), Demands: testEpochs{st, clock}, Now: clock.Now}
+		srvs = append(srvs, srv)
 		ccs = append(ccs, serve(t, srv))
 	}
 	cs := []*rlqs.Client{
 		client(t, ccs[0], rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
 		client(t, ccs[1], rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
-		client(t, ccs[1], rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
+		client(t, serve(t, srvs[1]), rlqs.ClientOptions{Domain: "fleet", Now: clock.Now}),
 	}
 	f := newFleet(t, clock, cs, skewedOffered)
 	f.run(3*time.Minute, func(elapsed time.Duration) {
@@ -81,4 +88,161 @@ func TestRedisDown(t *testing.T) {
 	if r := rlqs.Rate(c.Assignment(apiBucket)); !within(r, 1000.0/60, 0.01) {
 		t.Errorf("with Redis down: assigned %.2f/s, want the whole limit %.2f/s for the one client", r, 1000.0/60)
 	}
+}
+
+// testEpochs is a Demands on Redis for a server on a test's clock, which
+// cannot move Redis's: the division's epochs are numbered by the test's
+// clock, and the records are kept in epochs of a millisecond of Redis's,
+// so that every division reads the latest ones.
+type testEpochs struct {
+	st    *redisstore.Store
+	clock *storetest.Clock
+}
+
+func (e testEpochs) RecordDemand(ctx context.Context, bucket, client string, demand float64, interval, ttl time.Duration) (int64, error) {
+	if _, err := e.st.RecordDemand(ctx, bucket, client, demand, time.Millisecond, ttl); err != nil {
+		return 0, err
+	}
+	return e.clock.Now().UnixMilli() / interval.Milliseconds(), nil
+}
+
+func (e testEpochs) ForgetDemand(ctx context.Context, bucket, client string, _ time.Duration) error {
+	return e.st.ForgetDemand(ctx, bucket, client, time.Millisecond)
+}
+
+func (e testEpochs) DemandsAt(ctx context.Context, bucket string, _ int64, _ time.Duration) (map[string]float64, error) {
+	// The next millisecond's epoch: the latest records, on Redis's
+	// clock (the test's machine's).
+	return e.st.DemandsAt(ctx, bucket, time.Now().UnixMilli()+1, time.Millisecond)
+}
+
+func (e testEpochs) Claim(ctx context.Context, bucket string, epoch int64, free, amount float64) (float64, error) {
+	return e.st.Claim(ctx, bucket, epoch, free, amount)
+}
+
+// LocalDemands and the Redis store, standalone and Cluster, keep demands
+// alike: a division reads the demands as they stood when its epoch began
+// (records of the epoch and after do not count), a forgotten client
+// counts until its epoch ends, a record lives its TTL, and claims of an
+// epoch never take more than it left free. Epochs are of 20 ms, on each
+// one's clock: a new one is waited for by recording (another bucket's
+// demand) until one begins, and a run whose records fall across an
+// epoch's end unexpectedly is run again on a bucket of its own.
+func TestDemandsConformance(t *testing.T) {
+	stores := map[string]func(t *testing.T) rlqs.Demands{
+		"local": func(*testing.T) rlqs.Demands { return rlqs.NewLocalDemands(nil) },
+		"redis": func(t *testing.T) rlqs.Demands { return redisDemands(t, []string{redistest.Addr(t)}) },
+		"cluster": func(t *testing.T) rlqs.Demands {
+			return redisDemands(t, redistest.ClusterAddrs(t))
+		},
+	}
+	for name, newDemands := range stores {
+		t.Run(name, func(t *testing.T) {
+			d := newDemands(t)
+			for i := range 20 {
+				if testDemands(t, d, fmt.Sprint("bucket", i)) {
+					return
+				}
+			}
+			t.Fatal("20 runs fell across epochs")
+		})
+	}
+}
+
+func redisDemands(t *testing.T, addrs []string) *redisstore.Store {
+	st, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(addrs), Prefix: fmt.Sprintf("rlqs%d", time.Now().UnixNano()), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// testDemands runs the scenario on bucket, and reports whether its
+// records fell in the epochs it meant.
+func testDemands(t *testing.T, d rlqs.Demands, bucket string) bool {
+	ctx, interval := context.Background(), 20*time.Millisecond
+	record := func(bucket, client string, demand float64, ttl time.Duration) int64 {
+		t.Helper()
+		e, err := d.RecordDemand(ctx, bucket, client, demand, interval, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	forget := func(client string) {
+		t.Helper()
+		if err := d.ForgetDemand(ctx, bucket, client, interval); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(e int64) map[string]float64 {
+		t.Helper()
+		got, err := d.DemandsAt(ctx, bucket, e, interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// next waits for an epoch after since.
+	next := func(since int64) int64 {
+		for {
+			if e := record("tick", "tick", 1, time.Minute); e > since {
+				return e
+			}
+		}
+	}
+	check := func(what string, got, want map[string]float64) {
+		t.Helper()
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", what, got, want)
+		}
+	}
+	// Each division is read after the records that must not change it.
+	e1 := next(0)
+	if record(bucket, "a", 1, time.Minute) != e1 || record("other", "a", 9, time.Minute) != e1 {
+		return false
+	}
+	check("in the epoch of the first record", at(e1), map[string]float64{})
+	e2 := next(e1)
+	if record(bucket, "a", 2, time.Minute) != e2 || record(bucket, "a", 3, time.Minute) != e2 || record(bucket, "b", math.Inf(1), time.Minute) != e2 {
+		return false
+	}
+	forget("b")
+	check("at the start of the epoch after it", at(e2), map[string]float64{"a": 1})
+	e3 := next(e2)
+	check("with b forgotten in the epoch it was recorded in", at(e3), map[string]float64{"a": 3})
+	if record(bucket, "a", 4, time.Minute) != e3 {
+		return false
+	}
+	forget("a")
+	check("with a recorded and forgotten in the epoch", at(e3), map[string]float64{"a": 3})
+	e4 := next(e3)
+	if record(bucket, "short", 1, time.Millisecond) != e4 || record(bucket, "c", 5, time.Minute) != e4 {
+		return false
+	}
+	check("with a forgotten in the epoch before", at(e4), map[string]float64{})
+	e5 := next(e4)
+	check("after a record's TTL", at(e5), map[string]float64{"c": 5})
+
+	claims := []struct {
+		epoch        int64
+		free, amount float64
+		want         float64
+	}{
+		{e5, 10, 4, 4},
+		{e5, 10, 8, 6},   // what is left
+		{e5, 10, 1, 0},   // nothing
+		{e5, 10, -3, -3}, // given back
+		{e5, 10, 5, 3},
+		{e5 - 1, 10, 5, 0}, // an epoch over
+		{e5 + 1, 7, 5, 5},  // a new epoch
+	}
+	for _, c := range claims {
+		got, err := d.Claim(ctx, bucket, c.epoch, c.free, c.amount)
+		if err != nil || got != c.want {
+			t.Errorf("Claim(epoch %+d, free %v, %v) = %v, %v; want %v", c.epoch-e5, c.free, c.amount, got, err, c.want)
+		}
+	}
+	return true
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -41,8 +40,11 @@ const (
 // envoy.service.rate_limit_quota.v3) over a rules.Engine: clients report
 // their buckets' usage on a stream, and each bucket's rule's rate is
 // divided among the clients that report it, by their demand, into token
-// bucket assignments that the clients enforce themselves. It is safe for
-// concurrent use; the zero value of every field but Engine is usable.
+// bucket assignments that the clients enforce themselves. A client is a
+// connection: the streams of one divide one share. A bucket is divided
+// once an interval, and the assignments in force never add up to more
+// than its rate (docs/rlqs.md). It is safe for concurrent use; the zero
+// value of every field but Engine is usable.
 type Server struct {
 	pb.UnimplementedRateLimitQuotaServiceServer
 
@@ -56,9 +58,10 @@ type Server struct {
 	// alike. Nil keeps them in this server (NewLocalDemands).
 	Demands Demands
 
-	// Interval is how often clients report (DefaultInterval when 0). An
-	// assignment lives three intervals: a client that stops reporting
-	// gives its share back after that.
+	// Interval is how often clients report (DefaultInterval when 0),
+	// and how often a bucket is divided anew. An assignment lives three
+	// intervals: a client that stops reporting gives its share back
+	// after that. Servers sharing Demands must have the same.
 	Interval time.Duration
 
 	// Burst is how long a share a token bucket holds (DefaultBurst
@@ -80,6 +83,9 @@ type Server struct {
 	id      string        // this server's random id, for its streams' (clientID)
 	stop    chan struct{} // closed by Shutdown
 	stream  atomic.Uint64
+
+	divMu     sync.Mutex           // guards divisions
+	divisions map[string]*division // by bucket key, while a stream holds it
 
 	streams, subs                atomic.Int64
 	reports, abandoned, unshared atomic.Uint64
@@ -120,6 +126,7 @@ func (s *Server) init() {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	s.id = hex.EncodeToString(b[:])
+	s.divisions = map[string]*division{}
 }
 
 // Register registers s on g.
@@ -155,12 +162,24 @@ func (s *Server) clientID() string {
 	return s.id + "-" + strconv.FormatUint(s.stream.Add(1), 10)
 }
 
+// peerID names the client a stream divides a limit as, among every
+// server sharing Demands: its connection to this server (peerName), or
+// the stream itself if it has none.
+func (st *stream) peerID() string {
+	if st.peer == "" {
+		return st.client
+	}
+	return st.s.id + "/" + st.peer
+}
+
 // subscription is what a stream holds of one of its buckets.
 type subscription struct {
 	bucket rules.Bucket
 	config *rules.Config // the config bucket was found in
 	found  bool
 	idle   time.Duration // reported with no request, in a row
+	seen   time.Time     // when it was last reported, on the server's clock
+	m      *member       // its part in its bucket's division
 	rate   float64       // the share last assigned, per second
 	last   *typepb.RateLimitStrategy
 }
@@ -169,6 +188,7 @@ type subscription struct {
 type stream struct {
 	s      *Server
 	client string
+	peer   string // peerName of its context
 	domain string
 	subs   map[string]*subscription
 }
@@ -178,7 +198,7 @@ type stream struct {
 // its buckets.
 func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	s.once.Do(s.init)
-	st := &stream{s: s, client: s.clientID(), subs: map[string]*subscription{}}
+	st := &stream{s: s, client: s.clientID(), peer: peerName(g.Context()), subs: map[string]*subscription{}}
 	s.streams.Add(1)
 	defer s.streams.Add(-1)
 	defer st.forget()
@@ -271,10 +291,17 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 		b, found, err := s.Engine.Bucket(st.domain, id)
 		sub.bucket, sub.found, sub.config = b, found && err == nil, cfg
 	}
-	elapsed := u.GetTimeElapsed().AsDuration()
+	// Time is the server's: a client's time_elapsed cannot keep a
+	// bucket measured as new, nor idle forever, nor inflate its demand.
+	now := s.now()
+	var elapsed time.Duration
+	if !sub.seen.IsZero() {
+		elapsed = now.Sub(sub.seen)
+	}
+	sub.seen = now
 	n := u.GetNumRequestsAllowed() + u.GetNumRequestsDenied()
-	if n == 0 && elapsed > 0 {
-		sub.idle += elapsed
+	if n == 0 {
+		sub.idle += max(elapsed, 0)
 	} else {
 		sub.idle = 0
 	}
@@ -283,6 +310,10 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 		return nil
 	}
 	b := &sub.bucket
+	if sub.m != nil && (b.Unlimited || b.Rate == 0 || sub.m.d.key != b.Key) { // a reload changed its rule
+		s.leave(ctx, sub.m)
+		sub.m = nil
+	}
 	switch {
 	case b.Unlimited:
 		return allowAll
@@ -294,48 +325,23 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 			s.log().Warn("rlqs: usage not counted", "domain", st.domain, "bucket", name, "allowed", allowed, "err", err)
 		}
 	}
-	// A client not yet measured asks for an equal share; one that sent
-	// nothing for a while still asks a request an interval, so that its
-	// next requests pass until it reports them.
-	demand := math.Inf(1)
-	if elapsed > 0 {
-		demand = max(float64(n)/elapsed.Seconds(), 1/s.interval().Seconds())
-	}
-	all, err := s.demands.ShareDemand(ctx, b.Key, st.client, demand, s.TTL())
-	if err != nil {
-		s.log().Warn("rlqs: demands not shared; dividing by this server's clients", "domain", st.domain, "bucket", name, "err", err)
-		all = map[string]float64{st.client: demand}
-		s.unshared.Add(1)
-	}
-	rate := shareOf(float64(b.Rate)/b.Period.Seconds(), all, st.client)
-	if sub.last != nil && math.Abs(rate-sub.rate) <= sub.rate/20 {
-		// Within 5% of the last: the same assignment, whose bucket the
-		// client keeps (a new one starts full).
+	rate := st.share(ctx, name, sub, n, elapsed)
+	if sub.last != nil && sub.rate <= rate && rate <= sub.rate*1.05 {
+		// Up to 5% above the last: the same assignment, whose bucket
+		// the client keeps (a new one starts full). Never one above
+		// the share, so that the shares in force stay within the rate.
 		return sub.last
 	}
 	sub.rate, sub.last = rate, assignment(rate, s.burst())
 	return sub.last
 }
 
-// shareOf is client's fair share of capacity among demands.
-func shareOf(capacity float64, demands map[string]float64, client string) float64 {
-	names := sortedKeys(demands)
-	ds := make([]float64, len(names))
-	for i, c := range names {
-		ds[i] = demands[c]
-	}
-	shares := fairShares(capacity, ds)
-	i, _ := slices.BinarySearch(names, client)
-	return shares[i]
-}
-
-// drop forgets sub, abandoned. A demand not forgotten (ctx ended, the
-// store failed) expires with its TTL.
+// drop forgets sub, abandoned, and gives its share back (Server.leave).
 func (st *stream) drop(ctx context.Context, name string, sub *subscription) {
 	delete(st.subs, name)
 	st.s.subs.Add(-1)
-	if sub.found && !sub.bucket.Unlimited && ctx.Err() == nil {
-		_ = st.s.demands.ForgetDemand(ctx, sub.bucket.Key, st.client)
+	if sub.m != nil {
+		st.s.leave(ctx, sub.m)
 	}
 }
 

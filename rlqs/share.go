@@ -10,33 +10,25 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// fairShares divides capacity among demands, max-min fair (water
-// filling, as Doorman does): a demand below an equal share of what is
-// left gets all it asks, and what it leaves is shared among the others,
-// so the shares never sum to more than capacity. An infinite demand (a
-// client not yet measured) takes an equal share of what is left.
-func fairShares(capacity float64, demands []float64) []float64 {
-	shares := make([]float64, len(demands))
-	order := make([]int, len(demands))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		switch {
-		case demands[a] < demands[b]:
-			return -1
-		case demands[a] > demands[b]:
-			return 1
-		}
-		return 0
-	})
+// waterLevel divides capacity among demands (sorted in place) max-min
+// fairly, by water-filling as Doorman does: a demand below an equal
+// share of what is left gets all it asks, and what it leaves is shared
+// among the others. Each demand's share is the least of it and the
+// level; the shares add up to used, at most capacity. The level is +Inf
+// when capacity covers every demand. A negative demand counts as 0.
+func waterLevel(capacity float64, demands []float64) (level, used float64) {
+	slices.Sort(demands)
 	left := max(capacity, 0)
-	for k, i := range order {
-		equal := left / float64(len(order)-k)
-		shares[i] = min(max(demands[i], 0), equal)
-		left -= shares[i]
+	for k, d := range demands {
+		d = max(d, 0)
+		rest := float64(len(demands) - k)
+		if equal := left / rest; d >= equal {
+			return equal, used + equal*rest
+		}
+		left -= d
+		used += d
 	}
-	return shares
+	return math.Inf(1), used
 }
 
 // assignment is a token bucket that admits rate per second, rounded down

@@ -1,14 +1,30 @@
 package rlqs
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 )
 
-// fairShares is max-min fair: shares never sum past the capacity nor
+// fairShares is each demand's share under waterLevel.
+func fairShares(capacity float64, demands []float64) []float64 {
+	level, used := waterLevel(capacity, slices.Clone(demands))
+	shares, sum := make([]float64, len(demands)), 0.0
+	for i, d := range demands {
+		shares[i] = max(min(d, level), 0)
+		sum += shares[i]
+	}
+	if sum > used*(1+1e-12) {
+		panic(fmt.Sprintf("shares sum to %v, the level says %v", sum, used))
+	}
+	return shares
+}
+
+// waterLevel is max-min fair: shares never sum past the capacity nor
 // exceed a demand, and a client that gets less than it asks gets at
 // least as much as any other; with enough demand the capacity is used.
 func TestFairSharesProperties(t *testing.T) {

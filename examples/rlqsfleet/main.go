@@ -58,18 +58,18 @@ func run(out io.Writer) error {
 	(&rlqs.Server{Engine: engine, Now: clk.Now}).Register(g)
 	go g.Serve(l)
 	defer g.Stop()
-	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-
 	ctx := context.Background()
 	bucket := map[string]string{"api": "orders"}
 	names := []string{"A", "B", "C"}
 	offered := []float64{14, 4, 2} // a second: 70, 20 and 10 % of twice 10 a second
 	proxies := make([]*rlqs.Client, len(names))
 	for i := range proxies {
+		// A proxy is a connection: the streams of one divide one share.
+		conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
 		if proxies[i], err = rlqs.NewClient(ctx, conn, rlqs.ClientOptions{Domain: "fleet", Now: clk.Now}); err != nil {
 			return err
 		}
