@@ -70,6 +70,25 @@ type Server struct {
 	// with abandon_action.
 	MaxBuckets int
 
+	// MaxConnStreams bounds the streams one client connection holds
+	// open at once (DefaultMaxConnStreams when 0): past it, a new stream
+	// is refused with RESOURCE_EXHAUSTED. Envoy reports every bucket of
+	// a filter config on one stream.
+	MaxConnStreams int
+
+	// MaxSubscriptions bounds the buckets all streams hold in all
+	// (DefaultMaxSubscriptions when 0): past it, a new bucket is
+	// answered with abandon_action.
+	MaxSubscriptions int
+
+	// MaxConnIDBytes and MaxIDBytes bound the bytes of bucket ids held
+	// by the streams of one connection, and by all streams
+	// (DefaultMaxConnIDBytes, DefaultMaxIDBytes when 0). A bucket's id
+	// is held as its name and store key, whose long entries are
+	// digests (storekey.Join). Past either bound, a new bucket is
+	// answered with abandon_action.
+	MaxConnIDBytes, MaxIDBytes int
+
 	// Now is the clock (time.Now when nil). Log receives the store
 	// errors (slog.Default when nil).
 	Now func() time.Time
@@ -80,6 +99,7 @@ type Server struct {
 	id      string        // this server's random id, for its streams' (clientID)
 	stop    chan struct{} // closed by Shutdown
 	stream  atomic.Uint64
+	bounds
 
 	streams, subs                atomic.Int64
 	reports, abandoned, unshared atomic.Uint64
@@ -92,6 +112,13 @@ type Stats struct {
 	Reports       uint64 // bucket reports answered
 	Abandoned     uint64 // of them, answered with abandon_action
 	Unshared      uint64 // of them, divided among this server's clients only: Demands failed
+
+	IDBytes        int64  // bytes of bucket ids the open streams hold
+	RefusedStreams uint64 // streams refused: their connection had MaxConnStreams open
+	// New buckets answered with abandon_action (counted in Abandoned
+	// too) because a bound was reached: MaxBuckets, MaxSubscriptions,
+	// MaxConnIDBytes, MaxIDBytes.
+	OverBuckets, OverSubscriptions, OverConnIDBytes, OverIDBytes uint64
 }
 
 // Stats returns what s has served so far.
@@ -99,6 +126,9 @@ func (s *Server) Stats() Stats {
 	return Stats{
 		Streams: s.streams.Load(), Subscriptions: s.subs.Load(),
 		Reports: s.reports.Load(), Abandoned: s.abandoned.Load(), Unshared: s.unshared.Load(),
+		IDBytes: s.idBytes.Load(), RefusedStreams: s.refusedStreams.Load(),
+		OverBuckets: s.overBuckets.Load(), OverSubscriptions: s.overSubs.Load(),
+		OverConnIDBytes: s.overConnIDBytes.Load(), OverIDBytes: s.overIDBytes.Load(),
 	}
 }
 
@@ -163,11 +193,13 @@ type subscription struct {
 	idle   time.Duration // reported with no request, in a row
 	rate   float64       // the share last assigned, per second
 	last   *typepb.RateLimitStrategy
+	held   int64 // bytes of its id held (stream.hold)
 }
 
 // stream is one client's stream.
 type stream struct {
 	s      *Server
+	conn   *conn
 	client string
 	domain string
 	subs   map[string]*subscription
@@ -178,9 +210,11 @@ type stream struct {
 // its buckets.
 func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	s.once.Do(s.init)
-	st := &stream{s: s, client: s.clientID(), subs: map[string]*subscription{}}
-	s.streams.Add(1)
-	defer s.streams.Add(-1)
+	st, err := s.open(peerName(g.Context()))
+	if err != nil {
+		return err
+	}
+	defer st.close()
 	defer st.forget()
 	msgs, errc := make(chan *pb.RateLimitQuotaUsageReports), make(chan error, 1)
 	go func() {
@@ -260,16 +294,12 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 	name := bucketName(id)
 	sub := st.subs[name]
 	if sub == nil {
-		if len(st.subs) >= s.maxBuckets() {
+		if sub = st.subscribe(name); sub == nil {
 			return nil
 		}
-		sub = &subscription{}
-		st.subs[name] = sub
-		s.subs.Add(1)
 	}
 	if cfg := s.Engine.Config(); sub.config != cfg {
-		b, found, err := s.Engine.Bucket(st.domain, id)
-		sub.bucket, sub.found, sub.config = b, found && err == nil, cfg
+		st.lookup(sub, name, id, cfg)
 	}
 	elapsed := u.GetTimeElapsed().AsDuration()
 	n := u.GetNumRequestsAllowed() + u.GetNumRequestsDenied()
@@ -334,6 +364,7 @@ func shareOf(capacity float64, demands map[string]float64, client string) float6
 func (st *stream) drop(ctx context.Context, name string, sub *subscription) {
 	delete(st.subs, name)
 	st.s.subs.Add(-1)
+	st.release(sub)
 	if sub.found && !sub.bucket.Unlimited && ctx.Err() == nil {
 		_ = st.s.demands.ForgetDemand(ctx, sub.bucket.Key, st.client)
 	}
@@ -347,13 +378,6 @@ func (st *stream) forget() {
 	for name, sub := range st.subs {
 		st.drop(ctx, name, sub)
 	}
-}
-
-func (s *Server) maxBuckets() int {
-	if s.MaxBuckets > 0 {
-		return s.MaxBuckets
-	}
-	return DefaultMaxBuckets
 }
 
 func (s *Server) burst() time.Duration {
