@@ -128,3 +128,9 @@ func BenchmarkHostileMemory(b *testing.B) {
 		b.ReportMetric(float64(s.Stats().IDBytes)/float64(s.Stats().Subscriptions), "id-bytes/subscription")
 	}
 }
+
+// For package rlqs_test's hostile test.
+var (
+	DeepConfig = deepConfig
+	HostileID  = hostileID
+)
