@@ -93,5 +93,6 @@ func BenchmarkFleetMemory(b *testing.B) {
 			return fleetReport((i%100)*100, 100)
 		})
 		b.ReportMetric(perSub, "bytes/subscription")
+		b.ReportMetric(float64(s.Stats().IDBytes)/float64(s.Stats().Subscriptions), "id-bytes/subscription")
 	}
 }
