@@ -99,10 +99,10 @@ type Server struct {
 	id      string        // this server's random id, for its streams' (clientID)
 	stop    chan struct{} // closed by Shutdown
 	stream  atomic.Uint64
-	bounds
 
 	streams, subs                atomic.Int64
 	reports, abandoned, unshared atomic.Uint64
+	bounds                       // what each connection holds (bounds.go)
 }
 
 // Stats is what a Server has served, for its metrics.
@@ -115,9 +115,9 @@ type Stats struct {
 
 	IDBytes        int64  // bytes of bucket ids the open streams hold
 	RefusedStreams uint64 // streams refused: their connection had MaxConnStreams open
-	// New buckets answered with abandon_action (counted in Abandoned
-	// too) because a bound was reached: MaxBuckets, MaxSubscriptions,
-	// MaxConnIDBytes, MaxIDBytes.
+	// Reports of a bucket not held yet answered with abandon_action
+	// (counted in Abandoned too) because a bound was reached:
+	// MaxBuckets, MaxSubscriptions, MaxConnIDBytes, MaxIDBytes.
 	OverBuckets, OverSubscriptions, OverConnIDBytes, OverIDBytes uint64
 }
 

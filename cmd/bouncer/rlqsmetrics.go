@@ -25,7 +25,7 @@ func newRLQSCollector(s *rlqs.Server) *rlqsCollector {
 		unshared:       prometheus.NewDesc("bouncer_rlqs_unshared_total", "Bucket reports whose share was computed among this instance's clients only, since the demands shared through the store could not be read.", nil, nil),
 		idBytes:        prometheus.NewDesc("bouncer_rlqs_id_bytes", "Bytes of bucket ids the open RLQS streams hold (names and store keys).", nil, nil),
 		refusedStreams: prometheus.NewDesc("bouncer_rlqs_streams_refused_total", "RLQS streams refused with RESOURCE_EXHAUSTED: their connection had as many open as it may.", nil, nil),
-		refusedBuckets: prometheus.NewDesc("bouncer_rlqs_buckets_refused_total", "New RLQS buckets answered with abandon_action because a bound was reached.", []string{"bound"}, nil),
+		refusedBuckets: prometheus.NewDesc("bouncer_rlqs_buckets_refused_total", "Reports of an RLQS bucket not held yet, answered with abandon_action because a bound was reached.", []string{"bound"}, nil),
 	}
 }
 
