@@ -200,7 +200,7 @@ func liveHeap() int64 {
 // MaxBuckets × 1.2 KB + MaxConnIDBytes) plus the gRPC transport's
 // buffers, and another connection is still served.
 func TestHostileConnection(t *testing.T) {
-	const streams, buckets, batch, idBytes = 4, 200, 20, 128 << 10
+	const streams, buckets, batch, idBytes = 4, 200, 20, 256 << 10
 	clock := storetest.NewClock(start)
 	srv := &rlqs.Server{Engine: engine(t, rlqs.DeepConfig, clock), Now: clock.Now,
 		MaxConnStreams: streams, MaxBuckets: buckets, MaxConnIDBytes: idBytes}
@@ -229,7 +229,7 @@ func TestHostileConnection(t *testing.T) {
 	}
 	grown := liveHeap() - before
 	t.Logf("the hostile connection added %d bytes of live heap, holding %d buckets", grown, srv.Stats().Subscriptions)
-	const transport = 2 << 20
+	const transport = 4 << 20
 	if bound := int64(streams*buckets*1200 + idBytes + transport); grown > bound {
 		t.Errorf("the hostile connection added %d bytes of live heap, want at most %d", grown, bound)
 	}
