@@ -3,7 +3,6 @@ package rlqs
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -22,15 +21,13 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 6000}
 `
 
-func benchServer(b *testing.B) *Server {
-	b.Helper()
-	return benchServerAt(b, nil)
-}
+func benchServer(b *testing.B) *Server { return benchServerOf(b, benchConfig, nil) }
 
-// benchServerAt is benchServer on the clock now (time.Now when nil).
-func benchServerAt(b *testing.B, now func() time.Time) *Server {
+// benchServerOf is a Server of config body on a memory store at its
+// defaults, on the clock now (time.Now when nil).
+func benchServerOf(b *testing.B, body string, now func() time.Time) *Server {
 	b.Helper()
-	cfg, err := rules.Parse("bench.yaml", []byte(benchConfig))
+	cfg, err := rules.Parse("bench.yaml", []byte(body))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,7 +65,7 @@ func BenchmarkReport(b *testing.B) {
 	ctx := context.Background()
 	streams := make([]*stream, 10)
 	for i := range streams {
-		streams[i] = &stream{s: s, client: s.clientID(), domain: "bench", subs: map[string]*subscription{}}
+		streams[i] = benchStream(b, s, fmt.Sprint("proxy", i))
 	}
 	msg := report(0, 100)
 	for _, st := range streams {
@@ -97,12 +94,16 @@ func BenchmarkFleetCost(b *testing.B) {
 	for _, n := range []int{250, 1000, 2000, 5000} {
 		b.Run(fmt.Sprintf("proxies=%d", n), func(b *testing.B) {
 			clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC))
-			s := benchServerAt(b, clock.Now)
+			s := benchServerOf(b, benchConfig, clock.Now)
 			ctx := context.Background()
 			streams := make([]*stream, n)
 			msg := report(0, 5)
 			for i := range streams {
-				streams[i] = &stream{s: s, client: s.clientID(), peer: fmt.Sprint("proxy", i), domain: "bench", subs: map[string]*subscription{}}
+				st, err := s.open(fmt.Sprint("proxy", i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				st.domain, streams[i] = "bench", st
 				streams[i].answer(ctx, msg) // the buckets' first reports
 			}
 			b.ReportAllocs()
@@ -120,26 +121,19 @@ func BenchmarkFleetCost(b *testing.B) {
 }
 
 // BenchmarkFleetMemory is the server's memory for a fleet of 1000
-// streams reporting 100 buckets each, every bucket shared by 10 streams
-// (10 000 buckets, 100 000 subscriptions): the heap the streams' state,
-// the shared demands and the store's counts take, per subscription (a
-// stream's bucket), without the gRPC transport's buffers.
+// streams (one connection each) reporting 100 buckets each, every
+// bucket shared by 10 streams (10 000 buckets, 100 000 subscriptions),
+// ids of three short entries (fleetReport): the live heap after GC
+// that the streams' state, the shared demands and the store's counts
+// take, per subscription (a stream's bucket), without the gRPC
+// transport's buffers.
 func BenchmarkFleetMemory(b *testing.B) {
 	for b.Loop() {
-		s := benchServer(b)
-		ctx := context.Background()
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		streams := make([]*stream, 1000)
-		for i := range streams {
-			st := &stream{s: s, client: s.clientID(), domain: "bench", subs: map[string]*subscription{}}
-			st.answer(ctx, report((i%100)*100, 100))
-			streams[i] = st
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(streams)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(streams)*100), "bytes/subscription")
+		s := benchServerOf(b, fleetConfig, nil)
+		perSub := heapPerSubscription(b, s, 1000, 1, func(i, _ int) *pb.RateLimitQuotaUsageReports {
+			return fleetReport((i%100)*100, 100)
+		})
+		b.ReportMetric(perSub, "bytes/subscription")
+		b.ReportMetric(float64(s.Stats().IDBytes)/float64(s.Stats().Subscriptions), "id-bytes/subscription")
 	}
 }

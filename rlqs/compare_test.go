@@ -142,7 +142,8 @@ func fleetRLS(b *testing.B, offered []float64) (calls, requests int, perWin map[
 }
 
 // BenchmarkFleetRound is one round of a fleet's reports over gRPC on
-// loopback: 1000 streams (over 10 connections) each report 100 buckets
+// loopback: 1000 streams (over 125 connections, as many streams each as
+// a connection may open, DefaultMaxConnStreams) each report 100 buckets
 // at once, every bucket shared by 10 streams, and wait for their
 // answers, with the clients in the same process. A fleet reporting every
 // 5 s is held while a round takes well under 5 s (ns/op).
@@ -150,10 +151,10 @@ func BenchmarkFleetRound(b *testing.B) {
 	clock := storetest.NewClock(start)
 	srv := &rlqs.Server{Engine: engine(b, benchFleet, clock), Now: clock.Now}
 	var conns []*grpc.ClientConn
-	for range 10 {
+	streams := make([]pb.RateLimitQuotaService_StreamRateLimitQuotasClient, 1000)
+	for range len(streams) / rlqs.DefaultMaxConnStreams {
 		conns = append(conns, serveConn(b, srv))
 	}
-	streams := make([]pb.RateLimitQuotaService_StreamRateLimitQuotasClient, 1000)
 	msgs := make([]*pb.RateLimitQuotaUsageReports, len(streams))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -50,7 +50,12 @@ func TestSharesProperty(t *testing.T) {
 		// before.
 		alone, before := map[*conn]*propStream{}, map[*conn]*propStream{}
 		open := func(peer string) {
-			live = append(live, &propStream{st: &stream{s: s, client: s.clientID(), peer: peer, domain: "prop", subs: map[string]*subscription{}}})
+			st, err := s.open(peer)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			st.domain = "prop"
+			live = append(live, &propStream{st: st})
 		}
 		for round := range rapid.IntRange(2, 8).Draw(rt, "rounds") {
 			for range rapid.IntRange(0, 3).Draw(rt, "arrivals") {
@@ -65,6 +70,7 @@ func TestSharesProperty(t *testing.T) {
 			for i := 0; i < len(live); i++ {
 				if len(live) > 1 && rapid.IntRange(0, 5).Draw(rt, "leaves") == 0 {
 					live[i].st.forget()
+					live[i].st.close()
 					live = append(live[:i], live[i+1:]...)
 					i--
 				}
@@ -81,6 +87,7 @@ func TestSharesProperty(t *testing.T) {
 		}
 		for _, p := range live {
 			p.st.forget()
+			p.st.close()
 		}
 	})
 }
@@ -93,7 +100,7 @@ func propServer(t *rapid.T, clock *storetest.Clock) (*Server, *memstore.Store) {
 	store := memstore.New(memstore.Options{Now: clock.Now})
 	e := rules.NewEngine(cfg, store)
 	e.Now = clock.Now
-	s := &Server{Engine: e, Now: clock.Now}
+	s := &Server{Engine: e, Now: clock.Now, MaxConnStreams: 1 << 10} // as many streams a connection as the rounds open
 	s.once.Do(s.init)
 	return s, store
 }

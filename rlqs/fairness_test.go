@@ -89,6 +89,7 @@ func TestSharesStayWithinTheRate(t *testing.T) {
 func TestStreamsOfOneConnectionAreOneClient(t *testing.T) {
 	clock := storetest.NewClock(start)
 	srv := fairServer(t, clock)
+	srv.MaxConnStreams = 50 // past the default bound, which refuses the 9th: fairness holds without it
 	honest := openRaw(t, serve(t, srv))
 	cc := serve(t, srv)
 	sybils := make([]*rawStream, 50)
@@ -198,7 +199,7 @@ func (c *countedDemands) DemandsAt(ctx context.Context, bucket string, epoch int
 func TestDemandsReadOnceAnEpoch(t *testing.T) {
 	clock := storetest.NewClock(start)
 	demands := &countedDemands{Demands: rlqs.NewLocalDemands(clock.Now)}
-	srv := &rlqs.Server{Engine: engine(t, thirty, clock), Demands: demands, Now: clock.Now}
+	srv := &rlqs.Server{Engine: engine(t, thirty, clock), Demands: demands, Now: clock.Now, MaxConnStreams: 20}
 	cc := serve(t, srv)
 	proxies := make([]*rawStream, 20)
 	for i := range proxies {

@@ -73,6 +73,25 @@ type Server struct {
 	// with abandon_action.
 	MaxBuckets int
 
+	// MaxConnStreams bounds the streams one client connection holds
+	// open at once (DefaultMaxConnStreams when 0): past it, a new stream
+	// is refused with RESOURCE_EXHAUSTED. Envoy reports every bucket of
+	// a filter config on one stream.
+	MaxConnStreams int
+
+	// MaxSubscriptions bounds the buckets all streams hold in all
+	// (DefaultMaxSubscriptions when 0): past it, a new bucket is
+	// answered with abandon_action.
+	MaxSubscriptions int
+
+	// MaxConnIDBytes and MaxIDBytes bound the bytes of bucket ids held
+	// by the streams of one connection, and by all streams
+	// (DefaultMaxConnIDBytes, DefaultMaxIDBytes when 0). A bucket's id
+	// is held as its name and store key, whose long entries are
+	// digests (storekey.Join). Past either bound, a new bucket is
+	// answered with abandon_action.
+	MaxConnIDBytes, MaxIDBytes int
+
 	// Now is the clock (time.Now when nil). Log receives the store
 	// errors (slog.Default when nil).
 	Now func() time.Time
@@ -89,6 +108,7 @@ type Server struct {
 
 	streams, subs                atomic.Int64
 	reports, abandoned, unshared atomic.Uint64
+	bounds                       // what each connection holds (bounds.go)
 }
 
 // Stats is what a Server has served, for its metrics.
@@ -98,6 +118,13 @@ type Stats struct {
 	Reports       uint64 // bucket reports answered
 	Abandoned     uint64 // of them, answered with abandon_action
 	Unshared      uint64 // of them, divided among this server's clients only: Demands failed
+
+	IDBytes        int64  // bytes of bucket ids the open streams hold
+	RefusedStreams uint64 // streams refused: their connection had MaxConnStreams open
+	// Reports of a bucket not held yet answered with abandon_action
+	// (counted in Abandoned too) because a bound was reached:
+	// MaxBuckets, MaxSubscriptions, MaxConnIDBytes, MaxIDBytes.
+	OverBuckets, OverSubscriptions, OverConnIDBytes, OverIDBytes uint64
 }
 
 // Stats returns what s has served so far.
@@ -105,6 +132,9 @@ func (s *Server) Stats() Stats {
 	return Stats{
 		Streams: s.streams.Load(), Subscriptions: s.subs.Load(),
 		Reports: s.reports.Load(), Abandoned: s.abandoned.Load(), Unshared: s.unshared.Load(),
+		IDBytes: s.idBytes.Load(), RefusedStreams: s.refusedStreams.Load(),
+		OverBuckets: s.overBuckets.Load(), OverSubscriptions: s.overSubs.Load(),
+		OverConnIDBytes: s.overConnIDBytes.Load(), OverIDBytes: s.overIDBytes.Load(),
 	}
 }
 
@@ -182,11 +212,13 @@ type subscription struct {
 	m      *member       // its part in its bucket's division
 	rate   float64       // the share last assigned, per second
 	last   *typepb.RateLimitStrategy
+	held   int64 // bytes of its id held (stream.hold)
 }
 
 // stream is one client's stream.
 type stream struct {
 	s      *Server
+	conn   *connHold
 	client string
 	peer   string // peerName of its context
 	domain string
@@ -198,9 +230,11 @@ type stream struct {
 // its buckets.
 func (s *Server) StreamRateLimitQuotas(g pb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	s.once.Do(s.init)
-	st := &stream{s: s, client: s.clientID(), peer: peerName(g.Context()), subs: map[string]*subscription{}}
-	s.streams.Add(1)
-	defer s.streams.Add(-1)
+	st, err := s.open(peerName(g.Context()))
+	if err != nil {
+		return err
+	}
+	defer st.close()
 	defer st.forget()
 	msgs, errc := make(chan *pb.RateLimitQuotaUsageReports), make(chan error, 1)
 	go func() {
@@ -280,16 +314,12 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 	name := bucketName(id)
 	sub := st.subs[name]
 	if sub == nil {
-		if len(st.subs) >= s.maxBuckets() {
+		if sub = st.subscribe(name); sub == nil {
 			return nil
 		}
-		sub = &subscription{}
-		st.subs[name] = sub
-		s.subs.Add(1)
 	}
 	if cfg := s.Engine.Config(); sub.config != cfg {
-		b, found, err := s.Engine.Bucket(st.domain, id)
-		sub.bucket, sub.found, sub.config = b, found && err == nil, cfg
+		st.lookup(sub, name, id, cfg)
 	}
 	// Time is the server's: a client's time_elapsed cannot keep a
 	// bucket measured as new, nor idle forever, nor inflate its demand.
@@ -340,6 +370,7 @@ func (st *stream) report(ctx context.Context, u *pb.RateLimitQuotaUsageReports_B
 func (st *stream) drop(ctx context.Context, name string, sub *subscription) {
 	delete(st.subs, name)
 	st.s.subs.Add(-1)
+	st.release(sub)
 	if sub.m != nil {
 		st.s.leave(ctx, sub.m)
 	}
@@ -353,13 +384,6 @@ func (st *stream) forget() {
 	for name, sub := range st.subs {
 		st.drop(ctx, name, sub)
 	}
-}
-
-func (s *Server) maxBuckets() int {
-	if s.MaxBuckets > 0 {
-		return s.MaxBuckets
-	}
-	return DefaultMaxBuckets
 }
 
 func (s *Server) burst() time.Duration {

@@ -45,9 +45,17 @@ func TestServeRLQS(t *testing.T) {
 		t.Errorf("an RLS check after 3 requests reported over RLQS: %d left, want 1 of 5", got)
 	}
 	_, body := ts.get(t, "/metrics")
-	for name, want := range map[string]float64{"bouncer_rlqs_streams": 1, "bouncer_rlqs_buckets": 1, "bouncer_rlqs_bucket_reports_total": 1, "bouncer_rlqs_abandoned_total": 0} {
+	for name, want := range map[string]float64{"bouncer_rlqs_streams": 1, "bouncer_rlqs_buckets": 1, "bouncer_rlqs_bucket_reports_total": 1, "bouncer_rlqs_abandoned_total": 0, "bouncer_rlqs_streams_refused_total": 0} {
 		if v, ok := sample(body, name); !ok || v != want {
 			t.Errorf("%s: %v (present %v), want %v", name, v, ok, want)
+		}
+	}
+	if v, ok := sample(body, "bouncer_rlqs_id_bytes"); !ok || v == 0 {
+		t.Errorf("bouncer_rlqs_id_bytes: %v (present %v), want the bytes of the bucket's id", v, ok)
+	}
+	for _, bound := range []string{"stream_buckets", "server_buckets", "conn_id_bytes", "server_id_bytes"} {
+		if v, ok := sample(body, "bouncer_rlqs_buckets_refused_total", "bound="+bound); !ok || v != 0 {
+			t.Errorf("bouncer_rlqs_buckets_refused_total{bound=%q}: %v (present %v), want 0", bound, v, ok)
 		}
 	}
 	ts.stop()

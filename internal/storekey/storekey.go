@@ -26,9 +26,16 @@ const MaxPart = 128
 //     not collide).
 func Join(parts ...string) string {
 	var b strings.Builder
+	// The key is held as long as the state it names, in the buffer
+	// grown here: a part past MaxPart takes its digest's room, never its
+	// own.
 	n := len(parts)
 	for _, p := range parts {
-		n += len(p)
+		if len(p) > MaxPart {
+			n += 1 + 2*sha256.Size
+		} else {
+			n += len(p)
+		}
 	}
 	b.Grow(n)
 	for i, p := range parts {

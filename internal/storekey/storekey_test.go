@@ -1,6 +1,8 @@
 package storekey
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -72,5 +74,29 @@ func TestJoinIsOneToOne(t *testing.T) {
 	walk(nil, 3)
 	if len(seen) < 12*12*12 {
 		t.Fatalf("only %d keys checked", len(seen))
+	}
+}
+
+// A key made of long parts holds its bounded size, not its parts' bytes:
+// the heap that 1000 keys of 8 parts of 4 KiB keep alive is under
+// 1 KiB a key.
+func TestJoinHoldsBoundedBytes(t *testing.T) {
+	parts := make([]string, 8)
+	for i := range parts {
+		parts[i] = strings.Repeat(string(rune('a'+i)), 4096)
+	}
+	keys := make([]string, 1000)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range keys {
+		parts[0] = fmt.Sprint(i, parts[0][len(fmt.Sprint(i)):])
+		keys[i] = Join(parts...)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keys)
+	if got := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(len(keys)); got > 1024 {
+		t.Errorf("a key of 8 parts of 4 KiB (%d bytes long) holds %d bytes of heap, want at most 1024", len(keys[0]), got)
 	}
 }
