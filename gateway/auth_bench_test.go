@@ -12,7 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -77,9 +77,10 @@ func BenchmarkAuth(b *testing.B) {
 			a, creds := c.auth(b)
 			g := authGateway(b, a)
 			warm(b, g, creds)
+			var next atomic.Uint64 // the auth route's turn through creds, from run to run
 			for _, callers := range []int{1, 64} {
 				b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
-					benchRoutes(b, g, callers, creds)
+					benchRoutes(b, g, callers, creds, &next)
 				})
 			}
 		})
@@ -107,27 +108,28 @@ func warm(b *testing.B, g http.Handler, creds []header) {
 	}
 }
 
-// header is one credential: a header and its value.
+// header is one credential: a header, its name in canonical form, and
+// its value.
 type header struct{ name, value string }
 
-// benchRoutes makes b.N requests on /auth/ and b.N on /open/, each
-// request with the next of creds, from callers goroutines, in rounds
-// that alternate between the routes (so that a change in the machine's
-// load during the run falls on both), and reports their CPU times and
-// the ratio of them.
-func benchRoutes(b *testing.B, g http.Handler, callers int, creds []header) {
-	var next atomic.Uint64
+// benchRoutes makes b.N requests on /auth/ and b.N on /open/ from
+// callers goroutines, in rounds that alternate between the routes (so
+// that a change in the machine's load during the run falls on both), and
+// reports their CPU times and the ratio of them. Each request carries the
+// next of creds: on /auth/, the one after the *next-th, which the
+// benchmark's runs share, so that they go round creds in turn.
+func benchRoutes(b *testing.B, g http.Handler, callers int, creds []header, next *atomic.Uint64) {
 	var failed atomic.Int64
-	// run makes n requests on path and adds the CPU time they took to
-	// *cpu.
-	run := func(path string, n int, cpu *time.Duration) {
+	// run makes n requests on path, with the credentials after the
+	// *next-th, and adds the CPU time they took to *cpu.
+	run := func(path string, n int, next *atomic.Uint64, cpu *time.Duration) {
 		var done atomic.Int64
 		var wg sync.WaitGroup
 		c0 := cpuTime(b)
 		for range callers {
 			wg.Go(func() {
 				for done.Add(1) <= int64(n) {
-					h := creds[int(next.Add(1)-1)%len(creds)]
+					h := creds[(next.Add(1)-1)%uint64(len(creds))]
 					if serve(g, path, h) != http.StatusOK {
 						failed.Add(1)
 					}
@@ -139,19 +141,20 @@ func benchRoutes(b *testing.B, g http.Handler, callers int, creds []header) {
 	}
 	const rounds = 16
 	var open, authed time.Duration
+	var openNext atomic.Uint64
 	b.ReportAllocs()
 	b.StopTimer()
 	runtime.GC()
 	for i := range rounds {
 		n := (i+1)*b.N/rounds - i*b.N/rounds
 		if i%2 == 0 {
-			run("/open/x", n, &open)
+			run("/open/x", n, &openNext, &open)
 		}
 		b.StartTimer()
-		run("/auth/x", n, &authed)
+		run("/auth/x", n, next, &authed)
 		b.StopTimer()
 		if i%2 == 1 {
-			run("/open/x", n, &open)
+			run("/open/x", n, &openNext, &open)
 		}
 	}
 	if n := failed.Load(); n > 0 {
@@ -171,10 +174,14 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
-// serve makes one GET of path with h on g, and returns its status.
+// serve makes one GET of path with h on g, from a client at 192.0.2.1,
+// and returns its status.
 func serve(g http.Handler, path string, h header) int {
-	r := httptest.NewRequest(http.MethodGet, "http://gw.test"+path, nil)
-	r.Header.Set(h.name, h.value)
+	r := &http.Request{
+		Method: http.MethodGet, URL: &url.URL{Path: path}, RequestURI: path, Host: "gw.test",
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, RemoteAddr: "192.0.2.1:1234",
+		Header: http.Header{h.name: {h.value}},
+	}
 	w := &discardWriter{h: http.Header{}}
 	g.ServeHTTP(w, r)
 	return w.code
@@ -245,7 +252,7 @@ func apiKeyAuth(n int) func(b *testing.B) (gateway.Auth, []header) {
 		}
 		var creds []header
 		for i := 0; i < n; i += max(1, n/1000) {
-			creds = append(creds, header{auth.DefaultAPIKeyHeader, "bk_secret_" + strconv.Itoa(i)})
+			creds = append(creds, header{http.CanonicalHeaderKey(auth.DefaultAPIKeyHeader), "bk_secret_" + strconv.Itoa(i)})
 		}
 		return gateway.Auth{APIKeys: &auth.APIKeyConfig{Name: "a", Keys: keys}}, creds
 	}
