@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -59,7 +60,10 @@ type APIKeys struct {
 	// stored ones, but a digest says nothing of use about a key: to learn
 	// a key from timing, one would have to invert SHA-256. The digests
 	// themselves are no secret either: the config holds them.
-	keys map[[sha256.Size]byte]apiKey
+	keys map[[sha256.Size]byte]int32
+	// entries are the keys' owners, by the index keys holds: apart, so
+	// that the map holds no pointers for the garbage collector to scan.
+	entries []apiKey
 }
 
 // apiKey is who an entry's key belongs to.
@@ -98,7 +102,11 @@ func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
 		return fail("Keys", "no keys")
 	}
 	ids := make(map[string]int, len(c.Keys))
-	a.keys = make(map[[sha256.Size]byte]apiKey, len(c.Keys))
+	if len(c.Keys) > math.MaxInt32 {
+		return fail("Keys", "%d keys, over %d", len(c.Keys), math.MaxInt32)
+	}
+	a.keys = make(map[[sha256.Size]byte]int32, len(c.Keys))
+	a.entries = make([]apiKey, len(c.Keys))
 	for i, k := range c.Keys {
 		at := func(field string) string { return "Keys[" + strconv.Itoa(i) + "]" + field }
 		if k.ID == "" {
@@ -116,9 +124,10 @@ func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
 			return fail(at(".Hash"), "key %q: %v", k.ID, err)
 		}
 		if other, dup := a.keys[d]; dup {
-			return fail(at(".Hash"), "keys %q and %q have the same hash", other.id, k.ID)
+			return fail(at(".Hash"), "keys %q and %q have the same hash", a.entries[other].id, k.ID)
 		}
-		a.keys[d] = apiKey{id: k.ID, plan: k.Plan}
+		a.keys[d] = int32(i)
+		a.entries[i] = apiKey{id: k.ID, plan: k.Plan}
 	}
 	return a, nil
 }
@@ -148,10 +157,11 @@ func (a *APIKeys) Authenticate(r *http.Request) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	k, ok := a.keys[sha256.Sum256([]byte(key))]
+	i, ok := a.keys[sha256.Sum256([]byte(key))]
 	if !ok {
 		return Identity{}, refuse(a.name, "unknown key")
 	}
+	k := a.entries[i]
 	return Identity{Subject: k.id, Plan: k.plan, Method: MethodAPIKey, KeyID: k.id}, nil
 }
 
