@@ -332,3 +332,43 @@ func benchTokens(b *testing.B, n int) (*ecdsa.PrivateKey, []string) {
 	}
 	return tokenSet.key, tokenSet.toks
 }
+
+// BenchmarkAuthConfigFile measures gateway.Parse and gateway.New of a
+// config file holding 30 000 API keys, about as many as the bounds on a
+// file allow (MaxFileSize, and the YAML values a file may stand for):
+// an op is one Parse and New, heap-MiB is the heap the Gateway holds
+// afterwards, the config included, and file-MiB the file's size.
+func BenchmarkAuthConfigFile(b *testing.B) {
+	const n = 30_000
+	var yaml strings.Builder
+	yaml.WriteString("listeners: [{addr: \"127.0.0.1:0\"}]\nroutes:\n  - {name: a, path_prefix: /, upstreams: [\"http://upstream.test\"], auth: k}\nauth:\n  k:\n    api_keys:\n      keys:\n")
+	for i := range n {
+		fmt.Fprintf(&yaml, "        - {id: key-%d, hash: %q, plan: pro}\n", i, auth.HashKey("bk_secret_"+strconv.Itoa(i)))
+	}
+	data := []byte(yaml.String())
+	if len(data) > gateway.MaxFileSize {
+		b.Fatalf("%d bytes, over gateway.MaxFileSize", len(data))
+	}
+	var heap runtime.MemStats
+	for b.Loop() {
+		runtime.GC()
+		runtime.ReadMemStats(&heap)
+		before := heap.HeapAlloc
+		cfg, err := gateway.Parse("keys.yaml", data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := gateway.New(cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler), Transport: okTransport{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&heap)
+		b.ReportMetric(float64(heap.HeapAlloc-before)/(1<<20), "heap-MiB")
+		runtime.KeepAlive(cfg)
+		g.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(len(data))/(1<<20), "file-MiB")
+}
