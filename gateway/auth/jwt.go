@@ -51,10 +51,10 @@ type JWTConfig struct {
 	// scheme in any case); any other header holds the token alone.
 	Header string `yaml:"header"`
 	// CacheTokens is the most tokens that verified remembered at once
-	// (see JWT.Authenticate), 65536 if 0, at most 16777216; past it, the
-	// least recently used are forgotten. Each takes about as much memory
-	// as its claims decoded, a few hundred bytes for a small token; the
-	// memory is taken as tokens come, not up front.
+	// (see JWT.Authenticate), 65536 if 0, from 1 to 16777216; past it,
+	// the least recently used are forgotten. A token takes about 800
+	// bytes with a few short claims, more with more; the memory is taken
+	// as tokens verify, not up front.
 	CacheTokens int `yaml:"cache_tokens"`
 }
 
