@@ -20,10 +20,12 @@ import (
 // Failed tokens are never remembered, so no client can fill it with
 // tokens of its own making.
 //
-// It holds at most size tokens. Past that, each new token makes it forget
-// the least recently used token of one shard: the new token's, or the
-// next one that has another. Each shard has a lock of its own, so that
-// callers presenting different tokens seldom wait for one another.
+// It holds at most size tokens (and for a moment one more for each put
+// under way). Past that, each new token makes it forget the least
+// recently used token of one shard: the new token's, or the next one that
+// has another. Each shard has a lock of its own, so that callers
+// presenting different tokens seldom wait for one another; a working set
+// of at most size tokens is never evicted, however the shards divide it.
 type verifiedTokens struct {
 	size   int64
 	held   atomic.Int64 // tokens in all shards
