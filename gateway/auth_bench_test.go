@@ -33,8 +33,10 @@ import (
 // BenchmarkAuth measures an allowed request through the gateway's
 // ServeHTTP on a route with authentication, beside the same request on
 // a route without, in the same run: each op is one request on the
-// authenticated route, and before those the benchmark makes as many on
-// the route without, timed apart. It reports
+// authenticated route, and the benchmark makes as many on the route
+// without, in rounds that alternate with them (see benchRoutes), timed
+// apart. docs/benchmarks.md ("Gateway authentication at scale") reads
+// it. It reports
 //
 //	cpu-ns/op         the CPU time (user and system) of the process per
 //	                  request on the authenticated route
