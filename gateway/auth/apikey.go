@@ -2,12 +2,13 @@ package auth
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"strings"
 )
 
@@ -50,13 +51,25 @@ type APIKeys struct {
 	name   string
 	header string
 	query  string
-	keys   []apiKey
+
+	// keys are the entries by the SHA-256 of their key: one hash and one
+	// lookup per request, whatever the number of entries.
+	//
+	// Security: the lookup's time (the map's hashing and comparison of
+	// digests) may depend on the presented key's digest and on the
+	// stored ones, but a digest says nothing of use about a key: to learn
+	// a key from timing, one would have to invert SHA-256. The digests
+	// themselves are no secret either: the config holds them.
+	keys map[[sha256.Size]byte]int32
+	// entries are the keys' owners, by the index keys holds: apart, so
+	// that the map holds no pointers for the garbage collector to scan.
+	entries []apiKey
 }
 
+// apiKey is who an entry's key belongs to.
 type apiKey struct {
-	digest [sha256.Size]byte
-	id     string
-	plan   string
+	id   string
+	plan string
 }
 
 const hashPrefix = "sha256:"
@@ -88,29 +101,33 @@ func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
 	if len(c.Keys) == 0 {
 		return fail("Keys", "no keys")
 	}
-	ids := make(map[string]bool, len(c.Keys))
-	digests := make(map[[sha256.Size]byte]string, len(c.Keys))
+	ids := make(map[string]int, len(c.Keys))
+	if len(c.Keys) > math.MaxInt32 {
+		return fail("Keys", "%d keys, over %d", len(c.Keys), math.MaxInt32)
+	}
+	a.keys = make(map[[sha256.Size]byte]int32, len(c.Keys))
+	a.entries = make([]apiKey, len(c.Keys))
 	for i, k := range c.Keys {
-		at := fmt.Sprintf("Keys[%d]", i)
+		at := func(field string) string { return "Keys[" + strconv.Itoa(i) + "]" + field }
 		if k.ID == "" {
-			return fail(at+".ID", "key %d has no id", i)
+			return fail(at(".ID"), "key %d has no id", i)
 		}
 		if !validHeaderValue(k.ID) || !validHeaderValue(k.Plan) {
-			return fail(at, "key %q: id and plan must not hold control characters", k.ID)
+			return fail(at(""), "key %q: id and plan must not hold control characters", k.ID)
 		}
-		if ids[k.ID] {
-			return fail(at+".ID", "key id %q appears twice", k.ID)
+		if first, dup := ids[k.ID]; dup {
+			return fail(at(".ID"), "key id %q appears twice (keys %d and %d)", k.ID, first, i)
 		}
-		ids[k.ID] = true
+		ids[k.ID] = i
 		d, err := parseHash(k.Hash)
 		if err != nil {
-			return fail(at+".Hash", "key %q: %v", k.ID, err)
+			return fail(at(".Hash"), "key %q: %v", k.ID, err)
 		}
-		if other, dup := digests[d]; dup {
-			return fail(at+".Hash", "keys %q and %q have the same hash", other, k.ID)
+		if other, dup := a.keys[d]; dup {
+			return fail(at(".Hash"), "keys %q and %q have the same hash", a.entries[other].id, k.ID)
 		}
-		digests[d] = k.ID
-		a.keys = append(a.keys, apiKey{digest: d, id: k.ID, plan: k.Plan})
+		a.keys[d] = int32(i)
+		a.entries[i] = apiKey{id: k.ID, plan: k.Plan}
 	}
 	return a, nil
 }
@@ -132,24 +149,19 @@ func parseHash(h string) ([sha256.Size]byte, error) {
 // request with neither, with more than one value, or with a key that
 // matches no entry gets an error wrapping ErrUnauthenticated.
 //
-// The presented key's digest is compared with every entry's, in constant
-// time and without stopping at a match, so the time taken says nothing
-// about which entry matched or how much of a digest did.
+// The presented key is found by its SHA-256 in a map of the entries'
+// digests: its cost does not grow with the number of entries, and its
+// time says nothing of use about the key (see the keys field).
 func (a *APIKeys) Authenticate(r *http.Request) (Identity, error) {
 	key, err := a.presented(r)
 	if err != nil {
 		return Identity{}, err
 	}
-	d := sha256.Sum256([]byte(key))
-	match := -1
-	for i := range a.keys {
-		eq := subtle.ConstantTimeCompare(d[:], a.keys[i].digest[:])
-		match = subtle.ConstantTimeSelect(eq, i, match)
-	}
-	if match < 0 {
+	i, ok := a.keys[sha256.Sum256([]byte(key))]
+	if !ok {
 		return Identity{}, refuse(a.name, "unknown key")
 	}
-	k := a.keys[match]
+	k := a.entries[i]
 	return Identity{Subject: k.id, Plan: k.plan, Method: MethodAPIKey, KeyID: k.id}, nil
 }
 

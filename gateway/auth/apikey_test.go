@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -100,8 +101,9 @@ func TestNewAPIKeysErrors(t *testing.T) {
 	}{
 		{"no keys", nil, "no keys"},
 		{"no id", []APIKey{{Hash: h}}, "key 0 has no id"},
-		{"id twice", []APIKey{{ID: "a", Hash: h}, {ID: "a", Hash: HashKey("j")}}, `key id "a" appears twice`},
+		{"id twice", []APIKey{{ID: "a", Hash: h}, {ID: "b", Hash: HashKey("i")}, {ID: "a", Hash: HashKey("j")}}, `key id "a" appears twice (keys 0 and 2)`},
 		{"hash twice", []APIKey{{ID: "a", Hash: h}, {ID: "b", Hash: h}}, `keys "a" and "b" have the same hash`},
+		{"hash twice in another case", []APIKey{{ID: "a", Hash: h}, {ID: "b", Hash: "sha256:" + strings.ToUpper(h[7:])}}, `keys "a" and "b" have the same hash`},
 		{"key in clear", []APIKey{{ID: "a", Hash: "bk_live_secret"}}, `key "a": hash must be "sha256:" and 64 hex digits`},
 		{"no prefix", []APIKey{{ID: "a", Hash: h[7:]}}, "hash must be"},
 		{"short", []APIKey{{ID: "a", Hash: h[:70]}}, "hash must be"},
@@ -119,5 +121,35 @@ func TestNewAPIKeysErrors(t *testing.T) {
 				t.Errorf("got %v: a config error must not wrap ErrUnauthenticated", err)
 			}
 		})
+	}
+}
+
+// TestAPIKeysAmongMany finds each key among 100 000 by its digest, and
+// refuses a key that is not one of them.
+func TestAPIKeysAmongMany(t *testing.T) {
+	const n = 100_000
+	keys := make([]APIKey, n)
+	for i := range keys {
+		keys[i] = APIKey{ID: fmt.Sprint("key-", i), Hash: HashKey(fmt.Sprint("bk_secret_", i)), Plan: fmt.Sprint("plan-", i%7)}
+	}
+	a, err := NewAPIKeys(APIKeyConfig{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1, n / 2, n - 2, n - 1} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-API-Key", fmt.Sprint("bk_secret_", i))
+		got, err := a.Authenticate(r)
+		want := Identity{Subject: keys[i].ID, Plan: keys[i].Plan, Method: MethodAPIKey, KeyID: keys[i].ID}
+		if err != nil || got.Subject != want.Subject || got.Plan != want.Plan || got.Method != want.Method || got.KeyID != want.KeyID {
+			t.Errorf("key %d: got %+v, %v; want %+v", i, got, err, want)
+		}
+	}
+	for _, wrong := range []string{fmt.Sprint("bk_secret_", n), "bk_secret_", "bk_secret_00", keys[0].Hash} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-API-Key", wrong)
+		if got, err := a.Authenticate(r); !errors.Is(err, ErrUnauthenticated) || got.Subject != "" {
+			t.Errorf("key %q: got %+v, %v; want ErrUnauthenticated", wrong, got, err)
+		}
 	}
 }

@@ -66,6 +66,8 @@ func TestNewJWTErrors(t *testing.T) {
 		{"Skew negative", JWTConfig{Keys: []KeySource{rsaKey}, Skew: -time.Second}, "Skew -1s"},
 		{"MaxTokenBytes negative", JWTConfig{Keys: []KeySource{rsaKey}, MaxTokenBytes: -1}, "MaxTokenBytes -1"},
 		{"empty audience", JWTConfig{Keys: []KeySource{rsaKey}, Audience: []string{""}}, "empty Audience"},
+		{"CacheTokens negative", JWTConfig{Keys: []KeySource{rsaKey}, CacheTokens: -1}, "CacheTokens -1 is not between 1 and 16777216"},
+		{"CacheTokens too large", JWTConfig{Keys: []KeySource{rsaKey}, CacheTokens: 1<<24 + 1}, "CacheTokens 16777217 is not between 1 and 16777216"},
 		{"named", JWTConfig{Name: "idp", Keys: []KeySource{{File: rsaFile}}}, `auth: jwt "idp": key source 0: file `},
 		{"second source", JWTConfig{Keys: []KeySource{rsaKey, {File: keyFile(t, es)}}}, "key source 1"},
 	}
@@ -124,6 +126,7 @@ func TestFieldErrors(t *testing.T) {
 	}{
 		{"skew", jwtErr(JWTConfig{Keys: []KeySource{rsaKey}, Skew: time.Hour}), "Skew"},
 		{"no keys", jwtErr(JWTConfig{}), "Keys"},
+		{"cache size", jwtErr(JWTConfig{Keys: []KeySource{rsaKey}, CacheTokens: -5}), "CacheTokens"},
 		{"second source's algorithm", jwtErr(JWTConfig{Keys: []KeySource{rsaKey, {File: rsaFile, Algorithms: []string{"none"}}}}), "Keys[1].Algorithms"},
 		{"source with two kinds", jwtErr(JWTConfig{Keys: []KeySource{{File: rsaFile, JWKSFile: rsaFile}}}), "Keys[0]"},
 		{"unreadable file", jwtErr(JWTConfig{Keys: []KeySource{{File: rsaFile + ".missing", Algorithms: []string{RS256}}}}), "Keys[0].File"},

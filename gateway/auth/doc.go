@@ -15,7 +15,8 @@
 // kids cannot become a flood of fetches.
 //
 // APIKeys verifies keys against a table that holds only their SHA-256
-// digests (HashKey), comparing in constant time with every entry.
+// digests (HashKey): a presented key is hashed and looked up by its
+// digest, at one cost whatever the number of keys.
 //
 // Every refusal is an error wrapping ErrUnauthenticated whose message
 // says why, for the logs; a client should get only "unauthenticated".

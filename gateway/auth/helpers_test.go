@@ -99,7 +99,7 @@ func claimsAt(now time.Time) jwt.MapClaims {
 }
 
 // sign returns claims signed by s, with kid in the header unless "".
-func sign(t *testing.T, s signer, kid string, claims jwt.MapClaims) string {
+func sign(t testing.TB, s signer, kid string, claims jwt.MapClaims) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(s.method, claims)
 	if kid != "" {
@@ -129,7 +129,7 @@ func segment(t *testing.T, v any) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func writeFile(t *testing.T, name string, data []byte) string {
+func writeFile(t testing.TB, name string, data []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -138,7 +138,7 @@ func writeFile(t *testing.T, name string, data []byte) string {
 	return path
 }
 
-func pemPublic(t *testing.T, pub any) []byte {
+func pemPublic(t testing.TB, pub any) []byte {
 	t.Helper()
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
@@ -148,7 +148,7 @@ func pemPublic(t *testing.T, pub any) []byte {
 }
 
 // keyFile writes s's verifying key as a File source would hold it.
-func keyFile(t *testing.T, s signer) string {
+func keyFile(t testing.TB, s signer) string {
 	t.Helper()
 	if s.alg == HS256 {
 		return writeFile(t, "secret", s.public.([]byte))

@@ -50,6 +50,12 @@ type JWTConfig struct {
 	// "Authorization" if "". Authorization holds "Bearer <token>" (the
 	// scheme in any case); any other header holds the token alone.
 	Header string `yaml:"header"`
+	// CacheTokens is the most tokens that verified remembered at once
+	// (see JWT.Authenticate), 65536 if 0, from 1 to 16777216; past it,
+	// the least recently used are forgotten. A token takes about 800
+	// bytes with a few short claims, more with more; the memory is taken
+	// as tokens verify, not up front.
+	CacheTokens int `yaml:"cache_tokens"`
 }
 
 // A KeySource is where verifying keys come from: exactly one of File,
@@ -122,7 +128,7 @@ type JWT struct {
 	remotes      []*remote
 	skew         time.Duration
 	now          func() time.Time
-	verified     verifiedTokens
+	verified     *verifiedTokens
 
 	lookups atomic.Int64 // key lookups, which tests count
 	cancel  context.CancelFunc
@@ -200,6 +206,11 @@ func (j *JWT) settings(c JWTConfig) error {
 	if slices.Contains(c.Audience, "") {
 		return j.fieldError("Audience", errors.New("an empty Audience"))
 	}
+	size := cmp.Or(c.CacheTokens, defaultCacheTokens)
+	if size < 1 || size > maxCacheTokens {
+		return j.fieldError("CacheTokens", fmt.Errorf("CacheTokens %d is not between 1 and %d", size, maxCacheTokens))
+	}
+	j.verified = newVerifiedTokens(size, verifiedShards)
 	if len(c.Keys) == 0 {
 		return j.fieldError("Keys", errors.New("no Keys"))
 	}
@@ -337,10 +348,11 @@ func (j *JWT) Close() {
 // again (see KeySource.JWKSURL); the request waits for that fetch, or
 // until its context is done.
 //
-// A token that verified is remembered (up to 4096 of them, by the SHA-256
-// of its bytes): presented again, it is not parsed and verified again
-// while its times allow it and every JWK Set is the one it was verified
-// with; a token that failed is never remembered.
+// A token that verified is remembered (up to JWTConfig.CacheTokens of
+// them, the most recently used, by the SHA-256 of its bytes): presented
+// again, it is not parsed and verified again while its times allow it
+// and every JWK Set is the one it was verified with; it is forgotten at
+// its "exp" (plus the skew). A token that failed is never remembered.
 func (j *JWT) Authenticate(r *http.Request) (Identity, error) {
 	raw, err := j.token(r)
 	if err != nil {
