@@ -323,7 +323,7 @@ func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
 			}
 			return
 		}
-		err = fmt.Errorf("redisstore: connecting to %v: %w", co.InitAddress, err)
+		err = fmt.Errorf("redisstore: connecting to %v: %w%s", co.InitAddress, err, s.tls.hint(err))
 		s.connErr.Store(&err)
 		if attempt == 1 {
 			s.log.Warn("redis unreachable: deciding by each limit's on_store_error policy until it answers", "addrs", co.InitAddress, "err", err)

@@ -7,10 +7,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/redis/rueidis"
 
@@ -59,7 +62,8 @@ type tlsFiles struct {
 	log      *slog.Logger
 	onReload func(error) // tests only: after every reload attempt
 
-	mu    sync.Mutex // serializes loads
+	conf  *tls.Config // what rueidis dials with (apply)
+	mu    sync.Mutex  // serializes loads
 	cur   atomic.Pointer[tlsState]
 	watch *pemfile.Watch // nil without files
 }
@@ -169,7 +173,7 @@ func (t *tlsFiles) apply(co *rueidis.ClientOption) error {
 			return t.cur.Load().cert, nil
 		}
 	}
-	co.TLSConfig, co.DialCtxFn = conf, t.dial
+	t.conf, co.TLSConfig, co.DialCtxFn = conf, conf, t.dial
 	if co.Sentinel.MasterSet != "" {
 		co.Sentinel.TLSConfig = conf
 	}
@@ -188,6 +192,23 @@ func (t *tlsFiles) dial(ctx context.Context, dst string, d *net.Dialer, conf *tl
 	}
 	td := tls.Dialer{NetDialer: d, Config: conf}
 	return td.DialContext(ctx, "tcp", dst)
+}
+
+// hint explains a connection error that, without a client certificate,
+// most likely means the server requires one: over TLS 1.3 a server
+// refuses a client's certificate after the client's side of the
+// handshake is done, so the client sees its first write reset, or the
+// connection closed, rather than the server's alert. It is "" otherwise,
+// and for a nil t.
+func (t *tlsFiles) hint(err error) string {
+	if t == nil || t.f.Cert != "" {
+		return ""
+	}
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) ||
+		strings.Contains(err.Error(), "certificate required") {
+		return " (the server closed the TLS connection: if it requires client certificates, tls-auth-clients, give one)"
+	}
+	return ""
 }
 
 // close stops the watch.
