@@ -324,3 +324,37 @@ func replaceFile(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// Every connection of a store carries its client name, DefaultClientName
+// unless the option says otherwise, as CLIENT LIST shows.
+func TestClientNameInClientList(t *testing.T) {
+	addr := addrs(t, "BOUNCER_REDIS_ADDR")[0]
+	admin := newClient(t, []string{addr})
+	for _, name := range []string{"", "bouncer-test-" + freshPrefix()} {
+		co, err := redisstore.ParseURL("redis://" + addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := redisstore.DefaultClientName()
+		if name != "" {
+			co.ClientName, want = name, name
+		}
+		s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: freshPrefix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitConnected(t, s)
+		req := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "named", Limits: []bouncer.Limit{{Algorithm: bouncer.GCRA, Rate: 10, Burst: 10, Period: time.Second}}}}, Cost: 1}
+		if d, err := s.Check(t.Context(), req); err != nil || d.Degraded {
+			t.Fatalf("check: %+v, %v", d, err)
+		}
+		list, err := admin.Do(t.Context(), admin.B().ClientList().Build()).ToString()
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(list, " name="+want+" ") {
+			t.Errorf("CLIENT LIST has no connection named %q:\n%s", want, list)
+		}
+	}
+}
