@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -264,21 +264,27 @@ func (c serveConfig) redisOptions() (*rueidis.ClientOption, *redisstore.TLSFiles
 }
 
 // redactURL hides the passwords of a store URL, the master's and
-// Sentinel's, before it is printed.
+// Sentinel's, before it is printed. It reads the URL by hand rather than
+// with url.Parse, so that a URL too malformed to parse is hidden too.
 func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
 		return s
 	}
-	if u.User != nil {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		end = i
 	}
-	if q := u.Query(); q.Has("sentinel_password") {
-		q.Set("sentinel_password", "xxxxx")
-		u.RawQuery = q.Encode()
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+			rest = user + ":xxxxx" + rest[at:]
+		}
 	}
-	return u.String()
+	return scheme + "://" + sentinelPassword.ReplaceAllString(rest, "${1}xxxxx")
 }
+
+// sentinelPassword finds the value of a URL's sentinel_password option.
+var sentinelPassword = regexp.MustCompile(`([?&]sentinel_password=)[^&#]*`)
 
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	ho := &slog.HandlerOptions{Level: level}

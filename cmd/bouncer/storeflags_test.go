@@ -35,6 +35,8 @@ func TestStoreFlags(t *testing.T) {
 		{"client name with a space", []string{"--store", "redis://h:1", "--store-client-name", "a b"}, `--store-client-name "a b": Redis refuses spaces`},
 		{"passwords hidden", []string{"--store", "redis://u:hunter2@h:1?master_set=m&sentinel_password=hunter3&x=1"},
 			`--store "redis://u:xxxxx@h:1?master_set=m&sentinel_password=xxxxx&x=1": URL option "x"`},
+		{"passwords hidden in a URL that does not parse", []string{"--store", "redis://u:hunter2@a:1,b:x/%zz?sentinel_password=hunter3"},
+			`--store "redis://u:xxxxx@a:1,b:x/%zz?sentinel_password=xxxxx": address "b:x": port "x"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var c serveConfig
