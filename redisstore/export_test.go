@@ -182,6 +182,9 @@ func TLSClientCert(s *Store) *x509.Certificate {
 	return nil
 }
 
+// TLSRootsPEM returns the CA bundle s's TLS trusts now, as read.
+func TLSRootsPEM(s *Store) []byte { return s.tls.cur.Load().caPEM }
+
 // PingTLS makes one connection to addr as s's client makes its own, and
 // sends it a PING: with TLS 1.3 a server refuses a client's certificate
 // only after the client's side of the handshake is done.

@@ -3,7 +3,11 @@
 package redisstore_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"math"
 	"os"
@@ -205,11 +209,12 @@ func TestTLSFilesRefused(t *testing.T) {
 	}
 }
 
-// A client certificate rewritten on disk is used for the connections
-// made since, and the checks in flight across the rotation all decide in
-// Redis. The server trusts a second CA; the new certificate is signed by
-// it, and once the server trusts it alone, a connection made as the
-// store makes its own still gets in.
+// Files rewritten on disk — a client certificate from another CA, and
+// the CA bundle with that CA added — are used for the connections made
+// since, and the checks in flight across the rotation all decide in
+// Redis. Then the server trusts only the new CA for clients, and serves a
+// certificate of the new CA: a client with the old certificate is
+// refused, and a connection made as the store makes its own gets in.
 func TestTLSRotation(t *testing.T) {
 	failureRequireRedis(t)
 	ca2, err := redistest.NewCA("rotated CA")
@@ -222,77 +227,135 @@ func TestTLSRotation(t *testing.T) {
 	}
 	t.Cleanup(srv.Stop)
 	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	ca, cert, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	copyFile(t, srv.Certs.CAFile, ca)
 	copyFile(t, srv.Certs.ClientCert, cert)
 	copyFile(t, srv.Certs.ClientKey, key)
 	reloads := make(chan error, 16)
 	var o redisstore.Options
 	redisstore.OnTLSReload(&o, func(err error) { reloads <- err })
 	o.Timeout = redisstore.DefaultTimeout
-	s := newURLStore(t, tlsURL(srv), &redisstore.TLSFiles{CA: srv.Certs.CAFile, Cert: cert, Key: key}, o)
+	s := newURLStore(t, tlsURL(srv), &redisstore.TLSFiles{CA: ca, Cert: cert, Key: key}, o)
 	waitConnected(t, s)
 
-	var checks, degraded, failed atomic.Int64
-	var firstErr atomic.Pointer[error]
-	var last atomic.Int64 // the checks stop after this many
-	last.Store(math.MaxInt64)
-	done, half := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		req := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "rotation", Limits: []bouncer.Limit{{Algorithm: bouncer.GCRA, Rate: 1 << 20, Burst: 1 << 20, Period: time.Second}}}}, Cost: 1}
-		for n := int64(1); n <= last.Load(); n++ {
-			d, err := s.Check(context.Background(), req)
-			switch {
-			case err != nil:
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, &err)
-			case d.Degraded:
-				degraded.Add(1)
-			}
-			if checks.Add(1) == 200 {
-				close(half)
-			}
-		}
-	}()
-	<-half
+	stream := checkStream(s)
+	t.Cleanup(func() { stream.stopAfter(0) }) // before the store closes
+	<-stream.half
 	newCert, newKey, err := ca2.Issue("rotated client")
 	if err != nil {
 		t.Fatal(err)
 	}
+	bundle := append(append([]byte{}, srv.Certs.CA.PEM...), ca2.PEM...)
 	replaceFile(t, key, newKey)
 	replaceFile(t, cert, newCert)
+	replaceFile(t, ca, bundle)
 	timeout := time.After(10 * time.Second)
-	for TLSSubject(s) != "rotated client" {
+	for TLSSubject(s) != "rotated client" || !bytes.Equal(redisstore.TLSRootsPEM(s), bundle) {
 		select {
 		case <-reloads:
 		case <-timeout:
-			t.Fatalf("the store still presents %q 10 s after the files changed", TLSSubject(s))
+			t.Fatalf("the store still presents %q, and trusts the new CA: %v, 10 s after the files changed",
+				TLSSubject(s), bytes.Equal(redisstore.TLSRootsPEM(s), bundle))
 		}
 	}
-	// The server now accepts certificates of the second CA only: the old
-	// one is refused, and a connection made as the store makes its own
-	// gets in.
-	only2 := filepath.Join(dir, "ca2.pem")
-	if err := os.WriteFile(only2, ca2.PEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := srv.CLI(srv.Addrs[0], "config", "set", "tls-ca-cert-file", only2); err != nil || out != "OK" {
-		t.Fatalf("config set tls-ca-cert-file: %q, %v", out, err)
-	}
-	if out, err := srv.CLI(srv.Addrs[0], "ping"); err == nil && out == "PONG" {
-		t.Fatalf("the old client certificate still gets in after the server stopped trusting its CA")
+	renewServer(t, srv, ca2, dir)
+	if err := pingAs(t, srv.Addrs[0], srv.Certs.ClientCert, srv.Certs.ClientKey, bundle); err == nil {
+		t.Fatal("the old client certificate still gets in after the server stopped trusting its CA")
 	}
 	if err := redisstore.PingTLS(t.Context(), s, srv.Addrs[0]); err != nil {
-		t.Fatalf("a new connection with the rotated certificate: %v", err)
+		t.Fatalf("a new connection with the rotated files: %v", err)
 	}
-	last.Store(checks.Load() + 200)
-	<-done
-	if n, f := degraded.Load(), failed.Load(); n != 0 || f != 0 {
-		t.Errorf("got %d degraded checks and %d errors of %d across the rotation, want 0", n, f, checks.Load())
-		if e := firstErr.Load(); e != nil {
+	stream.stopAfter(200)
+	if n, f := stream.degraded.Load(), stream.failed.Load(); n != 0 || f != 0 {
+		t.Errorf("got %d degraded checks and %d errors of %d across the rotation, want 0", n, f, stream.checks.Load())
+		if e := stream.firstErr.Load(); e != nil {
 			t.Errorf("the first error: %v", *e)
 		}
 	}
+}
+
+// renewServer makes srv trust client certificates of ca only, and serve
+// a certificate of ca.
+func renewServer(t *testing.T, srv *redistest.TLSServers, ca *redistest.CA, dir string) {
+	t.Helper()
+	cert, key, err := ca.Issue("rotated server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"ca2.pem": ca.PEM, "server2.pem": cert, "server2.key": key}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := srv.CLI(srv.Addrs[0], "config", "set", "tls-ca-cert-file", filepath.Join(dir, "ca2.pem"),
+		"tls-cert-file", filepath.Join(dir, "server2.pem"), "tls-key-file", filepath.Join(dir, "server2.key"))
+	if err != nil || out != "OK" {
+		t.Fatalf("config set: %q, %v", out, err)
+	}
+}
+
+// pingAs connects to addr with a client certificate, trusting roots, and
+// sends a PING: the error of a server that refuses the certificate comes
+// at the first read.
+func pingAs(t *testing.T, addr, certFile, keyFile string, roots []byte) error {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(roots)
+	c, err := tls.Dial("tcp", addr, &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	_, err = bufio.NewReader(c).ReadString('\n')
+	return err
+}
+
+// stream is a goroutine's checks of one key, one after another, and what
+// they gave.
+type stream struct {
+	checks, degraded, failed atomic.Int64
+	firstErr                 atomic.Pointer[error]
+	last                     atomic.Int64  // the checks stop after this many
+	half, done               chan struct{} // closed after 200 checks, and when they stop
+}
+
+// checkStream starts checks on s until stopAfter.
+func checkStream(s *redisstore.Store) *stream {
+	st := &stream{half: make(chan struct{}), done: make(chan struct{})}
+	st.last.Store(math.MaxInt64)
+	req := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "rotation", Limits: []bouncer.Limit{{Algorithm: bouncer.GCRA, Rate: 1 << 20, Burst: 1 << 20, Period: time.Second}}}}, Cost: 1}
+	go func() {
+		defer close(st.done)
+		for n := int64(1); n <= st.last.Load(); n++ {
+			d, err := s.Check(context.Background(), req)
+			switch {
+			case err != nil:
+				st.failed.Add(1)
+				st.firstErr.CompareAndSwap(nil, &err)
+			case d.Degraded:
+				st.degraded.Add(1)
+			}
+			if st.checks.Add(1) == 200 {
+				close(st.half)
+			}
+		}
+	}()
+	return st
+}
+
+// stopAfter lets n more checks run, and waits for them.
+func (st *stream) stopAfter(n int64) {
+	st.last.Store(st.checks.Load() + n)
+	<-st.done
 }
 
 // TLSSubject is the common name of the client certificate s presents.
