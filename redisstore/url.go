@@ -203,11 +203,13 @@ func checkDB(path string) (int, error) {
 	return db, nil
 }
 
-// DefaultClientName is the name ClientOption gives every connection
-// (CLIENT SETNAME, seen in CLIENT LIST): "bouncer-<host name>-<pid>",
-// with any byte Redis would refuse in a name (a space, a control byte)
-// as '-'.
-var DefaultClientName = sync.OnceValue(func() string {
+// DefaultClientName returns the name ClientOption gives every
+// connection (CLIENT SETNAME, seen in CLIENT LIST):
+// "bouncer-<host name>-<pid>", with any byte Redis would refuse in a name
+// (a space, a control byte) as '-'.
+func DefaultClientName() string { return defaultClientName() }
+
+var defaultClientName = sync.OnceValue(func() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"
