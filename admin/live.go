@@ -49,7 +49,7 @@ type LiveView struct {
 // its listeners, and since when it runs.
 type Service struct {
 	Command    string     `json:"command"`               // serve or gateway
-	Store      string     `json:"store"`                 // memory, redis or redis cluster
+	Store      string     `json:"store"`                 // memory, redis, redis cluster or redis sentinel
 	StoreAddrs []string   `json:"store_addrs,omitempty"` // the Redis addresses configured; never a password
 	Listeners  []Listener `json:"listeners"`
 	Started    time.Time  `json:"started,omitzero"`

@@ -1,7 +1,11 @@
 package redisstore
 
 import (
+	"bufio"
 	"context"
+	"crypto/x509"
+	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -164,4 +168,44 @@ func ResetFirst(ctx context.Context, c rueidis.Client, l bouncer.Limit, key stri
 	def, _ := limitDef(l)
 	arg := "\x01\x01\x00\x01\x0012345678" // one reference: definition 1, key 1, its field
 	return fcall(ctx, c, lib.reset, []string{key}, []string{"", "1", def, "1", arg}).Error()
+}
+
+// OnTLSReload makes the store made from o tell f of every reload of its
+// TLS files, with its error.
+func OnTLSReload(o *Options, f func(error)) { o.tlsReloaded = f }
+
+// TLSClientCert returns the client certificate s's TLS presents now.
+func TLSClientCert(s *Store) *x509.Certificate {
+	if c := s.tls.cur.Load().cert; c != nil {
+		return c.Leaf
+	}
+	return nil
+}
+
+// TLSRootsPEM returns the CA bundle s's TLS trusts now, as read.
+func TLSRootsPEM(s *Store) []byte { return s.tls.cur.Load().caPEM }
+
+// PingTLS makes one connection to addr as s's client makes its own, and
+// sends it a PING: with TLS 1.3 a server refuses a client's certificate
+// only after the client's side of the handshake is done.
+func PingTLS(ctx context.Context, s *Store, addr string) error {
+	c, err := s.tls.dial(ctx, addr, &net.Dialer{}, s.tls.conf)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING: got %q", line)
+	}
+	return nil
 }

@@ -42,6 +42,14 @@ type Options struct {
 	// and switches to Redis once it answers.
 	ClientOption rueidis.ClientOption
 
+	// TLS, if not nil, makes the store reach Redis over TLS with these
+	// files, read again when they change (see TLSFiles); Sentinels too,
+	// when ClientOption names a master set. It replaces
+	// ClientOption.TLSConfig (which ParseURL sets for rediss://, to
+	// verify against the system's roots) and sets its DialCtxFn, which
+	// must be nil. Nil leaves ClientOption's TLS as it is.
+	TLS *TLSFiles
+
 	// Prefix starts every Redis key; "" means "bouncer". At most 64 bytes,
 	// without braces.
 	Prefix string
@@ -110,6 +118,10 @@ type Options struct {
 	// instead of Redis's TIME.
 	now func() time.Time
 
+	// tlsReloaded, when set (by tests only), is told of every reload of
+	// the TLS files, with its error.
+	tlsReloaded func(error)
+
 	// client, when set (by tests only), is the client the store uses,
 	// and does not close, instead of one it connects.
 	client rueidis.Client
@@ -137,6 +149,7 @@ type Store struct {
 	now      func() time.Time
 	breakers *breakers
 	log      *slog.Logger
+	tls      *tlsFiles // with Options.TLS
 
 	// Set once connected, before ready is stored; read only after ready
 	// is seen true.
@@ -197,6 +210,17 @@ func New(o Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	co := o.ClientOption
+	if o.TLS != nil && o.client == nil {
+		var err error
+		if s.tls, err = newTLSFiles(*o.TLS, s.log, o.tlsReloaded); err != nil {
+			return nil, err
+		}
+		if err := s.tls.apply(&co); err != nil {
+			s.tls.close()
+			return nil, err
+		}
+	}
 	clock := o.clock
 	if clock == nil {
 		clock = time.Now
@@ -243,7 +267,7 @@ func New(o Options) (*Store, error) {
 		s.attach(o.client, false)
 		return s, nil
 	}
-	s.start(o.ClientOption)
+	s.start(co)
 	return s, nil
 }
 
@@ -259,7 +283,10 @@ func (o *Options) validate() error {
 	case o.Groups > slotCount:
 		return fmt.Errorf("redisstore: Groups %d: at most %d", o.Groups, slotCount)
 	}
-	return nil
+	if err := checkClientName(o.ClientOption.ClientName); err != nil {
+		return err
+	}
+	return checkClientName(o.ClientOption.Sentinel.ClientName)
 }
 
 // start connects with co in the background, and waits up to connectWait
@@ -296,7 +323,7 @@ func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
 			}
 			return
 		}
-		err = fmt.Errorf("redisstore: connecting to %v: %w", co.InitAddress, err)
+		err = fmt.Errorf("redisstore: connecting to %v: %w%s", co.InitAddress, err, s.tls.hint(err))
 		s.connErr.Store(&err)
 		if attempt == 1 {
 			s.log.Warn("redis unreachable: deciding by each limit's on_store_error policy until it answers", "addrs", co.InitAddress, "err", err)
@@ -404,13 +431,18 @@ func (s *Store) preload(c rueidis.Client) {
 
 // ClientOption returns the rueidis options to connect a store to addrs
 // with (Options.ClientOption), to which credentials, TLS or Sentinel's
-// master set can be added: no client-side cache (the store does not use it), and each call on
-// a pooled connection of its own (DisableAutoPipelining): the store
-// coalesces concurrent checks itself and bounds its calls in flight, so
-// rueidis's pipelining would only add a hand-off to its writer and reader
-// goroutines to every call (docs/redis.md measures it).
+// master set can be added (ParseURL reads them from a URL): no
+// client-side cache (the store does not use it); each call on a pooled
+// connection of its own (DisableAutoPipelining): the store coalesces
+// concurrent checks itself and bounds its calls in flight, so rueidis's
+// pipelining would only add a hand-off to its writer and reader
+// goroutines to every call (docs/redis.md measures it); and
+// DefaultClientName as the name of every connection, Sentinel's too, so
+// that CLIENT LIST tells which process holds it.
 func ClientOption(addrs []string) rueidis.ClientOption {
-	return rueidis.ClientOption{InitAddress: addrs, DisableCache: true, DisableAutoPipelining: true}
+	co := rueidis.ClientOption{InitAddress: addrs, DisableCache: true, DisableAutoPipelining: true, ClientName: DefaultClientName()}
+	co.Sentinel.ClientName = co.ClientName
+	return co
 }
 
 // Close stops the store's goroutines (batching, probes, connecting) and
@@ -425,6 +457,9 @@ func (s *Store) Close() error {
 	s.wg.Wait() // the lanes' goroutines, which end with their queues
 	if s.ownClient {
 		s.client.Close()
+	}
+	if s.tls != nil {
+		s.tls.close()
 	}
 	if s.ownLocal != nil {
 		return s.ownLocal.Close()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 
 	"github.com/bouncerhq/bouncer"
@@ -82,7 +83,10 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 		}
 	}
 	a := &app{c: c, log: log, reg: prometheus.NewRegistry(), adminToken: o.adminToken}
-	a.service = admin.Service{Store: storeKind(o.redisAddrs), StoreAddrs: o.redisAddrs, Started: c.started}
+	a.service = admin.Service{Store: storeKind(o.redis), Started: c.started}
+	if o.redis != nil {
+		a.service.StoreAddrs = o.redis.InitAddress
+	}
 	if a.service.Started.IsZero() {
 		a.service.Started = time.Now()
 	}
@@ -186,12 +190,14 @@ func (a *app) serveAdmin(addr, command string, listeners []admin.Listener, extra
 }
 
 // storeKind names the store of --store for the live page: memory, redis,
-// or redis cluster (several addresses).
-func storeKind(redisAddrs []string) string {
+// redis cluster (several addresses) or redis sentinel.
+func storeKind(co *rueidis.ClientOption) string {
 	switch {
-	case redisAddrs == nil:
+	case co == nil:
 		return "memory"
-	case len(redisAddrs) > 1:
+	case co.Sentinel.MasterSet != "":
+		return "redis sentinel"
+	case len(co.InitAddress) > 1:
 		return "redis cluster"
 	}
 	return "redis"
@@ -339,13 +345,11 @@ type store struct {
 // Redis answers, and connects in the background; meanwhile checks decide
 // by policy.
 func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.Registerer) (store, error) {
-	if o.redisAddrs == nil {
+	if o.redis == nil {
 		ms := memstore.New(memstore.Options{})
 		return store{lim: ms, closer: ms}, nil
 	}
-	co := redisstore.ClientOption(o.redisAddrs)
-	co.Username, co.Password = o.redisUser, o.redisPassword
-	rs, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
+	rs, err := redisstore.New(redisstore.Options{ClientOption: *o.redis, TLS: o.redisTLS, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
 	if err != nil {
 		return store{}, err
 	}

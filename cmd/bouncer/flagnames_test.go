@@ -33,6 +33,13 @@ var notOurs = map[string]string{
 	"descriptor_set_out": "protoc's, to make a gateway's descriptor set",
 	"name":               "docs/operations.md's placeholder: flags are written --name value",
 	"standalone":         "scripts/redis-up.sh's: one Redis, without the cluster",
+	"tls":                "redis-cli's, which internal/redistest runs on the TLS servers it starts",
+	"cacert":             "redis-cli's (internal/redistest)",
+	"cert":               "redis-cli's (internal/redistest)",
+	"key":                "redis-cli's (internal/redistest)",
+	"cluster":            "redis-cli's (internal/redistest): --cluster create",
+	"cluster-replicas":   "redis-cli's (internal/redistest)",
+	"cluster-yes":        "redis-cli's (internal/redistest)",
 }
 
 // commandFlags returns the flags each command takes, by command name;

@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+
+	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/admin"
@@ -42,6 +44,8 @@ type serveConfig struct {
 	httpAddr        string
 	adminAddr       string
 	store           string
+	storeTLS        redisstore.TLSFiles // --store-tls-ca and the other TLS flags
+	storeClientName string
 	storeTimeout    time.Duration
 	onStoreError    string
 	mode            string
@@ -81,7 +85,13 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and RLQS gRPC listener")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "JSON API listener (POST /v1/check); empty to disable")
 	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:6070", "admin listener (health, metrics, pprof, rules); empty to disable")
-	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[[user]:password@]host:port[,host:port...] (several addresses: a Cluster)")
+	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[[user]:password@]host:port[/db] (one server), redis://...@host:port,host:port... (a Cluster), redis://...@host:port[/db]?master_set=NAME[&addr=host:port...] (Sentinel); rediss:// for TLS; see docs/operations.md")
+	fs.StringVar(&c.storeTLS.CA, "store-tls-ca", "", "with a rediss:// --store: a PEM bundle of the CAs that sign Redis's certificates, reloaded when it changes; unset: the system's roots")
+	fs.StringVar(&c.storeTLS.Cert, "store-tls-cert", "", "with a rediss:// --store: a client certificate (PEM) for Redis's mutual TLS, reloaded when it changes; needs --store-tls-key")
+	fs.StringVar(&c.storeTLS.Key, "store-tls-key", "", "with a rediss:// --store: the client certificate's private key (PEM)")
+	fs.StringVar(&c.storeTLS.ServerName, "store-tls-server-name", "", "with a rediss:// --store: the name Redis's certificates must be valid for; unset: the host of each address dialled")
+	fs.BoolVar(&c.storeTLS.InsecureSkipVerify, "store-tls-insecure-skip-verify", false, "with a rediss:// --store: accept any certificate from Redis (INSECURE: for a test bench only; logs a warning)")
+	fs.StringVar(&c.storeClientName, "store-client-name", "", "the name of every Redis connection (CLIENT SETNAME, seen in CLIENT LIST); unset: bouncer-<hostname>-<pid>")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call; a check whose reply has not come by then decides by policy")
 	fs.StringVar(&c.onStoreError, "on-store-error", "local", "when Redis cannot answer, for rules that say nothing: local (each instance limits on its own), allow or deny")
 	fs.StringVar(&c.mode, "mode", "strict", "with Redis, how limits whose rule names no mode are shared: strict (every check asks Redis), lease (quota taken in leases, spent locally) or async (counted locally, synced every 100ms); see docs/hybrid.md")
@@ -145,11 +155,10 @@ type serveOptions struct {
 	policy        bouncer.StoreErrorPolicy
 	mode          bouncer.Mode
 	rejectUnknown bool
-	redisAddrs    []string
-	redisUser     string
-	redisPassword string
-	apiToken      bearer.Token // the JSON API's; the zero Token: none
-	adminToken    bearer.Token // the admin API's writes'
+	redis         *rueidis.ClientOption // nil: the memory store
+	redisTLS      *redisstore.TLSFiles  // nil: no TLS, or rediss:// verified against the system's roots
+	apiToken      bearer.Token          // the JSON API's; the zero Token: none
+	adminToken    bearer.Token          // the admin API's writes'
 }
 
 func (c serveConfig) validate() (serveOptions, error) {
@@ -216,27 +225,66 @@ func (c serveConfig) validate() (serveOptions, error) {
 		return o, fmt.Errorf("--admin-token-file: %v", strings.TrimPrefix(err.Error(), "bearer: "))
 	}
 	if c.store != "memory" {
-		u, err := url.Parse(c.store)
-		if err != nil || u.Scheme != "redis" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return o, fmt.Errorf("--store: want memory or redis://host:port[,host:port...], got %q", redactURL(c.store))
-		}
-		o.redisAddrs = strings.Split(u.Host, ",")
-		if u.User != nil {
-			o.redisUser = u.User.Username()
-			o.redisPassword, _ = u.User.Password()
+		if o.redis, o.redisTLS, err = c.redisOptions(); err != nil {
+			return o, err
 		}
 	}
 	return o, nil
 }
 
-// redactURL hides a password in a store URL before it is printed.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		return u.String()
+// redisOptions reads --store (a Redis URL), --store-client-name and the
+// TLS flags (--store-tls-ca and the others).
+func (c serveConfig) redisOptions() (*rueidis.ClientOption, *redisstore.TLSFiles, error) {
+	if !strings.Contains(c.store, "://") {
+		return nil, nil, fmt.Errorf("--store: want memory, or a redis:// or rediss:// URL, got %q", redactURL(c.store))
 	}
-	return s
+	co, err := redisstore.ParseURL(c.store)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--store %q: %v", redactURL(c.store), strings.TrimPrefix(err.Error(), "redisstore: "))
+	}
+	if n := c.storeClientName; n != "" {
+		if strings.ContainsFunc(n, func(r rune) bool { return r < '!' || r > '~' }) {
+			return nil, nil, fmt.Errorf("--store-client-name %q: Redis refuses spaces, newlines and other special characters in it", n)
+		}
+		co.ClientName, co.Sentinel.ClientName = n, n
+	}
+	f := c.storeTLS
+	if f == (redisstore.TLSFiles{}) {
+		return &co, nil, nil
+	}
+	switch {
+	case co.TLSConfig == nil:
+		return nil, nil, errors.New("--store-tls-ca and the other TLS flags need TLS: the --store URL is redis://, plain TCP; write rediss://")
+	case (f.Cert == "") != (f.Key == ""):
+		return nil, nil, errors.New("--store-tls-cert and --store-tls-key go together")
+	case f.InsecureSkipVerify && f.CA != "":
+		return nil, nil, errors.New("--store-tls-insecure-skip-verify: the CA of --store-tls-ca would not be checked; choose one")
+	}
+	return &co, &f, nil
 }
+
+// redactURL hides the passwords of a store URL, the master's and
+// Sentinel's, before it is printed. It reads the URL by hand rather than
+// with url.Parse, so that a URL too malformed to parse is hidden too.
+func redactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		end = i
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+			rest = user + ":xxxxx" + rest[at:]
+		}
+	}
+	return scheme + "://" + sentinelPassword.ReplaceAllString(rest, "${1}xxxxx")
+}
+
+// sentinelPassword finds the value of a URL's sentinel_password option.
+var sentinelPassword = regexp.MustCompile(`([?&]sentinel_password=)[^&#]*`)
 
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	ho := &slog.HandlerOptions{Level: level}
@@ -270,7 +318,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	a.engine.Concurrent = o.redisAddrs != nil // a request's descriptors wait for one round trip, not one each
+	a.engine.Concurrent = o.redis != nil // a request's descriptors wait for one round trip, not one each
 	a.engine.RejectUnknownDomains = o.rejectUnknown
 	s := &service{app: a}
 	if err := s.listen(o); err != nil {
@@ -343,7 +391,7 @@ func (s *service) listen(o serveOptions) error {
 // flight.
 func (s *service) grpcServer(o serveOptions) *grpc.Server {
 	workers := uint32(runtime.GOMAXPROCS(0))
-	if o.redisAddrs != nil {
+	if o.redis != nil {
 		workers = max(workers, redisStreamWorkers)
 	}
 	return grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.NumStreamWorkers(workers),

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bouncerhq/bouncer/internal/filewatch"
+	"github.com/bouncerhq/bouncer/internal/pemfile"
 )
 
 // Config names the files a Reloader serves and how it asks for client
@@ -64,11 +64,6 @@ type Options struct {
 	OnReload func(leaf *x509.Certificate, err error)
 }
 
-// debounce is how long the watch waits after a change for more before it
-// reloads, so that a certificate and key written one after the other, or
-// a volume's swap in several steps, are read once and whole.
-const debounce = 100 * time.Millisecond
-
 // nextProtos offers HTTP/2 first, as net/http does.
 var nextProtos = []string{"h2", "http/1.1"}
 
@@ -97,9 +92,7 @@ type Reloader struct {
 	mu  sync.Mutex // serializes loads
 	cur atomic.Pointer[state]
 
-	watcher   *filewatch.Watcher
-	done      chan struct{} // closed by Close
-	stopped   chan struct{} // closed when the watch has returned
+	watch     *pemfile.Watch
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -151,7 +144,6 @@ func New(c Config, o Options) (*Reloader, error) {
 	auth, minVer := clientAuths[c.ClientAuth], minVersions[c.MinVersion]
 	r := &Reloader{
 		c: c, auth: auth, minVer: minVer, log: o.Logger, onReload: o.OnReload,
-		done: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -161,20 +153,14 @@ func New(c Config, o Options) (*Reloader, error) {
 		return nil, err
 	}
 	r.serve(s, time.Now())
-	w, err := filewatch.New([]string{c.CertFile, c.KeyFile, c.ClientCAFile}, nil)
+	r.watch, err = pemfile.NewWatch([]string{c.CertFile, c.KeyFile, c.ClientCAFile}, func() { _ = r.Reload() }, func(err error) {
+		// Events may have been lost (an overflowing queue): the watch
+		// reads the files rather than miss a change.
+		r.log.Warn("tlsreload: watching the certificate files", "err", err)
+	})
 	if err != nil {
-		return nil, fileError("watching", "the files", err)
+		return nil, fmt.Errorf("tlsreload: watching the files: %w", err)
 	}
-	r.watcher = w
-	go func() {
-		defer close(r.stopped)
-		w.Run(r.done, debounce, func() { _ = r.Reload() }, func(err error) bool {
-			// Events may have been lost (an overflowing queue): read the
-			// files rather than miss a change.
-			r.log.Warn("tlsreload: watching the certificate files", "err", err)
-			return true
-		})
-	}()
 	return r, nil
 }
 
@@ -247,9 +233,7 @@ func (r *Reloader) serve(s *state, now time.Time) {
 // Closing again does nothing.
 func (r *Reloader) Close() error {
 	r.closeOnce.Do(func() {
-		close(r.done)
-		<-r.stopped
-		r.closeErr = r.watcher.Close()
+		r.closeErr = r.watch.Close()
 	})
 	return r.closeErr
 }
