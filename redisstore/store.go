@@ -161,6 +161,7 @@ type Store struct {
 	slow     atomic.Uint64
 	degraded atomic.Uint64
 	lastErr  atomic.Pointer[error]
+	setupErr atomic.Pointer[error] // why the store connected but cannot decide in Redis, until a call succeeds
 
 	guardUntil atomic.Int64 // since epoch: calls run guarded until then (see guard)
 }
@@ -391,14 +392,14 @@ func containsAny(s, chars string) bool {
 const preloadTimeout = 2 * time.Second
 
 // preload loads the library on every node c knows, so that the first
-// calls do not spend their deadline loading it, and logs what failed. It
-// is best effort: a node that is down now gets it when a call finds it
-// missing.
+// calls do not spend their deadline loading it, and checks the store's
+// permissions (setup). It is best effort: a node that is down now gets
+// the library when a call finds it missing.
 func (s *Store) preload(c rueidis.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), preloadTimeout)
 	defer cancel()
-	if err := s.lib.load(ctx, c); err != nil {
-		s.log.Error("redis: loading the function library failed (the store needs Redis 7 or later)", "err", err)
+	if err := s.setup(ctx, c); err != nil {
+		s.setupErr.Store(&err)
 	}
 }
 
