@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -200,6 +201,80 @@ func TestACLDocumentedUser(t *testing.T) {
 	})
 }
 
+// The documented user on a Cluster (ACL rules are per node: every node
+// gets them): what a service runs is decided in Redis, and the store
+// reports nothing wrong.
+func TestACLDocumentedUserCluster(t *testing.T) {
+	pr := startACLCluster(t)
+	line := aclLine(t)
+	const password = "s3cret-acl-test"
+	args := append([]string{"ACL"}, line[1:]...)
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "PASSWORD", password)
+	}
+	for i := range failureClusterSize {
+		pr.mustCLI(t, pr.clusterBase+i, args...)
+	}
+	co := redisstore.ClientOption(pr.clusterAddrs)
+	co.Username, co.Password = line[2], password
+	var log lockedBuffer
+	s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: aclPrefix(), Timeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitConnected(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	aclExercise(t, s)
+	if h := s.Health(); h.Failures != 0 || h.LastErr != nil || h.Degraded() != nil {
+		t.Errorf("health: %d failures, last %v, degraded %q; want none", h.Failures, h.LastErr, h.Degraded())
+	}
+	if strings.Contains(log.String(), "level=WARN") || strings.Contains(log.String(), "level=ERROR") {
+		t.Errorf("the store logged trouble:\n%s", log.String())
+	}
+}
+
+// startACLCluster starts a private set of servers (scripts/redis-up.sh:
+// a standalone server and a 3-master Cluster) on free ports above 20000,
+// and stops it when t ends.
+func startACLCluster(t *testing.T) *privateRedis {
+	t.Helper()
+	failureRequireRedis(t)
+	scripts, err := filepath.Abs(filepath.Join("..", "scripts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := func(p int) bool {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err == nil {
+			l.Close()
+		}
+		return err == nil
+	}
+	for attempt := 0; attempt < 20; attempt++ {
+		k := rand.IntN(200)
+		pr := &privateRedis{dir: t.TempDir(), scripts: scripts, port: 20000 + k, clusterBase: 21000 + 10*k} // bus ports 31000..33005
+		ok := free(pr.port)
+		for i := 0; ok && i < failureClusterSize; i++ {
+			ok = free(pr.clusterBase+i) && free(pr.clusterBase+i+10000)
+			pr.clusterAddrs = append(pr.clusterAddrs, "127.0.0.1:"+strconv.Itoa(pr.clusterBase+i))
+		}
+		if !ok {
+			continue
+		}
+		out, err := pr.script(90*time.Second, "redis-up.sh")
+		t.Cleanup(pr.down(t))
+		if err != nil {
+			t.Fatalf("redis-up.sh (ports %d, %d): %v\n%s", pr.port, pr.clusterBase, err, out)
+		}
+		return pr
+	}
+	t.Fatal("no free ports above 20000 for a private Redis set")
+	return nil
+}
+
 // aclExercise runs on s, on Redis's clock, what a service runs: strict
 // checks, a refund and a reset, lease and async limits through a hybrid
 // limiter, and RLQS's demand sharing; each must be decided in Redis.
@@ -287,6 +362,59 @@ func TestACLMissingPermission(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A user who may not load the library while another client has loaded
+// it is warned, not degraded: the library serves. A user granted a
+// missing permission after the store connected is degraded no more once
+// a call succeeds.
+func TestACLPermissionLater(t *testing.T) {
+	r := startACLRedis(t)
+	line := aclLine(t)
+	newACLStore := func(t *testing.T, co rueidis.ClientOption) (*redisstore.Store, *lockedBuffer) {
+		t.Helper()
+		log := &lockedBuffer{}
+		s, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: 5 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := s.WaitConnected(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return s, log
+	}
+	check := func(t *testing.T, s *redisstore.Store) {
+		t.Helper()
+		l := bouncer.Limit{Name: "l", Algorithm: bouncer.GCRA, Rate: 10, Period: time.Second, Burst: 10}
+		if d, err := s.Check(t.Context(), hybridRequest("k", 1, l)); err != nil || !d.Allowed || d.Degraded {
+			t.Fatalf("check: %+v, %v; want allowed in Redis", d, err)
+		}
+	}
+	t.Run("loaded-by-another", func(t *testing.T) {
+		newACLStore(t, r.user(t, line)) // loads the library
+		s, log := newACLStore(t, r.user(t, line, "-function|load"))
+		want := "the Redis user cannot FUNCTION LOAD (NOPERM): grant +function|load"
+		if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), want) || strings.Contains(log.String(), "level=ERROR") {
+			t.Errorf("log:\n%s\nwant a WARN line with %q and no ERROR", log.String(), want)
+		}
+		if h := s.Health(); h.SetupError != nil || h.Degraded() != nil {
+			t.Errorf("health: SetupError %v, degraded %q; want none", h.SetupError, h.Degraded())
+		}
+		check(t, s)
+	})
+	t.Run("granted", func(t *testing.T) {
+		s, _ := newACLStore(t, r.user(t, line, "-fcall"))
+		if h := s.Health(); h.SetupError == nil {
+			t.Fatal("no SetupError without +fcall")
+		}
+		r.user(t, line) // +fcall again
+		check(t, s)
+		if h := s.Health(); h.SetupError != nil || h.Degraded() != nil {
+			t.Errorf("health after a check in Redis: SetupError %v, degraded %q; want none", h.SetupError, h.Degraded())
+		}
+	})
 }
 
 // slicesContain reports whether a line of lines contains s.
