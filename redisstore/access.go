@@ -16,6 +16,9 @@ import (
 // says which permission is missing and how to grant it, rather than
 // failing every check with a bare NOPERM.
 
+// permissionMsg is the message of the line that logs a refusal.
+const permissionMsg = "redis: the store's user lacks a permission: deciding by each limit's on_store_error policy"
+
 // accessDoc is where the docs list the permissions a store needs.
 const accessDoc = "docs/redis.md#managed-redis"
 
@@ -47,7 +50,7 @@ func (s *Store) setup(ctx context.Context, c rueidis.Client) error {
 	}
 	err := errors.Join(loadRefused, callRefused)
 	if err != nil {
-		s.log.Error("redis: the store's user lacks a permission: deciding by each limit's on_store_error policy", "err", err)
+		s.log.Error(permissionMsg, "err", err)
 	}
 	return err
 }

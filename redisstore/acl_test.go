@@ -141,15 +141,23 @@ func (r *aclRedis) user(t *testing.T, line []string, extra ...string) rueidis.Cl
 // ~bouncer:*, covers.
 func aclPrefix() string { return "bouncer:" + freshPrefix() }
 
-// lockedBuffer is a log's destination, read while the store writes.
+// lockedBuffer is a log's destination, read while the store writes;
+// errored is closed when it gets an ERROR line.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	errored chan struct{}
+	once    sync.Once
 }
+
+func newLockedBuffer() *lockedBuffer { return &lockedBuffer{errored: make(chan struct{})} }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if bytes.Contains(p, []byte("level=ERROR")) {
+		l.once.Do(func() { close(l.errored) })
+	}
 	return l.b.Write(p)
 }
 
@@ -180,17 +188,15 @@ func TestACLDocumentedUser(t *testing.T) {
 		})
 	})
 	t.Run("Store", func(t *testing.T) {
-		var log lockedBuffer
+		log := newLockedBuffer()
 		co.InitAddress = []string{r.addr}
-		s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: aclPrefix(), Timeout: 5 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: aclPrefix(), Buckets: 1, Timeout: 5 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(log, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		if err := s.WaitConnected(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		aclWaitConnected(t, s)
 		aclExercise(t, s)
 		if h := s.Health(); h.Failures != 0 || h.LastErr != nil || h.Degraded() != nil {
 			t.Errorf("health: %d failures, last %v, degraded %q; want none", h.Failures, h.LastErr, h.Degraded())
@@ -217,22 +223,42 @@ func TestACLDocumentedUserCluster(t *testing.T) {
 	}
 	co := redisstore.ClientOption(pr.clusterAddrs)
 	co.Username, co.Password = line[2], password
-	var log lockedBuffer
-	s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: aclPrefix(), Timeout: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	log := newLockedBuffer()
+	s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: aclPrefix(), Buckets: 1, Timeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.WaitConnected(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	aclWaitConnected(t, s)
 	aclExercise(t, s)
 	if h := s.Health(); h.Failures != 0 || h.LastErr != nil || h.Degraded() != nil {
 		t.Errorf("health: %d failures, last %v, degraded %q; want none", h.Failures, h.LastErr, h.Degraded())
 	}
 	if strings.Contains(log.String(), "level=WARN") || strings.Contains(log.String(), "level=ERROR") {
 		t.Errorf("the store logged trouble:\n%s", log.String())
+	}
+
+	// Without CLUSTER SLOTS the client cannot map the Cluster, and the
+	// store, which cannot connect, says what to grant.
+	for i := range failureClusterSize {
+		pr.mustCLI(t, pr.clusterBase+i, append(args, "-cluster|slots")...)
+	}
+	log = newLockedBuffer()
+	s, err = redisstore.New(redisstore.Options{ClientOption: co, Timeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	select {
+	case <-log.errored:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no ERROR line in 30s:\n%s", log.String())
+	}
+	const want = "the Redis user cannot CLUSTER SLOTS (NOPERM): grant +cluster|slots, see docs/redis.md#managed-redis"
+	if !strings.Contains(log.String(), want) || !slicesContain(s.Health().Degraded(), want) {
+		t.Errorf("log:\n%s\nhealth %q; want both to say %q", log.String(), s.Health().Degraded(), want)
 	}
 }
 
@@ -275,9 +301,10 @@ func startACLCluster(t *testing.T) *privateRedis {
 	return nil
 }
 
-// aclExercise runs on s, on Redis's clock, what a service runs: strict
-// checks, a refund and a reset, lease and async limits through a hybrid
-// limiter, and RLQS's demand sharing; each must be decided in Redis.
+// aclExercise runs on s (a store of one bucket), on Redis's clock, what a
+// service runs: strict checks, a refund and a reset, lease and async
+// limits through a hybrid limiter, and RLQS's demand sharing; each must be
+// decided in Redis.
 func aclExercise(t *testing.T, s *redisstore.Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -309,6 +336,14 @@ func aclExercise(t *testing.T, s *redisstore.Store) {
 		h.Tick(ctx) // async pushes its count, leases that end are given back
 		if err := s.Reset(ctx, req); err != nil {
 			t.Fatalf("%s: reset: %v", l.Name, err)
+		}
+	}
+	// In a store of one bucket, a key whose state expires before the
+	// hash's TTL makes the library sample the hash for expired fields.
+	l := limit("sample", bouncer.TokenBucket, bouncer.Strict)
+	for _, r := range []bouncer.Request{hybridRequest("deep", 100, l), hybridRequest("shallow", 1, l)} {
+		if d, err := s.Check(ctx, r); err != nil || !d.Allowed || d.Degraded {
+			t.Fatalf("%s: check: %+v, %v; want allowed in Redis", r.Keys[0].Key, d, err)
 		}
 	}
 	if _, err := s.ShareDemand(ctx, "bucket", "a", 2, time.Minute); err != nil {
@@ -343,16 +378,14 @@ func TestACLMissingPermission(t *testing.T) {
 				t.Fatal(err)
 			}
 			co := r.user(t, line, tc.extra...)
-			var log lockedBuffer
+			log := newLockedBuffer()
 			s, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: 5 * time.Second,
-				Logger: slog.New(slog.NewTextHandler(&log, nil))})
+				Logger: slog.New(slog.NewTextHandler(log, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.WaitConnected(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			aclWaitConnected(t, s)
 			if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), tc.want) {
 				t.Errorf("log:\n%s\nwant an ERROR line with %q", log.String(), tc.want)
 			}
@@ -373,16 +406,14 @@ func TestACLPermissionLater(t *testing.T) {
 	line := aclLine(t)
 	newACLStore := func(t *testing.T, co rueidis.ClientOption) (*redisstore.Store, *lockedBuffer) {
 		t.Helper()
-		log := &lockedBuffer{}
+		log := newLockedBuffer()
 		s, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: 5 * time.Second,
 			Logger: slog.New(slog.NewTextHandler(log, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		if err := s.WaitConnected(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		aclWaitConnected(t, s)
 		return s, log
 	}
 	check := func(t *testing.T, s *redisstore.Store) {
@@ -415,6 +446,16 @@ func TestACLPermissionLater(t *testing.T) {
 			t.Errorf("health after a check in Redis: SetupError %v, degraded %q; want none", h.SetupError, h.Degraded())
 		}
 	})
+}
+
+// aclWaitConnected waits up to 30s for s to connect.
+func aclWaitConnected(t *testing.T, s *redisstore.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitConnected(ctx); err != nil {
+		t.Fatalf("not connected after 30s: %v (%v)", err, s.Health().ConnectError)
+	}
 }
 
 // slicesContain reports whether a line of lines contains s.

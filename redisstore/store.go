@@ -297,9 +297,17 @@ func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
 			}
 			return
 		}
-		err = fmt.Errorf("redisstore: connecting to %v: %w", co.InitAddress, err)
+		refused := s.refused(err) // a Cluster's map of slots, refused to the store's user
+		if refused != nil {
+			err = refused
+		} else {
+			err = fmt.Errorf("redisstore: connecting to %v: %w", co.InitAddress, err)
+		}
 		s.connErr.Store(&err)
-		if attempt == 1 {
+		switch {
+		case attempt == 1 && refused != nil:
+			s.log.Error(permissionMsg, "addrs", co.InitAddress, "err", err)
+		case attempt == 1:
 			s.log.Warn("redis unreachable: deciding by each limit's on_store_error policy until it answers", "addrs", co.InitAddress, "err", err)
 		}
 		tried()
