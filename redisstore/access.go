@@ -41,7 +41,7 @@ func (s *Store) setup(ctx context.Context, c rueidis.Client) error {
 		return nil
 	case loadRefused != nil && missingFunction(rueidis.NewErrorResult(callErr)):
 		callRefused = nil // it is the load's refusal that left it missing
-	case loadErr != nil && callErr != nil && callRefused == nil && isRedisErr(loadErr):
+	case isRedisErr(loadErr) && isRedisErr(callErr) && loadRefused == nil && callRefused == nil:
 		err := fmt.Errorf("redisstore: loading the function library failed (the store needs Redis 7 or later, or Valkey 7.2 or later, with functions allowed; see %s): %w", accessDoc, loadErr)
 		s.log.Error("redis: loading the function library failed: deciding by each limit's on_store_error policy", "err", err)
 		return err
