@@ -346,12 +346,7 @@ func aclExercise(t *testing.T, s *redisstore.Store) {
 			t.Fatalf("%s: check: %+v, %v; want allowed in Redis", r.Keys[0].Key, d, err)
 		}
 	}
-	if _, err := s.ShareDemand(ctx, "bucket", "a", 2, time.Minute); err != nil {
-		t.Fatalf("ShareDemand: %v", err)
-	}
-	if err := s.ForgetDemand(ctx, "bucket", "a"); err != nil {
-		t.Fatalf("ForgetDemand: %v", err)
-	}
+	aclDemands(t, s)
 }
 
 // A user without one of the permissions the store checks when it connects
