@@ -380,6 +380,10 @@ func (s *Store) script(ctx context.Context, o op, ps []*part) ([][]result, error
 func (s *Store) record(ctx context.Context, b *breaker, trial bool, err error) {
 	o := classify(ctx, err)
 	switch o {
+	case succeeded:
+		if s.setupErr.Load() != nil {
+			s.setupErr.Store(nil) // permissions granted since
+		}
 	case failed:
 		s.failures.Add(1)
 		s.lastErr.Store(&err)

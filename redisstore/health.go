@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -10,6 +11,7 @@ import (
 type Health struct {
 	Connected    bool         // false until the store first connects
 	ConnectError error        // while not connected: why the last attempt failed
+	SetupError   error        // why the store, connected, cannot decide in Redis: a permission its user lacks, a server without functions (found when it connects; nil once a call succeeds)
 	Calls        uint64       // checks, refunds and resets sent to Redis (a batched call of n checks counts n)
 	Failures     uint64       // calls that ended in an error
 	SlowN        uint64       // calls that missed their deadline
@@ -20,7 +22,8 @@ type Health struct {
 
 // Degraded returns why checks may be decided without Redis now, one
 // reason per line ("" entries never), or nil when nothing is wrong: the
-// store is not connected, a node's breaker is open, or a node is slow.
+// store is not connected, its Redis user lacks a permission (SetupError),
+// a node's breaker is open, or a node is slow.
 func (h Health) Degraded() []string {
 	var out []string
 	if !h.Connected {
@@ -29,6 +32,9 @@ func (h Health) Degraded() []string {
 			msg = h.ConnectError.Error()
 		}
 		out = append(out, msg)
+	}
+	if h.SetupError != nil {
+		out = append(out, strings.Split(h.SetupError.Error(), "\n")...)
 	}
 	for _, n := range h.Nodes {
 		name := n.Addr
@@ -55,6 +61,9 @@ func (s *Store) Health() Health {
 	}
 	if e := s.lastErr.Load(); e != nil {
 		h.LastErr = *e
+	}
+	if e := s.setupErr.Load(); e != nil {
+		h.SetupError = *e
 	}
 	if !h.Connected {
 		h.ConnectError = s.errConnecting()

@@ -174,6 +174,7 @@ type Store struct {
 	slow     atomic.Uint64
 	degraded atomic.Uint64
 	lastErr  atomic.Pointer[error]
+	setupErr atomic.Pointer[error] // why the store connected but cannot decide in Redis, until a call succeeds
 
 	guardUntil atomic.Int64 // since epoch: calls run guarded until then (see guard)
 }
@@ -323,9 +324,17 @@ func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
 			}
 			return
 		}
-		err = fmt.Errorf("redisstore: connecting to %v: %w%s", co.InitAddress, err, s.tls.hint(err))
+		refused := s.refused(err) // a Cluster's map of slots, refused to the store's user
+		if refused != nil {
+			err = refused
+		} else {
+			err = fmt.Errorf("redisstore: connecting to %v: %w%s", co.InitAddress, err, s.tls.hint(err))
+		}
 		s.connErr.Store(&err)
-		if attempt == 1 {
+		switch {
+		case attempt == 1 && refused != nil:
+			s.log.Error(permissionMsg, "addrs", co.InitAddress, "err", err)
+		case attempt == 1:
 			s.log.Warn("redis unreachable: deciding by each limit's on_store_error policy until it answers", "addrs", co.InitAddress, "err", err)
 		}
 		tried()
@@ -418,14 +427,14 @@ func containsAny(s, chars string) bool {
 const preloadTimeout = 2 * time.Second
 
 // preload loads the library on every node c knows, so that the first
-// calls do not spend their deadline loading it, and logs what failed. It
-// is best effort: a node that is down now gets it when a call finds it
-// missing.
+// calls do not spend their deadline loading it, and checks the store's
+// permissions (setup). It is best effort: a node that is down now gets
+// the library when a call finds it missing.
 func (s *Store) preload(c rueidis.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), preloadTimeout)
 	defer cancel()
-	if err := s.lib.load(ctx, c); err != nil {
-		s.log.Error("redis: loading the function library failed (the store needs Redis 7 or later)", "err", err)
+	if err := s.setup(ctx, c); err != nil {
+		s.setupErr.Store(&err)
 	}
 }
 
