@@ -24,6 +24,8 @@
 #   scripts/redis-sentinel.sh start PORT  start a stopped node again
 #   scripts/redis-sentinel.sh master      print the master's port, as the
 #                                         sentinels see it
+#   scripts/redis-sentinel.sh failover    SENTINEL FAILOVER: the replica takes
+#                                         over with both nodes up
 #   scripts/redis-sentinel.sh wait        wait (BOUNCER_REDIS_WAIT_SECS, 30)
 #                                         until the set is healthy: one master,
 #                                         its replica synced, every sentinel
@@ -311,6 +313,11 @@ main() {
 			fi
 		done
 		die "no sentinel names a master"
+		;;
+	failover)
+		p=$(sentinel_ports | cut -d' ' -f1)
+		port=$(scli "$p" SENTINEL FAILOVER "$SENTINEL_MASTER_SET")
+		[[ $port == OK ]] || die "SENTINEL FAILOVER: $port"
 		;;
 	wait) wait_set_healthy "$WAIT_SECS" || die "sentinel set not healthy after ${WAIT_SECS}s: $SENTINEL_HEALTH" ;;
 	*)
