@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,12 +25,12 @@ import (
 // builds it (a hybrid limiter over a Redis store, every option at its
 // default), checking one mode's limits while callers run.
 type failoverInstance struct {
-	mode     bouncer.Mode
-	rs       *redisstore.Store
-	hy       *hybrid.Limiter
-	always   bouncer.Limit // never denies, in Redis or locally
-	keys     []string
-	admitted []atomic.Int64 // per key: checks allowed and charged to Redis (at once, or by a later push in async mode)
+	mode   bouncer.Mode
+	rs     *redisstore.Store
+	hy     *hybrid.Limiter
+	always bouncer.Limit // never denies, in Redis or locally
+	keys   []string
+	acked  *ackCounter // what Redis acknowledged of keys, under the hybrid limiter
 
 	checks, errs, degraded, wrong atomic.Int64
 	slowest                       atomic.Int64 // ns
@@ -63,14 +64,13 @@ func newFailoverInstance(t *testing.T, co rueidis.ClientOption, mode bouncer.Mod
 	if err := rs.WaitConnected(ctx); err != nil {
 		t.Fatalf("%v: not connected through Sentinel within %v: %+v", mode, recoverBound, rs.Health())
 	}
-	hy := hybrid.New(rs, nil, hybrid.Options{})
-	t.Cleanup(func() { hy.Close() })
-	fi := &failoverInstance{
-		mode: mode, rs: rs, hy: hy,
-		always: failoverAlways(mode),
-		keys:   failureKeyNames("user:", 16),
+	fi := &failoverInstance{mode: mode, rs: rs, always: failoverAlways(mode), keys: failureKeyNames("user:", 16)}
+	fi.acked = &ackCounter{rs: rs, name: fi.always.Name, units: map[string]*atomic.Int64{}}
+	for _, k := range fi.keys {
+		fi.acked.units[k] = new(atomic.Int64)
 	}
-	fi.admitted = make([]atomic.Int64, len(fi.keys))
+	fi.hy = hybrid.New(fi.acked, nil, hybrid.Options{})
+	t.Cleanup(func() { fi.hy.Close() })
 	return fi
 }
 
@@ -103,11 +103,6 @@ func (fi *failoverInstance) record(k int, d bouncer.Decision, err error, took ti
 		fi.degraded.Add(1)
 		fi.firstDeg.CompareAndSwap(0, now)
 		fi.lastDeg.Store(now)
-		if fi.mode == bouncer.Async { // charged to the view, and pushed once syncs succeed
-			fi.admitted[k].Add(1)
-		}
-	default:
-		fi.admitted[k].Add(1)
 	}
 }
 
@@ -135,16 +130,24 @@ func (fi *failoverInstance) run(wg *sync.WaitGroup, stop <-chan struct{}, caller
 	}
 }
 
-// exactRound checks a fresh key under a limit of 3 of the instance's
-// mode four times, and reports whether the decisions were exact: three
-// allowed, then denied, none Degraded.
+// exactKeys is how many fresh keys a round of exactRound checks: on a
+// Cluster, enough that one at least falls on a killed master's groups
+// (a third of the 8) but for a chance of (5/8)^16, under 0.1 %.
+const exactKeys = 16
+
+// exactRound checks exactKeys fresh keys under a limit of 3 of the
+// instance's mode four times each, and reports whether the decisions
+// were exact: three allowed, then denied, none Degraded.
 func (fi *failoverInstance) exactRound(round int) bool {
 	l := bouncer.Limit{Name: "three", Algorithm: bouncer.FixedWindow, Rate: 3, Period: 24 * time.Hour, Mode: fi.mode}
-	r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "exact-" + strconv.Itoa(round), Limits: []bouncer.Limit{l}}}, Cost: 1}
-	for i := range 4 {
-		d, err := fi.hy.Check(context.Background(), r)
-		if err != nil || d.Degraded || d.Allowed != (i < 3) {
-			return false
+	for k := range exactKeys {
+		key := fmt.Sprintf("exact-%d-%d", round, k)
+		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1}
+		for i := range 4 {
+			d, err := fi.hy.Check(context.Background(), r)
+			if err != nil || d.Degraded || d.Allowed != (i < 3) {
+				return false
+			}
 		}
 	}
 	return true
@@ -169,17 +172,59 @@ func (fi *failoverInstance) waitExact(t *testing.T, round *atomic.Int64) (time.T
 	}
 }
 
+// ackCounter is the shared store under an instance's hybrid limiter: it
+// counts, per key of the limit named name, the units Redis acknowledged:
+// charged by a check it decided, less those refunded.
+type ackCounter struct {
+	rs    *redisstore.Store
+	name  string
+	units map[string]*atomic.Int64 // read-only after it is made
+}
+
+func (a *ackCounter) count(r bouncer.Request, sign int64) {
+	for _, k := range r.Keys {
+		if n := a.units[k.Key]; n != nil && len(k.Limits) > 0 && k.Limits[0].Name == a.name {
+			n.Add(sign * r.Cost)
+		}
+	}
+}
+
+func (a *ackCounter) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	d, err := a.rs.Check(ctx, r)
+	if err == nil && d.Allowed && !d.Degraded && !r.Peek {
+		a.count(r, 1)
+	}
+	return d, err
+}
+
+func (a *ackCounter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
+	a.rs.CheckEach(ctx, rs, ds, errs)
+	for i, r := range rs {
+		if errs[i] == nil && ds[i].Allowed && !ds[i].Degraded && !r.Peek {
+			a.count(r, 1)
+		}
+	}
+}
+
+func (a *ackCounter) Refund(ctx context.Context, r bouncer.Request) error {
+	err := a.rs.Refund(ctx, r)
+	if err == nil {
+		a.count(r, -1)
+	}
+	return err
+}
+
 // lost closes the hybrid limiter (its leases given back, its async usage
 // pushed) and returns what Redis counts of the instance's keys against
-// what it admitted without degrading: the difference is what the
-// failover forgot.
+// what it acknowledged: the difference is what the failover forgot (less
+// what late replies charged after their checks had decided by policy).
 func (fi *failoverInstance) lost(t *testing.T) (admitted, counted int64) {
 	t.Helper()
 	fi.hy.Close()
 	strict := fi.always
 	strict.Mode = bouncer.Strict
-	for k, key := range fi.keys {
-		admitted += fi.admitted[k].Load()
+	for _, key := range fi.keys {
+		admitted += fi.acked.units[key].Load()
 		d, err := fi.rs.Check(context.Background(), bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{strict}}}, Peek: true})
 		if err != nil || d.Degraded {
 			t.Fatalf("%v: reading the count of %q: %+v, %v", fi.mode, key, d, err)
@@ -206,7 +251,7 @@ func (r failoverReport) String() string {
 	if r.deg > 0 {
 		deg = fmt.Sprintf("%d (%v to %v after the failure)", r.deg, r.degFrom.Round(time.Millisecond), r.degTo.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("%-6v checks %d, errors %d, against policy %d, slowest %v; degraded %s; promoted %v after the failure, exact again %v after the promotion; admitted %d, Redis counts %d: lost %d (%v of admissions)",
+	return fmt.Sprintf("%-6v checks %d, errors %d, against policy %d, slowest %v; degraded %s; promoted %v after the failure, exact again %v after the promotion; acknowledged %d, Redis counts %d: lost %d (%v of admissions)",
 		r.mode, r.checks, r.errs, r.wrong, r.slowest.Round(time.Millisecond), deg, r.promoted.Round(time.Millisecond),
 		r.exact.Round(time.Millisecond), r.admitted, r.counted, r.lostBy, r.lostSpan.Round(time.Millisecond))
 }
@@ -392,6 +437,80 @@ func TestSentinelFailoverFigures(t *testing.T) {
 				for _, r := range runFailover(t, sentinelOption(ps.set), load, how.hooks) {
 					t.Logf("%s run %d: %v", how.name, i+1, r)
 				}
+			}
+		}
+	}
+}
+
+// clusterKill kills (SIGKILL) the master of pr's Cluster that serves the
+// first of its masters' slots: its keys' checks (about a third) fail
+// until its replica takes over, which the channel reports as soon as
+// the replica's ROLE says master. restore starts the killed node again,
+// to rejoin as a replica, and waits until the Cluster is whole.
+func clusterKill(pr *privateRedis) failoverHooks {
+	var victim int
+	return failoverHooks{
+		fail: func(t *testing.T) <-chan time.Time {
+			pr.node(t, "wait")
+			victim = pr.owner(t, pr.liveClusterPort(t), 0).port
+			replica := 0
+			for _, n := range pr.clusterNodes(t, victim) {
+				if role, err := pr.cli(n.port, "ROLE"); err == nil && !n.master && strings.Contains(role, "\n"+strconv.Itoa(victim)+"\n") {
+					replica = n.port
+				}
+			}
+			if replica == 0 {
+				t.Fatalf("master %d has no replica", victim)
+			}
+			pr.node(t, "kill", victim)
+			ch := make(chan time.Time, 1)
+			go func() {
+				tick := time.NewTicker(5 * time.Millisecond)
+				defer tick.Stop()
+				for start := time.Now(); time.Since(start) < recoverBound; <-tick.C {
+					if role, err := pr.cli(replica, "ROLE"); err == nil && strings.HasPrefix(role, "master") {
+						ch <- time.Now()
+						return
+					}
+				}
+			}()
+			return ch
+		},
+		restore: func(t *testing.T) {
+			pr.node(t, "start", victim)
+			pr.node(t, "wait")
+		},
+	}
+}
+
+// TestClusterFailover kills a master of a private Cluster while an
+// instance per mode checks under load, as TestSentinelFailover does:
+// every check returns without an error within returnBound and by its
+// policy, and decisions are exact again once the replica took over.
+// (TestFailure/ClusterMasterKilled checks that only the dead master's
+// keys degrade.)
+func TestClusterFailover(t *testing.T) {
+	pr := startPrivateRedis(t)
+	load := failoverLoad{modes: failoverModes, callers: 16, pause: time.Millisecond,
+		log: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	for _, r := range runFailover(t, redisstore.ClientOption(pr.clusterAddrs), load, clusterKill(pr)) {
+		t.Log(r)
+	}
+}
+
+// TestClusterFailoverFigures is TestSentinelFailoverFigures on a
+// Cluster whose master is killed.
+func TestClusterFailoverFigures(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("BOUNCER_FAILOVER_FIGURES"))
+	if runs <= 0 {
+		t.Skip("set BOUNCER_FAILOVER_FIGURES=N to measure N failovers of each kind")
+	}
+	pr := startPrivateRedis(t)
+	for _, m := range failoverModes {
+		for i := range runs {
+			load := failoverLoad{modes: []bouncer.Mode{m}, callers: 64, log: slog.New(slog.DiscardHandler)}
+			for _, r := range runFailover(t, redisstore.ClientOption(pr.clusterAddrs), load, clusterKill(pr)) {
+				t.Logf("ClusterMasterKilled run %d: %v", i+1, r)
 			}
 		}
 	}
