@@ -393,6 +393,24 @@ func sentinelSwitch(ps *privateSentinel) failoverHooks {
 	}
 }
 
+// sentinelSwitchGuarded is sentinelSwitch with min-replicas-to-write 1
+// on both data nodes (docs/redis.md): the old master refuses writes
+// once its replica has left it to take over, instead of accepting
+// writes that the switch then discards.
+func sentinelSwitchGuarded(ps *privateSentinel) failoverHooks {
+	h := sentinelSwitch(ps)
+	return failoverHooks{
+		fail: func(t *testing.T) <-chan time.Time {
+			ps.setBoth(t, "min-replicas-to-write", "1")
+			return h.fail(t)
+		},
+		restore: func(t *testing.T) {
+			h.restore(t)
+			ps.setBoth(t, "min-replicas-to-write", "0")
+		},
+	}
+}
+
 var failoverModes = []bouncer.Mode{bouncer.Strict, bouncer.Lease, bouncer.Async}
 
 // TestSentinelFailover fails the master of a private Sentinel set while
@@ -430,7 +448,11 @@ func TestSentinelFailoverFigures(t *testing.T) {
 	for _, how := range []struct {
 		name  string
 		hooks failoverHooks
-	}{{"MasterKilled", sentinelKill(ps)}, {"SentinelFailover", sentinelSwitch(ps)}} {
+	}{
+		{"MasterKilled", sentinelKill(ps)},
+		{"SentinelFailover", sentinelSwitch(ps)},
+		{"SentinelFailover/min-replicas-to-write=1", sentinelSwitchGuarded(ps)},
+	} {
 		for _, m := range failoverModes {
 			for i := range runs {
 				load := failoverLoad{modes: []bouncer.Mode{m}, callers: 64, log: slog.New(slog.DiscardHandler)}
@@ -513,5 +535,36 @@ func TestClusterFailoverFigures(t *testing.T) {
 				t.Logf("ClusterMasterKilled run %d: %v", i+1, r)
 			}
 		}
+	}
+}
+
+// standaloneRestart restarts pr's standalone server on its port, as a
+// maintenance restart does: stopped (SHUTDOWN), then started again,
+// empty; the channel reports when it answers again.
+func standaloneRestart(pr *privateRedis) failoverHooks {
+	return failoverHooks{
+		fail: func(t *testing.T) <-chan time.Time {
+			t.Cleanup(func() { pr.script(60*time.Second, "redis-node.sh", "start", strconv.Itoa(pr.port)) })
+			pr.node(t, "stop", pr.port)
+			pr.node(t, "start", pr.port)
+			ch := make(chan time.Time, 1)
+			ch <- time.Now()
+			return ch
+		},
+		restore: func(*testing.T) {},
+	}
+}
+
+// testFailureRestartUnderLoad restarts the standalone server while an
+// instance per mode, at default options, checks under load: every check
+// returns without an error within returnBound and by its policy while
+// the server is down, and decisions are exact again once it is back
+// (its state is gone: it was not persisted).
+func testFailureRestartUnderLoad(t *testing.T, pr *privateRedis) {
+	load := failoverLoad{modes: failoverModes, callers: 16, pause: time.Millisecond,
+		log: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	co := redisstore.ClientOption([]string{fmt.Sprintf("127.0.0.1:%d", pr.port)})
+	for _, r := range runFailover(t, co, load, standaloneRestart(pr)) {
+		t.Log(r)
 	}
 }

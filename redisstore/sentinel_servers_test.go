@@ -195,3 +195,28 @@ func (ps *privateSentinel) switches(t testing.TB) <-chan time.Time {
 	}
 	return ch
 }
+
+// dataCLI runs one redis-cli command on the data node on port as the
+// master's user.
+func (ps *privateSentinel) dataCLI(t testing.TB, port int, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "redis-cli", append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port),
+		"--user", ps.set.MasterUser, "--pass", ps.set.MasterPassword, "--no-auth-warning"}, args...)...)
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	s := strings.TrimSpace(strings.ReplaceAll(string(out), "\r", ""))
+	if err != nil || strings.HasPrefix(s, "ERR") || strings.HasPrefix(s, "WRONGPASS") {
+		t.Fatalf("redis-cli -p %d %s: %q, %v", port, strings.Join(args, " "), s, err)
+	}
+	return s
+}
+
+// setBoth runs CONFIG SET name value on both data nodes.
+func (ps *privateSentinel) setBoth(t testing.TB, name, value string) {
+	t.Helper()
+	for _, p := range []int{ps.base, ps.base + 1} {
+		ps.dataCLI(t, p, "CONFIG", "SET", name, value)
+	}
+}

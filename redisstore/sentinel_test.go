@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,54 @@ func TestSentinelACL(t *testing.T) {
 			if h.ConnectError == nil || !strings.Contains(h.ConnectError.Error(), tc.why) {
 				t.Errorf("Health().ConnectError = %v; want it to say %s", h.ConnectError, tc.why)
 			}
+		})
+	}
+}
+
+// BenchmarkReplicaWait measures what WAIT-style durability would cost a
+// check: a write alone, and a write followed on its connection by WAIT 1
+// (returning once the replica acknowledged it), from 64 callers, on the
+// shared Sentinel set's master. docs/redis.md ("A failover's losses")
+// says why the store does not wait.
+func BenchmarkReplicaWait(b *testing.B) {
+	co := sentinelOption(redistest.SentinelSet(b))
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	key := freshPrefix() + ":wait"
+	defer c.Do(context.Background(), c.B().Del().Key(key).Build())
+	for _, wait := range []bool{false, true} {
+		name := "write"
+		if wait {
+			name = "write+wait"
+		}
+		b.Run(name+"/callers=64", func(b *testing.B) {
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					cmds := rueidis.Commands{c.B().Incr().Key(key).Build()}
+					if wait {
+						cmds = append(cmds, c.B().Wait().Numreplicas(1).Timeout(100).Build())
+					}
+					rs := c.DoMulti(ctx, cmds...)
+					for _, r := range rs {
+						if err := r.Error(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+					if wait {
+						if n, _ := rs[1].AsInt64(); n != 1 {
+							b.Errorf("WAIT 1: %d replicas acknowledged, want 1", n)
+							return
+						}
+					}
+				}
+			})
 		})
 	}
 }
