@@ -451,16 +451,18 @@ func TestSentinelFailoverFigures(t *testing.T) {
 	}{
 		{"MasterKilled", sentinelKill(ps)},
 		{"SentinelFailover", sentinelSwitch(ps)},
-		{"SentinelFailover/min-replicas-to-write=1", sentinelSwitchGuarded(ps)},
+		{"SentinelFailoverMinReplicas", sentinelSwitchGuarded(ps)},
 	} {
-		for _, m := range failoverModes {
-			for i := range runs {
-				load := failoverLoad{modes: []bouncer.Mode{m}, callers: 64, log: slog.New(slog.DiscardHandler)}
-				for _, r := range runFailover(t, sentinelOption(ps.set), load, how.hooks) {
-					t.Logf("%s run %d: %v", how.name, i+1, r)
+		t.Run(how.name, func(t *testing.T) {
+			for _, m := range failoverModes {
+				for i := range runs {
+					load := failoverLoad{modes: []bouncer.Mode{m}, callers: 64, log: slog.New(slog.DiscardHandler)}
+					for _, r := range runFailover(t, sentinelOption(ps.set), load, how.hooks) {
+						t.Logf("%s run %d: %v", how.name, i+1, r)
+					}
 				}
 			}
-		}
+		})
 	}
 }
 
