@@ -483,14 +483,14 @@ func clusterKill(pr *privateRedis) failoverHooks {
 		fail: func(t *testing.T) <-chan time.Time {
 			pr.node(t, "wait")
 			victim = pr.owner(t, pr.liveClusterPort(t), 0).port
-			replica := 0
-			for _, n := range pr.clusterNodes(t, victim) {
-				if role, err := pr.cli(n.port, "ROLE"); err == nil && !n.master && strings.Contains(role, "\n"+strconv.Itoa(victim)+"\n") {
-					replica = n.port
-				}
-			}
-			if replica == 0 {
-				t.Fatalf("master %d has no replica", victim)
+			// INFO replication's "slave0:ip=127.0.0.1,port=P,state=online,...".
+			info := pr.mustCLI(t, victim, "INFO", "replication")
+			_, rest, ok := strings.Cut(info, "slave0:")
+			_, rest, _ = strings.Cut(rest, "port=")
+			portText, _, _ := strings.Cut(rest, ",")
+			replica, err := strconv.Atoi(portText)
+			if !ok || err != nil {
+				t.Fatalf("master %d has no replica:\n%s", victim, info)
 			}
 			pr.node(t, "kill", victim)
 			ch := make(chan time.Time, 1)

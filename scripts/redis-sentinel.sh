@@ -315,9 +315,14 @@ main() {
 		die "no sentinel names a master"
 		;;
 	failover)
+		# A replica that came back from a failover a moment ago is not yet
+		# good enough for the sentinels (NOGOODSLAVE): ask again, bounded.
 		p=$(sentinel_ports | cut -d' ' -f1)
-		port=$(scli "$p" SENTINEL FAILOVER "$SENTINEL_MASTER_SET")
-		[[ $port == OK ]] || die "SENTINEL FAILOVER: $port"
+		local deadline=$((SECONDS + WAIT_SECS)) out
+		until out=$(scli "$p" SENTINEL FAILOVER "$SENTINEL_MASTER_SET") && [[ $out == OK ]]; do
+			[[ $out == NOGOODSLAVE* && $SECONDS -lt $deadline ]] || die "SENTINEL FAILOVER: $out"
+			sleep 0.1
+		done
 		;;
 	wait) wait_set_healthy "$WAIT_SECS" || die "sentinel set not healthy after ${WAIT_SECS}s: $SENTINEL_HEALTH" ;;
 	*)
