@@ -81,9 +81,10 @@ transcode-demo:
 llm-demo:
 	@trap 'kill 0' EXIT; $(GO) run ./examples/llmgateway & $(GO) run ./cmd/bouncer gateway --config examples/llmgateway/gateway.yaml
 
-# Redis servers for the Redis store tests: a standalone on 16379 and a
-# 3-master/3-replica cluster on 17000-17005 (installs redis-server with
-# apt-get if missing). See scripts/redis-up.sh; `. .redis/env` afterwards.
+# Redis servers for the Redis store tests: a standalone on 16379, a
+# 3-master/3-replica cluster on 17000-17005 and a Sentinel set on
+# 17100-17104 (installs redis-server and redis-sentinel with apt-get if
+# missing). See scripts/redis-up.sh; `. .redis/env` afterwards.
 .PHONY: redis-up redis-down
 
 redis-up:

@@ -784,3 +784,58 @@ func TestBackgroundSync(t *testing.T) {
 	}
 	h.Close()
 }
+
+// localWhenDown is a shared store that, down, decides every check in a
+// local store with the limits' own numbers and marks it Degraded, as a
+// Redis store does under the local policy (the default).
+type localWhenDown struct {
+	bouncer.Limiter
+	local bouncer.Limiter
+	down  atomic.Bool
+}
+
+func (s *localWhenDown) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
+	if !s.down.Load() {
+		return s.Limiter.Check(ctx, r)
+	}
+	d, err := s.local.Check(ctx, r)
+	d.Degraded = true
+	return d, err
+}
+
+// TestLeaseLocalPolicyChargesTheCost: while the shared store decides by
+// the local policy, a lease-mode pair that has no lease must cost the
+// local limiter what it admits, not the lease it asked for (of which it
+// keeps nothing): the instance admits its local limit's burst, less at
+// most the one lease asked before it knew the store was down (no more
+// than the demand before: 200). Before, every check asked for a lease
+// sized by the demand, and the local limiter ran dry after 45 checks.
+func TestLeaseLocalPolicyChargesTheCost(t *testing.T) {
+	clock := storetest.NewClock(storetest.Start)
+	shared := memstore.New(memstore.Options{Now: clock.Now})
+	local := memstore.New(memstore.Options{Now: clock.Now})
+	t.Cleanup(func() { shared.Close(); local.Close() })
+	s := &localWhenDown{Limiter: shared, local: local}
+	h := hybrid.New(s, nil, hybrid.Options{Now: clock.Now, Manual: true, LeaseTime: time.Second})
+	t.Cleanup(func() { h.Close() })
+	const burst, demand = 1000, 200
+	l := bouncer.Limit{Name: "b", Algorithm: bouncer.TokenBucket, Rate: burst, Period: time.Hour, Burst: burst, Mode: bouncer.Lease}
+	for range demand { // so that leases are large
+		clock.Advance(time.Millisecond)
+		check(t, h, one("k", 1, l))
+	}
+	clock.Advance(2 * time.Second) // the last lease ended
+	s.down.Store(true)
+	admitted := 0
+	for range 2 * burst {
+		if d := check(t, h, one("k", 1, l)); d.Allowed {
+			if !d.Degraded {
+				t.Fatalf("a check without a lease, the store down: %+v, want Degraded", d)
+			}
+			admitted++
+		}
+	}
+	if admitted < burst-demand || admitted > burst {
+		t.Errorf("with the store down, the local limit of %d admitted %d checks of 1; want between %d and %d", burst, admitted, burst-demand, burst)
+	}
+}

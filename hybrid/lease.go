@@ -108,6 +108,13 @@ func (h *Limiter) granted(p *part, d bouncer.Decision, cost, now int64) {
 			e.units += p.use
 			h.stats.unitsParked.Add(p.use)
 		}
+		if d.Degraded {
+			// Decided by policy: under local, the store's local limiter
+			// was charged the whole ask, of which the pair keeps nothing.
+			// It asks for its cost alone until the shared store grants
+			// again, so that the local limiter is charged what it admits.
+			e.asked, e.prevAsked = 0, 0
+		}
 		if !d.Degraded && p.ask+p.use == cost && !h.hold(e, p.l, cost, now, &d) {
 			e.deniedCost, e.denied, e.deniedAt = cost, d, now
 			e.deniedUntil = math.MaxInt64

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,9 +33,9 @@ import (
 // limits' policy. If most calls keep missing their deadline for
 // persistLate, the breaker opens too (see lateTooLong).
 //
-// An open breaker keeps calls from its node for OpenFor; then one call
-// goes through as a trial: its success closes the breaker, its failure
-// keeps it open for another OpenFor.
+// An open breaker keeps calls from its node for OpenFor, jittered (see
+// jittered); then one call goes through as a trial: its success closes
+// the breaker, its failure keeps it open for another jittered OpenFor.
 const (
 	healthWindow  = 10 * time.Second
 	windowBuckets = 10 // of healthWindow/windowBuckets each
@@ -60,7 +61,11 @@ type BreakerOptions struct {
 	ProbeTimeout time.Duration
 
 	// OpenFor is how long an open breaker keeps calls from its node
-	// before it lets one through as a trial; 0 means DefaultOpenFor.
+	// before it lets one through as a trial, on average; 0 means
+	// DefaultOpenFor. Each wait is drawn anew, uniformly between half
+	// and one and a half times OpenFor, so that the instances whose
+	// breakers opened together (a Redis restarted for maintenance) do
+	// not send their trials, and their reconnections, together.
 	OpenFor time.Duration
 }
 
@@ -216,7 +221,7 @@ func (b *breaker) endTrial(t time.Time, o outcome, err error) {
 	defer b.mu.Unlock()
 	b.trial = false
 	if o != succeeded {
-		b.until = t.Add(b.set.openFor)
+		b.until = t.Add(b.set.wait(b.set.openFor))
 		if err != nil {
 			b.lastErr = err
 		}
@@ -243,7 +248,7 @@ func (b *breaker) trip(t time.Time, reason string) {
 	calls, fails, slow := b.recent(t)
 	b.open.Store(true)
 	b.opens++
-	b.until = t.Add(b.set.openFor)
+	b.until = t.Add(b.set.wait(b.set.openFor))
 	b.since, b.reason = t, reason
 	b.slow.Store(false)
 	b.mu.Unlock()
@@ -329,4 +334,13 @@ func (b *breaker) report() NodeHealth {
 		nh.Breaker = BreakerOpen
 	}
 	return nh
+}
+
+// jittered returns a wait drawn uniformly from [d/2, 3d/2): d on
+// average, spread so that clients that failed together retry apart.
+func jittered(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d)
 }

@@ -49,6 +49,7 @@ func newBreakerHarness(t *testing.T, o BreakerOptions) *breakerHarness {
 	clock := storetest.NewClock(storetest.Start)
 	nh := &breakerHarness{t: t, clock: clock, logs: &lockedBuffer{}}
 	nh.set = newBreakers(o, clock.Now, slog.New(slog.NewTextHandler(nh.logs, nil)))
+	nh.set.wait = func(d time.Duration) time.Duration { return d } // OpenFor exactly (TestBreakerTrialsSpread tests the jitter)
 	nh.set.ping = func(ctx context.Context, _ *breaker) error {
 		nh.pings.Add(1)
 		return (*nh.ping.Load())(ctx)
@@ -476,5 +477,78 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("classify(%v) = %d, want %d", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestBreakerTrialsSpread opens the breakers of many instances at one
+// instant, as a Redis restarted for maintenance does: their trials, and
+// so their reconnections, must not all go at the same instant, and each
+// must go between OpenFor/2 and 3·OpenFor/2 after it opened; a failed
+// trial waits as long again, drawn anew.
+func TestBreakerTrialsSpread(t *testing.T) {
+	const openFor, instances = 200 * time.Millisecond, 32
+	clock := storetest.NewClock(storetest.Start)
+	var bs []*breaker
+	for range instances {
+		set := newBreakers(BreakerOptions{OpenFor: openFor}, clock.Now, slog.New(slog.DiscardHandler))
+		t.Cleanup(set.close)
+		bs = append(bs, newBreaker("redis-1:6379", set))
+	}
+	spread := func(what string) {
+		t.Helper()
+		start := clock.Now()
+		distinct := map[time.Time]bool{}
+		for i, b := range bs {
+			b.mu.Lock()
+			until := b.until
+			b.mu.Unlock()
+			distinct[until] = true
+			if wait := until.Sub(start); wait < openFor/2 || wait >= 3*openFor/2 {
+				t.Errorf("%s: instance %d waits %v before its trial, want within [%v, %v)", what, i, wait, openFor/2, 3*openFor/2)
+			}
+		}
+		if len(distinct) < instances/2 {
+			t.Errorf("%s: the %d instances' trials go at %d distinct instants, want them spread (at least %d)", what, instances, len(distinct), instances/2)
+		}
+	}
+	for _, b := range bs {
+		b.trip(clock.Now(), "test")
+	}
+	spread("opened together")
+	clock.Advance(3 * openFor / 2)
+	for i, b := range bs {
+		ok, trial := b.allow()
+		if !ok || !trial {
+			t.Fatalf("instance %d, 3·OpenFor/2 after it opened: allow() = %v, %v; want its trial", i, ok, trial)
+		}
+		b.done(failed, true, errors.New("connection refused"))
+	}
+	spread("trials failed together")
+}
+
+// TestJittered draws waits for a nominal d: each within [d/2, 3d/2), d
+// on average, never the same for long.
+func TestJittered(t *testing.T) {
+	const d, n = 100 * time.Millisecond, 10000
+	var sum time.Duration
+	distinct := map[time.Duration]bool{}
+	for range n {
+		w := jittered(d)
+		if w < d/2 || w >= 3*d/2 {
+			t.Fatalf("jittered(%v) = %v, want within [%v, %v)", d, w, d/2, 3*d/2)
+		}
+		sum += w
+		distinct[w] = true
+	}
+	if mean := sum / n; mean < 95*d/100 || mean > 105*d/100 {
+		t.Errorf("mean of %d waits %v, want %v within 5%%", n, mean, d)
+	}
+	if len(distinct) < n/2 {
+		t.Errorf("%d distinct waits of %d, want them spread", len(distinct), n)
+	}
+	for _, d := range []time.Duration{0, 1} {
+		if w := jittered(d); w != d {
+			t.Errorf("jittered(%v) = %v, want %v", d, w, d)
+		}
 	}
 }

@@ -31,8 +31,10 @@
 // limit; or allow, or deny), and the decision is marked Degraded. A late
 // reply is slow, not a failure: one circuit breaker per Redis node opens
 // only when the node fails a liveness probe or most of its calls fail,
-// and tries it again after OpenFor. A store starts while Redis is down
-// and connects in the background. Store.Health says what the store knows:
+// and tries it again after OpenFor, jittered so that instances whose
+// breakers opened together (a restart, a failover) do not come back
+// together. A store starts while Redis is down and connects in the
+// background, with a jittered backoff. Store.Health says what the store knows:
 // its counts, and each node's breaker and counts.
 //
 // The call path, each step named for what it does: Check → plan (the

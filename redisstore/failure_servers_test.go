@@ -157,6 +157,7 @@ func (pr *privateRedis) env() []string {
 		"BOUNCER_REDIS_PORT="+strconv.Itoa(pr.port),
 		"BOUNCER_REDIS_CLUSTER_BASE_PORT="+strconv.Itoa(pr.clusterBase),
 		"BOUNCER_REDIS_WAIT_SECS=30",
+		"BOUNCER_REDIS_SENTINEL_BASE_PORT=0", // no Sentinel set: sentinel_test.go starts its own
 	)
 }
 

@@ -21,13 +21,15 @@ import (
 
 // TestFailure runs the failure tests on one private set of servers (see
 // failure_servers_test.go): Redis stopped, frozen and restarted under each
-// StoreErrorPolicy; a Cluster master killed; a slot migrated while checks
+// StoreErrorPolicy; restarted under the load of the three modes; a
+// Cluster master killed; a slot migrated while checks
 // run; a paused master. Exactness is not required while Redis fails, but every decision
 // must follow the policy and return by its deadline.
 func TestFailure(t *testing.T) {
 	pr := startPrivateRedis(t)
 	t.Run("Standalone", func(t *testing.T) { testFailureStandalone(t, pr) })
 	t.Run("StartWhileDown", func(t *testing.T) { testFailureStartWhileDown(t, pr) })
+	t.Run("RestartUnderLoad", func(t *testing.T) { testFailureRestartUnderLoad(t, pr) })
 	t.Run("FrozenReconnect", func(t *testing.T) { testFailureFrozenReconnect(t, pr) })
 	t.Run("FrozenCheckEach", func(t *testing.T) { testFailureFrozenCheckEach(t, pr) })
 	t.Run("PausedLane", func(t *testing.T) { testFailurePausedLane(t, pr) })

@@ -390,7 +390,7 @@ func TestCanceledCallerIsNotARedisFailure(t *testing.T) {
 		if st := s.Health(); breakerOf(st) != redisstore.BreakerOpen {
 			t.Fatalf("after a missed deadline and a failed probe: %+v; want the breaker open", st)
 		}
-		clock.Advance(openFor) // the next call is a trial
+		clock.Advance(3 * openFor / 2) // the longest jittered wait: the next call is a trial
 		s.Check(canceled, r)
 		if st := s.Health(); breakerOf(st) != redisstore.BreakerOpen || st.SlowN != 1 {
 			t.Fatalf("after a canceled trial: %+v; want the breaker still open and 1 slow call: a trial whose caller gave up did not reach Redis", st)

@@ -18,6 +18,11 @@ type breakers struct {
 	now          func() time.Time
 	log          *slog.Logger
 
+	// wait is how long an open breaker waits before a trial, and a store
+	// that could not connect before its next attempt, for a nominal d:
+	// jittered by default; tests pin it.
+	wait func(d time.Duration) time.Duration
+
 	// ping probes a node; opened is told when a breaker opens (a
 	// Cluster's map of slots may have changed).
 	ping   func(ctx context.Context, b *breaker) error
@@ -34,7 +39,7 @@ type breakers struct {
 }
 
 func newBreakers(o BreakerOptions, now func() time.Time, log *slog.Logger) *breakers {
-	bs := &breakers{probeTimeout: o.ProbeTimeout, openFor: o.OpenFor, now: now, log: log}
+	bs := &breakers{probeTimeout: o.ProbeTimeout, openFor: o.OpenFor, now: now, log: log, wait: jittered}
 	if bs.probeTimeout <= 0 {
 		bs.probeTimeout = DefaultProbeTimeout
 	}

@@ -184,7 +184,10 @@ var _ bouncer.Limiter = (*Store)(nil)
 // connectWait bounds how long New waits for a first connection.
 const connectWait = time.Second
 
-// Reconnection backoff of a store that could not connect yet.
+// Reconnection backoff of a store that could not connect yet: each wait
+// doubles from connectRetryMin up to connectRetryMax, jittered (see
+// jittered) so that instances started together with Redis down do not
+// dial it together.
 const (
 	connectRetryMin = 50 * time.Millisecond
 	connectRetryMax = 500 * time.Millisecond
@@ -338,7 +341,7 @@ func (s *Store) connect(co rueidis.ClientOption, first chan struct{}) {
 			s.log.Warn("redis unreachable: deciding by each limit's on_store_error policy until it answers", "addrs", co.InitAddress, "err", err)
 		}
 		tried()
-		t := time.NewTimer(delay)
+		t := time.NewTimer(s.breakers.wait(delay))
 		select {
 		case <-s.breakers.ctx.Done():
 			t.Stop()

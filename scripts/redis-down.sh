@@ -21,6 +21,7 @@ main() {
 			stop_node "$port"
 		done
 	fi
+	bash "$REDIS_SCRIPTS_DIR/redis-sentinel.sh" down
 	if [[ ! -d $STATE_DIR ]]; then
 		log "stopped; $STATE_DIR does not exist"
 		return 0

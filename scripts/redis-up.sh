@@ -6,9 +6,12 @@
 #   standalone  127.0.0.1:16379                 (BOUNCER_REDIS_PORT)
 #   cluster     127.0.0.1:17000-17005           (BOUNCER_REDIS_CLUSTER_BASE_PORT)
 #               3 masters + 3 replicas, cluster-node-timeout 2000 ms
+#   sentinel    127.0.0.1:17100-17104           (BOUNCER_REDIS_SENTINEL_BASE_PORT)
+#               a master, its replica and three Sentinels, with ACL users
+#               (scripts/redis-sentinel.sh; 0 turns it off)
 #
 # With --standalone, only the standalone server starts (what the examples
-# need; the cluster is for the tests).
+# need; the cluster and the Sentinel set are for the tests).
 #
 # Idempotent: if they already run and the cluster is healthy it does nothing;
 # otherwise it stops whatever is left of an earlier run and starts afresh.
@@ -117,16 +120,22 @@ main() {
 		log "up in $((SECONDS - started))s (servers $((t_servers - t_fresh))s, cluster create $((t_create - t_servers))s, replicas synced $((SECONDS - t_create))s): standalone $STANDALONE_PORT, cluster ${CLUSTER_SIZE/#0/none}$(cluster_addrs)"
 	fi
 
+	# The Sentinel set (scripts/redis-sentinel.sh), except with --standalone.
+	local sentinel_env=
+	((CLUSTER_SIZE == 0)) || sentinel_env=$(bash "$REDIS_SCRIPTS_DIR/redis-sentinel.sh" up)
+
 	local tmp=$STATE_DIR/env.tmp
 	local line value
 	while IFS= read -r line; do
+		[[ -n $line ]] || continue
 		value=${line#*=}
 		# Plain when safe (then a Makefile can also include the file), else quoted.
 		[[ $value =~ ^[A-Za-z0-9_./:,@+-]*$ ]] || value=$(printf '%q' "$value")
 		printf 'export %s=%s\n' "${line%%=*}" "$value"
-	done < <(env_lines) >"$tmp"
+	done < <(env_lines; echo "$sentinel_env") >"$tmp"
 	mv -f "$tmp" "$STATE_DIR/env"
 	env_lines
+	[[ -z $sentinel_env ]] || echo "$sentinel_env"
 }
 
 main "$@"

@@ -32,6 +32,18 @@ func call(get func(testing.TB) any) (f *fakeT, got any) {
 func TestAddrs(t *testing.T) {
 	addr := func(t testing.TB) any { return Addr(t) }
 	cluster := func(t testing.TB) any { return ClusterAddrs(t) }
+	sentinel := func(t testing.TB) any { return SentinelSet(t) }
+	sentinelEnv := map[string]string{
+		"BOUNCER_REDIS_SENTINEL_ADDRS": "h:1,h:2", "BOUNCER_REDIS_SENTINEL_MASTER_SET": "m",
+		"BOUNCER_REDIS_SENTINEL_USER": "su", "BOUNCER_REDIS_SENTINEL_PASSWORD": "sp",
+		"BOUNCER_REDIS_SENTINEL_MASTER_USER": "mu", "BOUNCER_REDIS_SENTINEL_MASTER_PASSWORD": "mp",
+	}
+	partial := map[string]string{"BOUNCER_REQUIRE_REDIS": "1"}
+	for k, v := range sentinelEnv {
+		if k != "BOUNCER_REDIS_SENTINEL_PASSWORD" {
+			partial[k] = v
+		}
+	}
 	for _, tt := range []struct {
 		name          string
 		env           map[string]string
@@ -44,9 +56,15 @@ func TestAddrs(t *testing.T) {
 		{"unset fails when required", map[string]string{"BOUNCER_REQUIRE_REDIS": "1"}, addr, "", false, true},
 		{"cluster", map[string]string{"BOUNCER_REDIS_CLUSTER_ADDRS": "h:1,h:2"}, cluster, "[h:1 h:2]", false, false},
 		{"cluster unset fails when required", map[string]string{"BOUNCER_REQUIRE_REDIS": "1"}, cluster, "", false, true},
+		{"sentinel", sentinelEnv, sentinel, "{[h:1 h:2] m su sp mu mp}", false, false},
+		{"sentinel unset skips", nil, sentinel, "", true, false},
+		{"sentinel without its password fails when required", partial, sentinel, "", false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, env := range []string{"BOUNCER_REDIS_ADDR", "BOUNCER_REDIS_CLUSTER_ADDRS", "BOUNCER_REQUIRE_REDIS"} {
+				t.Setenv(env, tt.env[env])
+			}
+			for env := range sentinelEnv {
 				t.Setenv(env, tt.env[env])
 			}
 			f, got := call(tt.get)
