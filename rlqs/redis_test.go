@@ -124,7 +124,7 @@ func (e testEpochs) Claim(ctx context.Context, bucket string, epoch int64, free,
 // alike: a division reads the demands as they stood when its epoch began
 // (records of the epoch and after do not count), a forgotten client
 // counts until its epoch ends, a record lives its TTL, and claims of an
-// epoch never take more than it left free. Epochs are of 20 ms, on each
+// epoch never take more than it left free. Epochs are of 50 ms, on each
 // one's clock: a new one is waited for by recording (another bucket's
 // demand) until one begins, and a run whose records fall across an
 // epoch's end unexpectedly is run again on a bucket of its own.
