@@ -159,3 +159,91 @@ func TestServeWithReferenceEnvironment(t *testing.T) {
 		return strings.Contains(body, "requests_per_unit=3")
 	})
 }
+
+// readReference maps envoyproxy/ratelimit's variables onto serve's flags,
+// lets Bouncer's own flags win, and refuses, with the fix, what it
+// cannot honour.
+func TestReadReference(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    map[string]string // flag → value after reading
+		ignored string
+		wantErr string // a substring of the error; "" for none
+	}{
+		{name: "defaults", env: map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379"}, want: map[string]string{
+			"config": "/srv/runtime_data/current/config", "http-addr": "0.0.0.0:8080", "grpc-addr": "0.0.0.0:8081",
+			"admin-addr": "0.0.0.0:6070", "log-level": "warn", "log-format": "text", "store": "redis://redis:6379", "reference-metrics": "true"}},
+		{name: "auth and TLS", env: map[string]string{"REDIS_URL": "redis:6380", "REDIS_AUTH": "user:p@ss", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca.pem"},
+			want: map[string]string{"store": "rediss://user:p%40ss@redis:6380", "store-tls-ca": "/ca.pem"}},
+		{name: "password alone", env: map[string]string{"REDIS_URL": "redis:6379", "REDIS_AUTH": "secret"},
+			want: map[string]string{"store": "redis://:secret@redis:6379"}},
+		{name: "cluster", env: map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "r1:7000, r2:7000"},
+			want: map[string]string{"store": "redis://r1:7000,r2:7000"}},
+		{name: "sentinel", env: map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "mymaster,s1:26379,s2:26379", "REDIS_SENTINEL_AUTH": "x"},
+			want: map[string]string{"store": "redis://s1:26379?master_set=mymaster&addr=s2%3A26379&sentinel_password=x"}},
+		{name: "TLS files without REDIS_TLS are ignored", env: map[string]string{"REDIS_URL": "r:1", "REDIS_TLS_CACERT": "/ca.pem"},
+			want: map[string]string{"store-tls-ca": ""}, ignored: "REDIS_TLS_CACERT"},
+		{name: "a flag wins", args: []string{"--http-addr", "127.0.0.1:9000", "--store", "memory", "--reference-metrics=false"},
+			env:  map[string]string{"PORT": "7000", "REDIS_URL": "r:1", "STATSD_HOST": "s"},
+			want: map[string]string{"http-addr": "127.0.0.1:9000", "store": "memory", "reference-metrics": "false"}, ignored: "PORT,REDIS_URL,STATSD_HOST"},
+		{name: "log levels", env: map[string]string{"REDIS_URL": "r:1", "LOG_LEVEL": "TRACE", "LOG_FORMAT": "JSON"},
+			want: map[string]string{"log-level": "debug", "log-format": "json"}},
+		{name: "--config given: not read", args: []string{"--config", "x.yaml"}, env: map[string]string{"PORT": "7000"},
+			want: map[string]string{"http-addr": "127.0.0.1:8080", "reference-metrics": "false"}},
+		{name: "none set: not read", want: map[string]string{"config": "", "http-addr": "127.0.0.1:8080"}},
+		{name: "no REDIS_URL", env: map[string]string{"RUNTIME_ROOT": "/data"}, wantErr: "REDIS_URL is unset"},
+		{name: "unix socket", env: map[string]string{"REDIS_SOCKET_TYPE": "unix", "REDIS_URL": "/run/r.sock"}, wantErr: "set REDIS_SOCKET_TYPE=tcp"},
+		{name: "two servers, SINGLE", env: map[string]string{"REDIS_URL": "a:1,b:1"}, wantErr: "set REDIS_TYPE=CLUSTER"},
+		{name: "memcache", env: map[string]string{"BACKEND_TYPE": "memcache"}, wantErr: "BACKEND_TYPE=memcache: Bouncer counts in Redis"},
+		{name: "global shadow mode", env: map[string]string{"SHADOW_MODE": "true"}, wantErr: "set shadow_mode: true on the config's descriptors"},
+		{name: "bad port", env: map[string]string{"REDIS_URL": "r:1", "PORT": "http"}, wantErr: `PORT="http": want a port number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c serveConfig
+			fs := serveFlags(&c, io.Discard)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			err := c.readReference(fs, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tt.want {
+				got := fs.Lookup(name).Value.String()
+				if name == "reference-metrics" {
+					got = strconv.FormatBool(c.refMetrics)
+				}
+				if got != want {
+					t.Errorf("--%s: got %q, want %q", name, got, want)
+				}
+			}
+			if c.ref != nil && strings.Join(c.ref.ignored, ",") != tt.ignored {
+				t.Errorf("ignored: got %v, want %q", c.ref.ignored, tt.ignored)
+			}
+		})
+	}
+
+	// A BOUNCER_* variable wins too.
+	t.Setenv("BOUNCER_LOG_LEVEL", "error")
+	var c serveConfig
+	fs := serveFlags(&c, io.Discard)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"REDIS_URL": "r:1", "LOG_LEVEL": "debug"}
+	if err := c.readReference(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if c.logLevel != "error" || strings.Join(c.ref.ignored, ",") != "LOG_LEVEL" {
+		t.Errorf("BOUNCER_LOG_LEVEL=error and LOG_LEVEL=debug: got --log-level %q, ignored %v; want error, [LOG_LEVEL]", c.logLevel, c.ref.ignored)
+	}
+}
