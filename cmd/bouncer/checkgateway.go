@@ -5,22 +5,24 @@ import (
 	"io"
 	"log/slog"
 	"os"
-
-	"go.yaml.in/yaml/v3"
+	"regexp"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
-// gatewayKeys are top-level fields of a gateway config that no rules
-// file has.
-var gatewayKeys = []string{"listeners", "routes", "auth", "admin", "trusted_proxies", "forwarded_header"}
+// gatewayField and domainField find, at the start of a line, a top-level
+// field that only a gateway config has, and a rules file's domain.
+var (
+	gatewayField = regexp.MustCompile(`(?m)^(listeners|routes|auth|admin|trusted_proxies|forwarded_header)[ \t]*:`)
+	domainField  = regexp.MustCompile(`(?m)^domain[ \t]*:`)
+)
 
 // isGatewayConfig reports whether path is a file whose top level reads
-// as a gateway config's (`bouncer gateway --config`): one of its fields,
-// and no domain. A file that is not YAML is not one: the rules loader
-// says what is wrong with it.
+// as a gateway config's (`bouncer gateway --config`): one of its fields
+// in block style, and no domain. Any other file goes to the rules
+// loader, which says what is wrong with it.
 func isGatewayConfig(path string) bool {
 	fi, err := os.Stat(path)
 	if err != nil || fi.IsDir() || fi.Size() > gateway.MaxFileSize {
@@ -30,19 +32,7 @@ func isGatewayConfig(path string) bool {
 	if err != nil {
 		return false
 	}
-	var top map[string]yaml.Node
-	if yaml.Unmarshal(data, &top) != nil {
-		return false
-	}
-	if _, ok := top["domain"]; ok {
-		return false
-	}
-	for _, k := range gatewayKeys {
-		if _, ok := top[k]; ok {
-			return true
-		}
-	}
-	return false
+	return gatewayField.Match(data) && !domainField.Match(data)
 }
 
 // checkGateway validates the gateway config at path as `bouncer gateway`

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-
-	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/rules"
@@ -16,8 +12,8 @@ import (
 
 // The endpoints envoyproxy/ratelimit serves besides gRPC, answered as it
 // answers them, so that its probes, scripts and clients keep working:
-// GET /healthcheck and POST /json on the HTTP listener, GET /rlconfig on
-// the admin one (its debug port).
+// GET /healthcheck and POST /json (rls.Server.JSON) on the HTTP
+// listener, GET /rlconfig on the admin one (its debug port).
 
 // healthcheck answers "OK" while the service serves, and 500 with an
 // empty body once it drains.
@@ -28,48 +24,6 @@ func healthcheck(draining func() bool) http.Handler {
 			return
 		}
 		io.WriteString(w, "OK")
-	})
-}
-
-// maxJSONRequest bounds a /json request's body, as gRPC's listener bounds
-// a message.
-const maxJSONRequest = 1 << 20
-
-// shouldRateLimit is the RLS call /json makes.
-type shouldRateLimit func(context.Context, *pb.RateLimitRequest) (*pb.RateLimitResponse, error)
-
-// jsonRLS answers a RateLimitRequest in protobuf's JSON form with the
-// RateLimitResponse in the same form: 200 when OK, 429 when over the
-// limit; a body that does not parse, or a request refused, is a 400 with
-// the status text, as that project answers.
-func jsonRLS(decide shouldRateLimit) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONRequest))
-		var req pb.RateLimitRequest
-		if err == nil {
-			err = protojson.Unmarshal(body, &req)
-		}
-		var resp *pb.RateLimitResponse
-		if err == nil {
-			resp, err = decide(r.Context(), &req)
-		}
-		if err != nil {
-			http.Error(w, http.StatusText(http.StatusBadRequest), http.StatusBadRequest)
-			return
-		}
-		out, err := protojson.Marshal(resp)
-		if err != nil {
-			http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		switch resp.GetOverallCode() {
-		case pb.RateLimitResponse_OVER_LIMIT:
-			w.WriteHeader(http.StatusTooManyRequests)
-		case pb.RateLimitResponse_UNKNOWN:
-			w.WriteHeader(http.StatusInternalServerError)
-		}
-		w.Write(out)
 	})
 }
 

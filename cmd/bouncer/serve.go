@@ -88,7 +88,7 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { serveUsage(fs.Output()) }
-	fs.StringVar(&c.config, "config", "", "config file, or directory of *.yaml and *.yml files (Bouncer's or envoyproxy/ratelimit's format); required")
+	fs.StringVar(&c.config, "config", "", "config file, or directory of *.yaml and *.yml files (Bouncer's or envoyproxy/ratelimit's format); required, unless envoyproxy/ratelimit's environment gives it (see docs/deploy.md)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and RLQS gRPC listener")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "JSON API listener (POST /v1/check); empty to disable")
 	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:6070", "admin listener (health, metrics, pprof, rules); empty to disable")
@@ -142,7 +142,9 @@ func serveUsage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Serves the rate limit service: Envoy's RLS v3 and rate limit quota service (RLQS)")
 	fmt.Fprintln(w, "over gRPC, POST /v1/check over HTTP, and the admin API. Reloads the config on change")
-	fmt.Fprintln(w, "and on SIGHUP; drains and stops on SIGTERM or SIGINT.")
+	fmt.Fprintln(w, "and on SIGHUP; drains and stops on SIGTERM or SIGINT. Without --config, it reads")
+	fmt.Fprintln(w, "envoyproxy/ratelimit's environment (RUNTIME_ROOT, PORT, REDIS_URL, ...) and serves")
+	fmt.Fprintln(w, "as that project does; see docs/deploy.md.")
 	fmt.Fprintln(w)
 	var c serveConfig
 	printFlags(w, serveFlags(&c, w))
@@ -391,7 +393,7 @@ func (s *service) listen(o serveOptions) error {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/check", o.apiToken.Guard(jsonHandler, nil))
 	mux.Handle("/v1/report", o.apiToken.Guard(jsonHandler.Report(), nil))
-	mux.Handle("/json", o.apiToken.Guard(jsonRLS(rlsServer.ShouldRateLimit), nil))
+	mux.Handle("/json", o.apiToken.Guard(rlsServer.JSON(), nil))
 	mux.Handle("/healthcheck", healthcheck(s.draining.Load))
 	s.httpSrv = c.httpServer(mux)
 	s.httpAddr = hl.Addr().String()
