@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -37,6 +38,11 @@ import (
 // concurrent use.
 type Reference struct {
 	total, within, near, over, shadow *prometheus.CounterVec
+
+	// byRule holds each rule's five counters (*ruleCounters), so that a
+	// decision neither builds labels nor looks them up; Loaded empties it,
+	// so that it holds the rules of the configs served since the last load.
+	byRule sync.Map
 
 	errors               *prometheus.CounterVec
 	loadOK, loadFailures prometheus.Counter
@@ -88,21 +94,39 @@ func (r *Reference) Observe(domain string, resp *rules.Response, err error) {
 		if st.Rule == nil || st.Limit == nil || st.Unlimited {
 			continue
 		}
-		labels := referenceLabels(domain, st.Rule)
+		rc := r.counters(domain, st.Rule)
 		c := countHits(st)
-		r.total.WithLabelValues(labels[:]...).Add(float64(st.Hits))
-		add(r.within, labels, c.within)
-		add(r.near, labels, c.near)
-		add(r.over, labels, c.over)
+		rc.total.Add(float64(st.Hits))
+		add(rc.within, c.within)
+		add(rc.near, c.near)
+		add(rc.over, c.over)
 		if st.Shadowed {
-			add(r.shadow, labels, c.over)
+			add(rc.shadow, c.over)
 		}
 	}
 }
 
-func add(v *prometheus.CounterVec, labels [3]string, n int64) {
+// ruleCounters are one rule's series.
+type ruleCounters struct{ total, within, near, over, shadow prometheus.Counter }
+
+func (r *Reference) counters(domain string, rule *rules.Rule) *ruleCounters {
+	if rc, ok := r.byRule.Load(rule); ok {
+		return rc.(*ruleCounters)
+	}
+	l := referenceLabels(domain, rule)
+	rc := &ruleCounters{
+		total: r.total.WithLabelValues(l[:]...), within: r.within.WithLabelValues(l[:]...),
+		near: r.near.WithLabelValues(l[:]...), over: r.over.WithLabelValues(l[:]...), shadow: r.shadow.WithLabelValues(l[:]...),
+	}
+	r.byRule.Store(rule, rc)
+	return rc
+}
+
+// add adds n, if any, to c. A rule's five series appear, at 0, at its
+// first decision.
+func add(c prometheus.Counter, n int64) {
 	if n > 0 {
-		v.WithLabelValues(labels[:]...).Add(float64(n))
+		c.Add(float64(n))
 	}
 }
 
@@ -110,6 +134,7 @@ func add(v *prometheus.CounterVec, labels [3]string, n int64) {
 // A SIGHUP that finds nothing new counts as a load, as that project
 // counts every load of its files.
 func (r *Reference) Loaded(_ *rules.Config, _ bool, err error) {
+	r.byRule.Clear()
 	if err != nil {
 		r.loadFailures.Inc()
 		return
