@@ -247,3 +247,41 @@ func TestReadReference(t *testing.T) {
 		t.Errorf("BOUNCER_LOG_LEVEL=error and LOG_LEVEL=debug: got --log-level %q, ignored %v; want error, [LOG_LEVEL]", c.logLevel, c.ref.ignored)
 	}
 }
+
+// /rlconfig prints every rule with a limit as envoyproxy/ratelimit's
+// debug port does, nested ones under their full path; /healthcheck
+// answers OK until shutdown starts, then 500 with an empty body.
+func TestRLConfigAndHealthcheck(t *testing.T) {
+	ts := startTest(t, map[string]string{"edge.yaml": `domain: edge
+descriptors:
+  - key: source
+    value: proxy
+    descriptors:
+      - key: dest
+        rate_limit: {unit: minute, requests_per_unit: 7}
+  - key: canary
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: day, requests_per_unit: 3}
+  - key: internal
+    rate_limit: {unlimited: true}
+  - key: nolimit
+`})
+	want := `edge.source_proxy.dest: unit=MINUTE requests_per_unit=7, shadow_mode: false, quota_mode: false
+edge.canary: unit=SECOND requests_per_unit=1, shadow_mode: true, quota_mode: false
+edge.quota: unit=DAY requests_per_unit=3, shadow_mode: false, quota_mode: true
+edge.internal: unit=UNKNOWN requests_per_unit=0, shadow_mode: false, quota_mode: false
+`
+	if code, body := get(t, "http://"+ts.adminAddr+"/rlconfig"); code != http.StatusOK || body != want {
+		t.Errorf("/rlconfig: got %d\n%s\nwant 200\n%s", code, body, want)
+	}
+	if code, body := get(t, "http://"+ts.httpAddr+"/healthcheck"); code != http.StatusOK || body != "OK" {
+		t.Errorf("/healthcheck while serving: got %d %q, want 200 \"OK\"", code, body)
+	}
+	ts.draining.Store(true) // as shutdown does first
+	if code, body := get(t, "http://"+ts.httpAddr+"/healthcheck"); code != http.StatusInternalServerError || body != "" {
+		t.Errorf("/healthcheck once draining: got %d %q, want 500 and no body", code, body)
+	}
+}
