@@ -186,7 +186,7 @@ func (a *app) serveAdmin(addr, command string, listeners []admin.Listener, extra
 	if addr == "" {
 		return nil
 	}
-	setting := "--admin-addr"
+	setting := a.c.setting("admin-addr")
 	if command != "serve" {
 		setting = "the config's admin"
 	}

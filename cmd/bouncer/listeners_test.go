@@ -125,4 +125,12 @@ func TestServeBusyPortNamesTheFlag(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
+
+	// Given by envoyproxy/ratelimit's variables, the address names them.
+	c.ref = &refEnv{flags: map[string][]string{"http-addr": {"HOST", "PORT"}}}
+	_, err = startService(t.Context(), c, o, newLogger(io.Discard, "text", 0))
+	want = "--http-addr (from HOST, PORT) " + busy.Addr().String() + ": address already in use"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want it to start %q", err, want)
+	}
 }

@@ -50,6 +50,18 @@ TRACING_SERVICE_INSTANCE_ID TRACING_EXPORTER_PROTOCOL TRACING_SAMPLING_RATE`)
 // (which it has no use for, or whose flag was given too).
 type refEnv struct {
 	read, ignored []string
+	flags         map[string][]string // the flags set from them → the variables set that gave each
+}
+
+// setting names flag as an error names it: "--http-addr", and the
+// variables that gave it when envoyproxy/ratelimit's environment did
+// ("--http-addr (from HOST, PORT)"), so that an operator knows what to
+// change.
+func (c serveConfig) setting(flag string) string {
+	if c.ref != nil && len(c.ref.flags[flag]) > 0 {
+		return "--" + flag + " (from " + strings.Join(c.ref.flags[flag], ", ") + ")"
+	}
+	return "--" + flag
 }
 
 // log writes the one line that names them.
@@ -236,7 +248,7 @@ func (c *serveConfig) readReference(fs *flag.FlagSet, lookup func(string) (strin
 	if err := refuseReference(env); err != nil {
 		return err
 	}
-	r := &refEnv{}
+	r := &refEnv{flags: map[string][]string{}}
 	used := map[string]bool{}
 	for _, m := range refMappings {
 		if m.flag != "" && given[m.flag] {
@@ -256,6 +268,9 @@ func (c *serveConfig) readReference(fs *flag.FlagSet, lookup func(string) (strin
 		}
 		for _, name := range m.vars {
 			used[name] = true
+			if _, set := env[name]; set && m.flag != "" {
+				r.flags[m.flag] = append(r.flags[m.flag], name)
+			}
 		}
 	}
 	if !given["reference-metrics"] {

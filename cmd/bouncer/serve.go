@@ -360,7 +360,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 // --http-addr, the JSON API.
 func (s *service) listen(o serveOptions) error {
 	c := s.c
-	gl, err := listen("--grpc-addr", c.grpcAddr, []admin.Listener{{Name: "http", Addr: c.httpAddr}, {Name: "admin", Addr: c.adminAddr}})
+	gl, err := listen(c.setting("grpc-addr"), c.grpcAddr, []admin.Listener{{Name: "http", Addr: c.httpAddr}, {Name: "admin", Addr: c.adminAddr}})
 	if err != nil {
 		return err
 	}
@@ -386,7 +386,7 @@ func (s *service) listen(o serveOptions) error {
 	if c.httpAddr == "" {
 		return nil
 	}
-	hl, err := listen("--http-addr", c.httpAddr, []admin.Listener{{Name: "grpc", Addr: s.grpcAddr}, {Name: "admin", Addr: c.adminAddr}})
+	hl, err := listen(c.setting("http-addr"), c.httpAddr, []admin.Listener{{Name: "grpc", Addr: s.grpcAddr}, {Name: "admin", Addr: c.adminAddr}})
 	if err != nil {
 		return err
 	}
