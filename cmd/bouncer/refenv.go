@@ -64,10 +64,12 @@ func (c serveConfig) setting(flag string) string {
 	return "--" + flag
 }
 
-// log writes the one line that names them.
-func (r *refEnv) log(log *slog.Logger) {
+// log writes the one line that names them, with attrs (where it
+// serves: at that project's default LOG_LEVEL, warn, it is the only line
+// a start logs).
+func (r *refEnv) log(log *slog.Logger, attrs ...any) {
 	log.Warn("started with envoyproxy/ratelimit's environment (no --config): see docs/deploy.md",
-		"read", strings.Join(r.read, ","), "ignored", strings.Join(r.ignored, ","))
+		append([]any{"read", strings.Join(r.read, ","), "ignored", strings.Join(r.ignored, ",")}, attrs...)...)
 }
 
 // refMapping is one of serve's flags and the variables of

@@ -93,8 +93,8 @@ func TestServeWithReferenceEnvironment(t *testing.T) {
 
 	logs := p.output()
 	for _, want := range []string{
-		`read=DEBUG_HOST,DEBUG_PORT,GRPC_HOST,GRPC_PORT,HOST,LOG_LEVEL,PORT,REDIS_SOCKET_TYPE,REDIS_URL,RUNTIME_IGNOREDOTFILES,RUNTIME_ROOT,RUNTIME_SUBDIRECTORY,RUNTIME_WATCH_ROOT ignored=USE_STATSD`,
-		"store=redis://" + addr, "config=" + dir,
+		`read=DEBUG_HOST,DEBUG_PORT,GRPC_HOST,GRPC_PORT,HOST,LOG_LEVEL,PORT,REDIS_SOCKET_TYPE,REDIS_URL,RUNTIME_IGNOREDOTFILES,RUNTIME_ROOT,RUNTIME_SUBDIRECTORY,RUNTIME_WATCH_ROOT ignored=USE_STATSD` +
+			" grpc=" + grpcAddr + " http=" + httpAddr + " admin=" + debugAddr + " store=redis://" + addr + " config=" + dir,
 	} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log does not say %q:\n%s", want, logs)

@@ -349,7 +349,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	}
 	a.watch(ctx)
 	if c.ref != nil {
-		c.ref.log(log)
+		c.ref.log(log, "grpc", s.grpcAddr, "http", s.httpAddr, "admin", a.adminAddr, "store", redactURL(c.store), "config", c.config)
 	}
 	log.Info("serving", "grpc", s.grpcAddr, "http", s.httpAddr, "admin", a.adminAddr,
 		"store", redactURL(c.store), "config", c.config, "version", a.engine.Config().Version)
