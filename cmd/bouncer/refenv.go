@@ -175,7 +175,8 @@ func tlsFile(name string) func(map[string]string) (string, bool, error) {
 // refStore is the --store URL of envoyproxy/ratelimit's Redis variables:
 // REDIS_URL is host:port (SINGLE), host:port,host:port... (CLUSTER) or
 // master,sentinel:port,... (SENTINEL, by REDIS_TYPE); REDIS_AUTH the
-// password, or user:password; REDIS_TLS=true makes it rediss://.
+// password, or user:password; REDIS_TLS=true makes it rediss://. A
+// REDIS_URL that is a redis:// or rediss:// URL is taken as it is.
 func refStore(env map[string]string) (string, bool, error) {
 	addr := env["REDIS_URL"]
 	if addr == "" {
@@ -183,6 +184,9 @@ func refStore(env map[string]string) (string, bool, error) {
 	}
 	if s := env["REDIS_SOCKET_TYPE"]; s != "" && !strings.EqualFold(s, "tcp") {
 		return "", false, fmt.Errorf("REDIS_SOCKET_TYPE=%q: Bouncer dials Redis over TCP: set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port", s)
+	}
+	if strings.HasPrefix(addr, "redis://") || strings.HasPrefix(addr, "rediss://") {
+		return addr, true, nil // already Bouncer's form
 	}
 	tls, err := strconv.ParseBool(or(env["REDIS_TLS"], "false"))
 	if err != nil {

@@ -177,6 +177,7 @@ func TestReadReference(t *testing.T) {
 			"admin-addr": "0.0.0.0:6070", "log-level": "warn", "log-format": "text", "store": "redis://redis:6379", "reference-metrics": "true"}},
 		{name: "auth and TLS", env: map[string]string{"REDIS_URL": "redis:6380", "REDIS_AUTH": "user:p@ss", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca.pem"},
 			want: map[string]string{"store": "rediss://user:p%40ss@redis:6380", "store-tls-ca": "/ca.pem"}},
+		{name: "a URL as it is", env: map[string]string{"REDIS_URL": "rediss://r:6380/2"}, want: map[string]string{"store": "rediss://r:6380/2"}},
 		{name: "password alone", env: map[string]string{"REDIS_URL": "redis:6379", "REDIS_AUTH": "secret"},
 			want: map[string]string{"store": "redis://:secret@redis:6379"}},
 		{name: "cluster", env: map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "r1:7000, r2:7000"},
