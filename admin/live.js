@@ -45,9 +45,12 @@
     return td;
   }
 
+  // fill puts rows in tbody, and hides its table's header while it has
+  // none: an empty table shows no column names, only the note above it.
   function fill(tbody, rows) {
     var tr, i, j;
     tbody.replaceChildren();
+    tbody.parentNode.tHead.hidden = rows.length === 0;
     for (i = 0; i < rows.length; i++) {
       tr = document.createElement("tr");
       if (rows[i].cls) { tr.className = rows[i].cls; }

@@ -139,6 +139,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 	resp := Response{Code: OK, Statuses: make([]Status, len(r.Descriptors)), Binding: -1}
 	for i := range resp.Statuses {
 		resp.Statuses[i].Code = OK
+		resp.Statuses[i].Hits = uint64(r.hits(i))
 	}
 	if d == nil {
 		e.unknownDomain(ctx, r.Domain)

@@ -220,6 +220,10 @@ type Status struct {
 
 	// Key is the store key the descriptor was counted under.
 	Key string
+
+	// Hits is what the descriptor asked to count: its own hits_addend,
+	// else the request's (0 meaning 1); 0 for a descriptor that peeks.
+	Hits uint64
 }
 
 // CurrentLimit is a limit as a response reports it.

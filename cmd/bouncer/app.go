@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -116,7 +117,26 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 	a.metrics.Serving(a.engine.Config())
 	a.reloader = &rules.Reloader{Path: rulesPath, Engine: a.engine, Options: lo,
 		OnReload: a.metrics.Reloaded, OnResult: a.logReload}
+	if c.refMetrics {
+		a.countAsReference()
+	}
 	return a, nil
+}
+
+// countAsReference counts decisions and reloads under
+// envoyproxy/ratelimit's metric names too (--reference-metrics).
+func (a *app) countAsReference() {
+	ref := metrics.NewReference(a.reg)
+	ref.Loaded(a.engine.Config(), true, nil)
+	observe, reloaded := a.engine.Observe, a.reloader.OnReload
+	a.engine.Observe = func(domain string, resp *rules.Response, err error) {
+		observe(domain, resp, err)
+		ref.Observe(domain, resp, err)
+	}
+	a.reloader.OnReload = func(c *rules.Config, changed bool, err error) {
+		reloaded(c, changed, err)
+		ref.Loaded(c, changed, err)
+	}
 }
 
 // logReload logs what a reload attempt did: a rejection as each problem
@@ -166,7 +186,11 @@ func (a *app) serveAdmin(addr, command string, listeners []admin.Listener, extra
 	if addr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	setting := a.c.setting("admin-addr")
+	if command != "serve" {
+		setting = "the config's admin"
+	}
+	ln, err := listen(setting, addr, listeners)
 	if err != nil {
 		return err
 	}
@@ -187,6 +211,36 @@ func (a *app) serveAdmin(addr, command string, listeners []admin.Listener, extra
 		}()
 	}
 	return nil
+}
+
+// listen listens on addr, which setting (a flag) gave. Its error names
+// the setting, the address and the reason alone ("--http-addr
+// 127.0.0.1:8080: address already in use"), then the other listeners'
+// addresses (others; those without an address are left out), so that
+// an operator sees which setting to change and what to change it to.
+func listen(setting, addr string, others []admin.Listener) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	reason := err
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Err != nil {
+		reason = oe.Err
+		if se, ok := errors.AsType[*os.SyscallError](reason); ok {
+			reason = se.Err
+		}
+	}
+	msg := fmt.Sprintf("%s %s: %v", setting, addr, reason)
+	var list []string
+	for _, l := range others {
+		if l.Addr != "" {
+			list = append(list, l.Name+" "+l.Addr)
+		}
+	}
+	if len(list) > 0 {
+		msg += "; the other listeners: " + strings.Join(list, ", ")
+	}
+	return nil, errors.New(msg)
 }
 
 // storeKind names the store of --store for the live page: memory, redis,
@@ -295,6 +349,12 @@ func runApp[S interface {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bouncer %s: unexpected argument %q\n", name, fs.Arg(0))
 		return exitUsage
+	}
+	if c.reference {
+		if err := c.readReference(fs, os.LookupEnv); err != nil {
+			fmt.Fprintf(stderr, "bouncer %s: %v\n", name, err)
+			return exitUsage
+		}
 	}
 	o, err := c.validate()
 	if err != nil {

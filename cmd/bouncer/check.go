@@ -17,11 +17,12 @@ func checkUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] CONFIG")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Validates a config file, or every *.yaml file of a directory, as `bouncer serve`")
-	fmt.Fprintln(w, "would load it, and prints each problem with file, line and reason. Exits 1 if")
-	fmt.Fprintln(w, "there is any. For every limit it prints how far over the limit the instances")
-	fmt.Fprintln(w, "sharing it through Redis can admit in its mode (its own, or --mode's as bouncer")
-	fmt.Fprintln(w, "serve --mode would give it), and how far while Redis is down, under the limit's")
-	fmt.Fprintln(w, "on_store_error (its own, or --on-store-error's, local by default, as bouncer serve).")
+	fmt.Fprintln(w, "would load it, or a gateway config and its rules file as `bouncer gateway` would,")
+	fmt.Fprintln(w, "and prints each problem with file, line and reason. Exits 1 if there is any.")
+	fmt.Fprintln(w, "For every limit it prints how far over the limit the instances sharing it")
+	fmt.Fprintln(w, "through Redis can admit in its mode (its own, or --mode's as bouncer serve --mode")
+	fmt.Fprintln(w, "would give it), and how far while Redis is down, under the limit's on_store_error")
+	fmt.Fprintln(w, "(its own, or --on-store-error's, local by default, as bouncer serve).")
 }
 
 // checkFlags are bouncer check's flags: each takes a value, as
@@ -83,17 +84,15 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		checkUsage(stderr)
 		return exitUsage
 	}
+	if isGatewayConfig(args[0]) {
+		return checkGateway(args[0], f, stdout, stderr)
+	}
 	c, err := lo.Load(args[0])
 	if err != nil {
 		printConfigError(stderr, err)
 		return exitFail
 	}
-	for _, d := range c.Domains() {
-		fmt.Fprintf(stdout, "domain %s (%s semantics): %d rules, from %s\n", d.Name, d.Semantics, len(d.Rules), d.File)
-		for _, r := range d.Rules {
-			printModes(stdout, r, f.policy)
-		}
-	}
+	printRules(stdout, c, f.policy)
 	fmt.Fprintf(stdout, "ok: config version %s\n", c.Version)
 	return exitOK
 }

@@ -134,3 +134,50 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 		}
 	}
 }
+
+// bouncer check recognises a gateway config and validates it as bouncer
+// gateway loads it: the file, the rules file it names, and the gateway
+// built from both; not as a rules file with unknown fields.
+func TestCheckGatewayConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("rules.yaml", gatewayRules)
+	write("broken.yaml", "domain: gw\nrules:\n  - name: global\n    match: [{key: generic_key}]\n    limits: [{rate: 1.5, period: 1s}]\n")
+	route := strings.NewReplacer("ROUTE", "app", "UPSTREAM", "http://127.0.0.1:1")
+	good := write("gateway.yaml", route.Replace(gatewayFile))
+	badRules := write("badrules.yaml", strings.Replace(route.Replace(gatewayFile), "rules: rules.yaml", "rules: broken.yaml", 1))
+	badAuth := write("badauth.yaml", route.Replace(gatewayFile)+"    auth: nobody\n")
+	cases := []struct {
+		name           string
+		path           string
+		code           int
+		stdout, stderr string // substrings; "" for an empty stream
+	}{
+		{"valid", good, exitOK, "ok: gateway config " + good + ": 1 listeners, 1 routes; rules version ", ""},
+		{"its rules file's problems", badRules, exitFail, "", filepath.Join(dir, "broken.yaml") + ":5: rules[0].limits[0].rate: want a whole number, got 1.5"},
+		{"the gateway's own problems", badAuth, exitFail, "", badAuth + ":"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			if code := runCheck([]string{c.path}, &stdout, &stderr); code != c.code {
+				t.Errorf("exit code: got %d, want %d (stderr %q)", code, c.code, stderr.String())
+			}
+			for _, s := range []struct{ name, got, want string }{{"stdout", stdout.String(), c.stdout}, {"stderr", stderr.String(), c.stderr}} {
+				if s.want == "" && s.got != "" && s.name == "stderr" || !strings.Contains(s.got, s.want) {
+					t.Errorf("%s: got %q, want it to hold %q", s.name, s.got, s.want)
+				}
+			}
+			if strings.Contains(stderr.String(), "unknown field") {
+				t.Errorf("stderr reads the gateway config as a rules file: %q", stderr.String())
+			}
+		})
+	}
+}

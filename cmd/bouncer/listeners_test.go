@@ -101,3 +101,36 @@ func TestServeJSONContentType(t *testing.T) {
 		}
 	}
 }
+
+// A listener whose address is taken says which flag gave it, the reason
+// alone, and where the other listeners are, so that the operator knows
+// what to change.
+func TestServeBusyPortNamesTheFlag(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	grpcAddr, adminAddr := freeAddr(t), freeAddr(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "app.yaml", appConfig)
+	c := defaultServeConfig(t)
+	c.config, c.grpcAddr, c.httpAddr, c.adminAddr = dir, grpcAddr, busy.Addr().String(), adminAddr
+	o, err := c.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = startService(t.Context(), c, o, newLogger(io.Discard, "text", 0))
+	want := "--http-addr " + busy.Addr().String() + ": address already in use; the other listeners: grpc " + grpcAddr + ", admin " + adminAddr
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+
+	// Given by envoyproxy/ratelimit's variables, the address names them.
+	c.ref = &refEnv{flags: map[string][]string{"http-addr": {"HOST", "PORT"}}}
+	_, err = startService(t.Context(), c, o, newLogger(io.Discard, "text", 0))
+	want = "--http-addr (from HOST, PORT) " + busy.Addr().String() + ": address already in use"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want it to start %q", err, want)
+	}
+}

@@ -102,6 +102,29 @@ func TestLivePageInBrowser(t *testing.T) {
 	})
 }
 
+// Before any traffic, every table of the live page is empty: none shows
+// its header, only the note that says why it is empty.
+func TestLivePageEmptyTables(t *testing.T) {
+	bin := browser(t)
+	ts := startTest(t, map[string]string{"native.yaml": strings.Replace(liveConfig, "DOMAIN", "api", 1)}, func(c *serveConfig) {
+		c.liveByHand = true
+	})
+	dom, _ := render(t, bin, "http://"+ts.adminAddr+"/live")
+	for _, body := range []string{"decisions", "most-denied", "keys", "history"} {
+		want := `<thead hidden=""><tr>`
+		i := strings.Index(dom, `<tbody id="`+body+`"></tbody>`)
+		if i < 0 {
+			t.Fatalf("no empty table %q in the rendered page:\n%s", body, dom)
+		}
+		if head := dom[strings.LastIndex(dom[:i], "<thead"):i]; !strings.HasPrefix(head, want) {
+			t.Errorf("table %q: got header %q, want it hidden", body, head)
+		}
+	}
+	if !strings.Contains(dom, "None of the keys seen last is denied.") {
+		t.Errorf("the rendered page lacks the note of the empty keys table:\n%s", dom)
+	}
+}
+
 // closedAddr returns a loopback address nothing listens on.
 func closedAddr(t *testing.T) string {
 	t.Helper()

@@ -161,8 +161,15 @@ func startServe(t *testing.T, args ...string) *serveProc {
 // startServeBinary is startServe with the bouncer binary bin.
 func startServeBinary(t *testing.T, bin string, args ...string) *serveProc {
 	t.Helper()
+	return startServeEnv(t, bin, append(os.Environ(), runMainEnv+"=1"), args...)
+}
+
+// startServeEnv is startServeBinary with the process's environment env
+// (its whole environment: runMainEnv included if bin is this test).
+func startServeEnv(t *testing.T, bin string, env []string, args ...string) *serveProc {
+	t.Helper()
 	p := &serveProc{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	p.cmd.Env = env
 	p.cmd.Stdout = p
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -60,6 +59,7 @@ type serveConfig struct {
 	otelEndpoint    string
 	otelInsecure    bool
 	otelSample      float64
+	refMetrics      bool // --reference-metrics
 
 	// No flag sets these; tests do.
 	liveByHand bool      // the live page's samples are the test's (admin.History.Sample)
@@ -74,14 +74,21 @@ type serveConfig struct {
 	apiTokenFile   string // the JSON API's bearer token, in a file
 	adminTokenFile string // the admin API's, for its writes
 
-	envErrs []string // environment variables whose values did not parse
+	envErrs []string        // environment variables whose values did not parse
+	envSet  map[string]bool // the flags a BOUNCER_* variable set
+
+	// reference reads envoyproxy/ratelimit's environment when neither
+	// --config nor BOUNCER_CONFIG is given (refenv.go); ref is what it
+	// read, for the log line at start.
+	reference bool
+	ref       *refEnv
 }
 
 func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { serveUsage(fs.Output()) }
-	fs.StringVar(&c.config, "config", "", "config file, or directory of *.yaml and *.yml files (Bouncer's or envoyproxy/ratelimit's format); required")
+	fs.StringVar(&c.config, "config", "", "config file, or directory of *.yaml and *.yml files (Bouncer's or envoyproxy/ratelimit's format); required, unless envoyproxy/ratelimit's environment gives it (see docs/deploy.md)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and RLQS gRPC listener")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "JSON API listener (POST /v1/check); empty to disable")
 	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:6070", "admin listener (health, metrics, pprof, rules); empty to disable")
@@ -104,6 +111,7 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.otelEndpoint, "otel-endpoint", "", "OpenTelemetry: send traces over OTLP/gRPC to this collector (host:port); empty: tracing off")
 	fs.BoolVar(&c.otelInsecure, "otel-insecure", false, "OpenTelemetry: send traces without TLS (a collector on the same host or pod)")
 	fs.Float64Var(&c.otelSample, "otel-sample-ratio", 1, "OpenTelemetry: share of traces started here that are kept (calls whose caller sampled them always are)")
+	fs.BoolVar(&c.refMetrics, "reference-metrics", false, "also count decisions under envoyproxy/ratelimit's metric names (ratelimit_service_rate_limit_total_hits and the others), in hits, as that project does; on by default when started with that project's environment")
 	fs.BoolVar(&c.watch, "watch", true, "reload the config when its files change (SIGHUP reloads it either way)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 5*time.Second, "HTTP listeners: how long a client may take to send a request's headers (gRPC: to finish its connection handshake)")
 	fs.DurationVar(&c.readTimeout, "read-timeout", 10*time.Second, "HTTP listeners: how long a client may take to send a whole request, body included")
@@ -120,6 +128,10 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 			if err := f.Value.Set(v); err != nil {
 				c.envErrs = append(c.envErrs, fmt.Sprintf("%s=%q: %v", env, v, err))
 			}
+			if c.envSet == nil {
+				c.envSet = map[string]bool{}
+			}
+			c.envSet[f.Name] = true
 		}
 	})
 	return fs
@@ -130,7 +142,9 @@ func serveUsage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Serves the rate limit service: Envoy's RLS v3 and rate limit quota service (RLQS)")
 	fmt.Fprintln(w, "over gRPC, POST /v1/check over HTTP, and the admin API. Reloads the config on change")
-	fmt.Fprintln(w, "and on SIGHUP; drains and stops on SIGTERM or SIGINT.")
+	fmt.Fprintln(w, "and on SIGHUP; drains and stops on SIGTERM or SIGINT. Without --config, it reads")
+	fmt.Fprintln(w, "envoyproxy/ratelimit's environment (RUNTIME_ROOT, PORT, REDIS_URL, ...) and serves")
+	fmt.Fprintln(w, "as that project does; see docs/deploy.md.")
 	fmt.Fprintln(w)
 	var c serveConfig
 	printFlags(w, serveFlags(&c, w))
@@ -143,7 +157,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		// collector's CPU for a few MB more. GOGC overrides it.
 		debug.SetGCPercent(400)
 	}
-	var c serveConfig
+	c := serveConfig{reference: true}
 	return runApp("serve", serveFlags(&c, stderr), &c, args, stderr, startService)
 }
 
@@ -329,11 +343,14 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 	if s.httpAddr != "" {
 		listeners = append(listeners, admin.Listener{Name: "http", Addr: s.httpAddr})
 	}
-	if err := a.serveAdmin(c.adminAddr, "serve", listeners); err != nil {
+	if err := a.serveAdmin(c.adminAddr, "serve", listeners, rlconfigEndpoint(a.engine)); err != nil {
 		a.shutdown()
 		return nil, err
 	}
 	a.watch(ctx)
+	if c.ref != nil {
+		c.ref.log(log, "grpc", s.grpcAddr, "http", s.httpAddr, "admin", a.adminAddr, "store", redactURL(c.store), "config", c.config)
+	}
 	log.Info("serving", "grpc", s.grpcAddr, "http", s.httpAddr, "admin", a.adminAddr,
 		"store", redactURL(c.store), "config", c.config, "version", a.engine.Config().Version)
 	return s, nil
@@ -343,7 +360,7 @@ func startService(ctx context.Context, c serveConfig, o serveOptions, log *slog.
 // --http-addr, the JSON API.
 func (s *service) listen(o serveOptions) error {
 	c := s.c
-	gl, err := net.Listen("tcp", c.grpcAddr)
+	gl, err := listen(c.setting("grpc-addr"), c.grpcAddr, []admin.Listener{{Name: "http", Addr: c.httpAddr}, {Name: "admin", Addr: c.adminAddr}})
 	if err != nil {
 		return err
 	}
@@ -369,13 +386,15 @@ func (s *service) listen(o serveOptions) error {
 	if c.httpAddr == "" {
 		return nil
 	}
-	hl, err := net.Listen("tcp", c.httpAddr)
+	hl, err := listen(c.setting("http-addr"), c.httpAddr, []admin.Listener{{Name: "grpc", Addr: s.grpcAddr}, {Name: "admin", Addr: c.adminAddr}})
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/check", o.apiToken.Guard(jsonHandler, nil))
 	mux.Handle("/v1/report", o.apiToken.Guard(jsonHandler.Report(), nil))
+	mux.Handle("/json", o.apiToken.Guard(rlsServer.JSON(), nil))
+	mux.Handle("/healthcheck", healthcheck(s.draining.Load))
 	s.httpSrv = c.httpServer(mux)
 	s.httpAddr = hl.Addr().String()
 	s.serve(func() error { return s.httpSrv.Serve(hl) })

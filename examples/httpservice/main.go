@@ -1,10 +1,11 @@
 // Httpservice is a small HTTP service limited by httplimit: each client
 // address may make 5 requests a second (bursts of 10) and 1000 a day, a
 // caller with an API key 20 a second on top, and /healthz is never
-// limited. It listens on 127.0.0.1:8090 (or -addr).
+// limited. It listens on 127.0.0.1:8092 (or -addr), a port the
+// README's tour leaves free.
 //
 //	go run ./examples/httpservice
-//	curl -i localhost:8090/hello
+//	curl -i localhost:8092/hello
 package main
 
 import (
@@ -24,8 +25,11 @@ import (
 	"github.com/bouncerhq/bouncer/memstore"
 )
 
+// defaultAddr is where the service listens without -addr.
+const defaultAddr = "127.0.0.1:8092"
+
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8090", "address to listen on")
+	addr := flag.String("addr", defaultAddr, "address to listen on")
 	flag.Parse()
 	store := memstore.New(memstore.Options{})
 	defer store.Close()

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"testing"
 	"time"
 
@@ -47,6 +49,21 @@ func TestService(t *testing.T) {
 	for range 20 {
 		if resp := get("/healthz"); resp.StatusCode != 200 {
 			t.Fatalf("/healthz: %d, want 200 (excluded)", resp.StatusCode)
+		}
+	}
+}
+
+// The README's tour runs servers of its own beside this example; the
+// example's default address must not be one of theirs, or whichever
+// starts second fails.
+func TestDefaultAddrFreeOfTheTour(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`--[a-z]+-addr (\S+)`).FindAllStringSubmatch(string(readme), -1) {
+		if m[1] == defaultAddr {
+			t.Errorf("the README's tour serves on %s, this example's default address", m[1])
 		}
 	}
 }

@@ -72,6 +72,6 @@ func run(w io.Writer, addr, prefix string) error {
 	total := admitted[0] + admitted[1] + admitted[2]
 	fmt.Fprintf(w, "%d checks of a limit of %d an hour, on three instances\n", checks, hourly.Rate)
 	fmt.Fprintf(w, "admitted: %d (never more than the limit: %v)\n", total, total <= int(hourly.Rate))
-	fmt.Fprintf(w, "calls to Redis: fewer than one in ten checks: %v\n", leases*10 < checks)
+	fmt.Fprintf(w, "calls to Redis: %d leases taken for %d checks (fewer than one in ten: %v)\n", leases, checks, leases*10 < checks)
 	return nil
 }
