@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -43,13 +44,7 @@ func essentials(t *testing.T, o *objects, name string) map[string]any {
 // agree fails for each essential in which got and want differ.
 func agree(t *testing.T, got, want map[string]any) {
 	t.Helper()
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range want {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if !reflect.DeepEqual(got[k], want[k]) {
 			g, _ := yaml.Marshal(got[k])
 			w, _ := yaml.Marshal(want[k])

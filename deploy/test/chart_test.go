@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,13 +37,7 @@ func render(t *testing.T, vals map[string]any) (*objects, error) {
 		return nil, err
 	}
 	var o objects
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range files {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if strings.HasSuffix(name, "NOTES.txt") {
 			continue
 		}

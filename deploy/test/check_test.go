@@ -45,13 +45,10 @@ func newWorkload(d *appsv1.Deployment) (*workload, error) {
 	w := &workload{dep: d, c: c, cmd: c.Args[0], flag: map[string]string{}}
 	args := c.Args[1:]
 	for i := 0; i < len(args); i++ {
-		name, ok := strings.CutPrefix(strings.TrimPrefix(args[i], "-"), "-")
-		if !ok && !strings.HasPrefix(args[i], "-") {
+		if !strings.HasPrefix(args[i], "-") {
 			return nil, fmt.Errorf("deployment %s: argument %q is not a flag", d.Name, args[i])
 		}
-		if name == "" {
-			name = strings.TrimPrefix(args[i], "-")
-		}
+		name := strings.TrimPrefix(strings.TrimPrefix(args[i], "-"), "-")
 		if n, v, ok := strings.Cut(name, "="); ok {
 			w.flag[n] = v
 		} else if i+1 < len(args) {
