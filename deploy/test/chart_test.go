@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"fmt"
+	"github.com/Masterminds/semver/v3"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -226,5 +227,25 @@ func TestChartRefuses(t *testing.T) {
 				t.Errorf("got %v, want an error about %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestChartKubeVersion checks that the chart asks for the Kubernetes
+// whose kubelet runs a preStop sleep (1.30, where it is on by default):
+// the image has no shell to sleep in. Helm checks kubeVersion with the
+// same semver constraints.
+func TestChartKubeVersion(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := semver.NewConstraint(ch.Metadata.KubeVersion)
+	if err != nil {
+		t.Fatalf("kubeVersion %q: %v", ch.Metadata.KubeVersion, err)
+	}
+	for v, want := range map[string]bool{"v1.29.9": false, "v1.30.0": true, "v1.30.1-eks-1234": true, "v1.37.0": true} {
+		if got := c.Check(semver.MustParse(v)); got != want {
+			t.Errorf("kubeVersion %q with %s: got %v, want %v", ch.Metadata.KubeVersion, v, got, want)
+		}
 	}
 }
