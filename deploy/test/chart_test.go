@@ -219,6 +219,8 @@ func TestChartRefuses(t *testing.T) {
 		{"an unknown mode", map[string]any{"store": map[string]any{"mode": "fast"}}, "mode"},
 		{"a GOMEMLIMIT Go cannot read", map[string]any{"serve": map[string]any{"goMemLimit": "460Mi"}}, "goMemLimit"},
 		{"autoscaling on the memory store", map[string]any{"autoscaling": map[string]any{"enabled": true}}, "needs a Redis store"},
+		{"TLS with a plain URL", map[string]any{"store": map[string]any{"url": "redis://redis:6379", "tls": map[string]any{"secretName": "tls"}}}, "needs a rediss:// store.url"},
+		{"a certificate without its key", map[string]any{"store": map[string]any{"url": "rediss://redis:6379", "tls": map[string]any{"secretName": "tls", "certKey": "tls.crt"}}}, "needs store.tls.keyKey"},
 		{"a grace period shorter than the drain", map[string]any{"terminationGracePeriodSeconds": 15}, "terminationGracePeriodSeconds must be above"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
