@@ -9,13 +9,13 @@ GO       ?= go
 # on a loaded machine; with a count there is no deadline.
 FUZZTIME ?= 30000x
 
-.PHONY: test checks fmt-check vet unit fuzz bench-check bench run
+.PHONY: test checks fmt-check vet unit fuzz bench-check deploy-check bench run
 
 test:
 	bash scripts/chromium-up.sh
 	BOUNCER_REQUIRE_BROWSER=1 bash scripts/with-redis.sh $(MAKE) --no-print-directory checks
 
-checks: fmt-check vet unit fuzz bench-check
+checks: fmt-check vet unit fuzz bench-check deploy-check
 
 fmt-check:
 	@out="$$(gofmt -l . )"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -23,6 +23,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd deploy/test && $(GO) vet ./...
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -44,6 +45,13 @@ fuzz:
 # bench-rls builds with the tag).
 bench-check:
 	cd bench && $(GO) test -short -count=1 -run . -bench . -benchtime 1x ./...
+
+# The Kubernetes manifests and the Helm chart, decoded into the Kubernetes
+# API types and checked (docs/deploy.md), in a module of their own so that
+# Helm and client-go stay out of the main go.mod. Offline once its modules
+# are downloaded.
+deploy-check:
+	cd deploy/test && $(GO) test -count=1 ./...
 
 # The full side-by-side run recorded in docs/benchmarks.md, and its tables.
 # The Redis half runs against the servers scripts/with-redis.sh provides.
