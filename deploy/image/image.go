@@ -28,6 +28,12 @@ const (
 	licenses       = "Apache-2.0"
 )
 
+// passwd and group name the image's user, for programs that look it up.
+const (
+	passwd = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
+	group  = "root:x:0:\nnonroot:x:65532:\n"
+)
+
 // ports are the image's listeners: the JSON API, gRPC and admin.
 var ports = []string{"8080/tcp", "8081/tcp", "6070/tcp"}
 
@@ -130,8 +136,8 @@ func rootFS(binary, caCerts []byte, epoch time.Time) []byte {
 	files := map[string]file{
 		"etc/":                              {mode: 0o755},
 		"etc/bouncer/":                      {mode: 0o755},
-		"etc/group":                         {mode: 0o644, contents: []byte("root:x:0:\nnonroot:x:65532:\n")},
-		"etc/passwd":                        {mode: 0o644, contents: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		"etc/group":                         {mode: 0o644, contents: []byte(group)},
+		"etc/passwd":                        {mode: 0o644, contents: []byte(passwd)},
 		"etc/ssl/":                          {mode: 0o755},
 		"etc/ssl/certs/":                    {mode: 0o755},
 		"etc/ssl/certs/ca-certificates.crt": {mode: 0o644, contents: caCerts},
