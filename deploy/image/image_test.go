@@ -92,8 +92,8 @@ func theImage(t *testing.T, dir string, p platform) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(topManifest.Manifests) != 1 || topManifest.Manifests[0].Annotations[refName] != testVersion {
-		t.Fatalf("index.json: got %+v, want one index named %s", topManifest.Manifests, testVersion)
+	if len(topManifest.Manifests) != 1 || topManifest.Manifests[0].Annotations[refName] != "9.8.7-test.1" {
+		t.Fatalf("index.json: got %+v, want one index tagged 9.8.7-test.1", topManifest.Manifests)
 	}
 	idx, err := top.ImageIndex(topManifest.Manifests[0].Digest)
 	if err != nil {
@@ -129,6 +129,18 @@ func indexDigest(t *testing.T, dir string) v1.Hash {
 		t.Fatal(err)
 	}
 	return m.Manifests[0].Digest
+}
+
+func TestTag(t *testing.T) {
+	for _, tt := range []struct{ version, want string }{
+		{"v1.2.3", "1.2.3"},
+		{"v1.2.3-rc.1", "1.2.3-rc.1"},
+		{"v0.0.0-20261207030000-0123456789ab+dirty", "0.0.0-20261207030000-0123456789ab-dirty"},
+	} {
+		if got := tag(tt.version); got != tt.want {
+			t.Errorf("tag(%q): got %q, want %q", tt.version, got, tt.want)
+		}
+	}
 }
 
 func checkConfig(t *testing.T, img v1.Image, p platform) {

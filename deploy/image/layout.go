@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -12,8 +13,15 @@ import (
 )
 
 // refName is the annotation by which tools name an image of a layout
-// (skopeo's oci:DIR:NAME).
+// (skopeo's oci:DIR:NAME): the image's tag.
 const refName = "org.opencontainers.image.ref.name"
+
+// tag is the image's tag for version: the version without its v, and
+// with - for the + a tag cannot hold (v1.2.3 is 1.2.3, a pseudo-version's
+// +dirty is -dirty).
+func tag(version string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(version, "v"), "+", "-")
+}
 
 // writeImage builds the image for o.platforms and writes it to o.out as
 // an OCI image layout, and returns a summary to print.
@@ -38,7 +46,7 @@ func writeImage(ctx context.Context, o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s: bouncer:%s %s\n", o.out, s.version, digest), nil
+	return fmt.Sprintf("%s: bouncer:%s %s\n", o.out, tag(s.version), digest), nil
 }
 
 // imageLayout writes the image of binaries (one per platform of ps) to
@@ -74,7 +82,7 @@ func imageLayout(dir string, ps []platform, binaries map[platform]string, caCert
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if err := path.AppendIndex(idx, layout.WithAnnotations(map[string]string{refName: s.version})); err != nil {
+	if err := path.AppendIndex(idx, layout.WithAnnotations(map[string]string{refName: tag(s.version)})); err != nil {
 		return v1.Hash{}, err
 	}
 	return idx.Digest()
