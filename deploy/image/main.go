@@ -36,6 +36,8 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+
+	"golang.org/x/mod/semver"
 )
 
 const (
@@ -74,6 +76,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", cmd, fs.Arg(0))
+		return exitUsage
+	}
+	if o.version != "" && !semver.IsValid(o.version) {
+		fmt.Fprintf(stderr, "%s: -version %q: want a semantic version, such as v1.2.3\n", cmd, o.version)
 		return exitUsage
 	}
 	var err error
