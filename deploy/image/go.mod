@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/google/go-containerregistry v0.22.1
+	go.uber.org/goleak v1.3.0
 	golang.org/x/mod v0.43.0
 )
 

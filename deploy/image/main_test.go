@@ -4,7 +4,15 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the run if a test leaves a goroutine behind (the reader
+// of a bouncer process's output, an HTTP connection).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // TestRunUsage checks the arguments refused before anything is built.
 func TestRunUsage(t *testing.T) {

@@ -75,7 +75,8 @@ func checkRuns(t *testing.T, img v1.Image) {
 	// the image's own, on every interface, may be taken on this machine.
 	httpAddr := freeAddr(t)
 	p := start(t, command(append(cf.Config.Cmd, "--http-addr", httpAddr, "--grpc-addr", freeAddr(t), "--admin-addr", freeAddr(t))...))
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
 	body := `{"domain":"app","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`
 	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
 		resp, err := client.Post("http://"+httpAddr+"/v1/check", "application/json", strings.NewReader(body))
