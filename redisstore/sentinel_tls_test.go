@@ -106,6 +106,8 @@ func sentinelTLSURL(s *redistest.TLSSentinel, db int) string {
 func TestConformanceSentinelTLS(t *testing.T) {
 	m := sentinelTLSModes[0]
 	set := sharedTLSSentinel(t, m)
+	// Once here rather than in each of the suite's stores, should it not.
+	waitConnected(t, newURLStore(t, sentinelTLSURL(set, 2), m.files(set), redisstore.Options{}))
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bouncer.Limiter {
 		var o redisstore.Options
 		redisstore.PinClock(&o, clock.Now)
