@@ -40,6 +40,10 @@ var notOurs = map[string]string{
 	"cluster":            "redis-cli's (internal/redistest): --cluster create",
 	"cluster-replicas":   "redis-cli's (internal/redistest)",
 	"cluster-yes":        "redis-cli's (internal/redistest)",
+	"user":               "redis-cli's (internal/redistest): a Sentinel set's ACL user",
+	"pass":               "redis-cli's (internal/redistest)",
+	"no-auth-warning":    "redis-cli's (internal/redistest)",
+	"sentinel":           "redis-server's (internal/redistest): start as a sentinel",
 }
 
 // commandFlags returns the flags each command takes, by command name;

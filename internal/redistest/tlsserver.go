@@ -41,6 +41,7 @@ type TLSServers struct {
 	dir       string
 	caFile    string // the servers' tls-ca-cert-file
 	procs     []*exec.Cmd
+	users     map[string][2]string // by address: the ACL user and password CLI logs in as
 }
 
 const waitTLS = 30 * time.Second
@@ -49,25 +50,16 @@ const waitTLS = 30 * time.Second
 // on free loopback ports above 20000, and waits until they answer (a
 // Cluster: until it is healthy, replicas in sync). Stop stops them.
 func StartTLS(dir string, o TLSOptions) (*TLSServers, error) {
-	for _, tool := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, fmt.Errorf("%s is not on PATH (scripts/redis-up.sh installs Redis)", tool)
-		}
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	certs, err := WriteCerts(dir)
-	if err != nil {
-		return nil, err
-	}
 	if o.AuthClients == "" {
 		o.AuthClients = "yes"
 	}
-	s := &TLSServers{Certs: certs, dir: dir, caFile: certs.CAFile}
+	s, err := newTLSServers(dir)
+	if err != nil {
+		return nil, err
+	}
 	if o.TrustAlso != nil {
 		s.caFile = filepath.Join(dir, "trusted.pem")
-		if err := os.WriteFile(s.caFile, append(append([]byte{}, certs.CA.PEM...), o.TrustAlso.PEM...), 0o600); err != nil {
+		if err := os.WriteFile(s.caFile, append(append([]byte{}, s.Certs.CA.PEM...), o.TrustAlso.PEM...), 0o600); err != nil {
 			return nil, err
 		}
 	}
@@ -87,7 +79,12 @@ func StartTLS(dir string, o TLSOptions) (*TLSServers, error) {
 		if i == 0 {
 			pl = plain
 		}
-		if err := s.launch(p, pl, o); err != nil {
+		conf := append(s.nodeConf(p, pl, o.AuthClients), "save \"\"", "appendonly no")
+		if o.Cluster {
+			conf = append(conf, "cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 2000",
+				"cluster-require-full-coverage no", "tls-cluster yes", "tls-replication yes")
+		}
+		if err := s.launch(p, conf); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -97,6 +94,24 @@ func StartTLS(dir string, o TLSOptions) (*TLSServers, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newTLSServers makes dir and the certificates in it, once redis-server
+// and redis-cli are found.
+func newTLSServers(dir string) (*TLSServers, error) {
+	for _, tool := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("%s is not on PATH (scripts/redis-up.sh installs Redis)", tool)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	certs, err := WriteCerts(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &TLSServers{Certs: certs, dir: dir, caFile: certs.CAFile, users: map[string][2]string{}}, nil
 }
 
 var (
@@ -147,26 +162,29 @@ func freePorts(n int, plain bool) (ports []int, plainPort int) {
 	}
 }
 
-// launch starts the node of TLS port p (and plain port plain, if not 0).
-func (s *TLSServers) launch(p, plain int, o TLSOptions) error {
+// nodeConf is the configuration every node has: its TLS port p (and
+// plain port plain, if not 0), the certificates, and no persistence.
+func (s *TLSServers) nodeConf(p, plain int, authClients string) []string {
+	dir := filepath.Join(s.dir, strconv.Itoa(p))
+	return []string{
+		"bind 127.0.0.1", "protected-mode no", "port " + strconv.Itoa(plain), "tls-port " + strconv.Itoa(p),
+		"tls-cert-file " + s.Certs.ServerCert, "tls-key-file " + s.Certs.ServerKey, "tls-ca-cert-file " + s.caFile,
+		"tls-auth-clients " + authClients, "dir " + dir, "logfile " + filepath.Join(dir, "redis.log"),
+	}
+}
+
+// launch starts the node of TLS port p with conf (redis-server's
+// configuration file, args its extra arguments).
+func (s *TLSServers) launch(p int, conf []string, args ...string) error {
 	dir := filepath.Join(s.dir, strconv.Itoa(p))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
-	}
-	conf := []string{
-		"bind 127.0.0.1", "protected-mode no", "port " + strconv.Itoa(plain), "tls-port " + strconv.Itoa(p),
-		"tls-cert-file " + s.Certs.ServerCert, "tls-key-file " + s.Certs.ServerKey, "tls-ca-cert-file " + s.caFile,
-		"tls-auth-clients " + o.AuthClients, "save \"\"", "appendonly no", "dir " + dir, "logfile " + filepath.Join(dir, "redis.log"),
-	}
-	if o.Cluster {
-		conf = append(conf, "cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 2000",
-			"cluster-require-full-coverage no", "tls-cluster yes", "tls-replication yes")
 	}
 	cf := filepath.Join(dir, "redis.conf")
 	if err := os.WriteFile(cf, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
-	cmd := exec.Command("redis-server", cf)
+	cmd := exec.Command("redis-server", append([]string{cf}, args...)...)
 	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
@@ -176,11 +194,15 @@ func (s *TLSServers) launch(p, plain int, o TLSOptions) error {
 }
 
 // CLI runs redis-cli against the node of addr over TLS, with the
-// client certificate, and returns what it printed.
+// client certificate (and, on a Sentinel set, the node's ACL user), and
+// returns what it printed.
 func (s *TLSServers) CLI(addr string, args ...string) (string, error) {
 	host, port, _ := net.SplitHostPort(addr)
-	all := append([]string{"--tls", "--cacert", s.Certs.CAFile, "--cert", s.Certs.ClientCert, "--key", s.Certs.ClientKey,
-		"-h", host, "-p", port}, args...)
+	all := []string{"--tls", "--cacert", s.Certs.CAFile, "--cert", s.Certs.ClientCert, "--key", s.Certs.ClientKey, "-h", host, "-p", port}
+	if u, ok := s.users[addr]; ok {
+		all = append(all, "--user", u[0], "--pass", u[1], "--no-auth-warning")
+	}
+	all = append(all, args...)
 	out, err := exec.Command("redis-cli", all...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
