@@ -17,7 +17,8 @@ COPY . .
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH GOAMD64=v1 GOARM64=v8.0 \
     go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$VERSION" \
       -o /out/usr/local/bin/bouncer ./cmd/bouncer
-RUN mkdir -p /out/etc/bouncer /out/etc/ssl/certs /out/home/nonroot /out/tmp && \
+RUN mkdir -p /out/bin /out/etc/bouncer /out/etc/ssl/certs /out/home/nonroot /out/tmp && \
+    ln -s /usr/local/bin/bouncer /out/bin/ratelimit && \
     cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ && \
     printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > /out/etc/passwd && \
     printf 'root:x:0:\nnonroot:x:65532:\n' > /out/etc/group && \
@@ -29,11 +30,9 @@ ARG REVISION=""
 COPY --from=build /out/ /
 USER 65532:65532
 WORKDIR /
-ENV PATH=/usr/local/bin \
-    BOUNCER_CONFIG=/etc/bouncer \
-    BOUNCER_HTTP_ADDR=:8080 \
-    BOUNCER_GRPC_ADDR=:8081 \
-    BOUNCER_ADMIN_ADDR=:6070
+# No BOUNCER_ variable: it would win over envoyproxy/ratelimit's
+# environment, which /bin/ratelimit serves (docs/deploy.md).
+ENV PATH=/usr/local/bin
 # The JSON API, gRPC (RLS v3, RLQS) and admin (health, metrics).
 EXPOSE 8080/tcp 8081/tcp 6070/tcp
 LABEL org.opencontainers.image.title="bouncer" \
@@ -42,4 +41,4 @@ LABEL org.opencontainers.image.title="bouncer" \
       org.opencontainers.image.revision="$REVISION" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENTRYPOINT ["/usr/local/bin/bouncer"]
-CMD ["serve"]
+CMD ["serve","--config","/etc/bouncer","--grpc-addr",":8081","--http-addr",":8080","--admin-addr",":6070"]

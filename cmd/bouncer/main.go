@@ -14,13 +14,26 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(argsOf(os.Args), os.Stdout, os.Stderr))
+}
+
+// argsOf is the command line run takes from argv, the process's: run
+// as ratelimit (envoyproxy/ratelimit's binary's name, which the image
+// links to this one, so that that project's manifests run it), the
+// binary is bouncer serve, which reads that project's environment
+// (docs/deploy.md).
+func argsOf(argv []string) []string {
+	if len(argv) > 0 && filepath.Base(argv[0]) == "ratelimit" {
+		return append([]string{"serve"}, argv[1:]...)
+	}
+	return argv[1:]
 }
 
 // command is one subcommand of the binary.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,6 +107,26 @@ func TestHelpFlag(t *testing.T) {
 	}{{"-h", true}, {"--help", true}, {"-help=false", true}, {"--helpme", false}, {"help", false}, {"-", false}, {"--", false}, {"--config", false}} {
 		if got := isHelpFlag(tt.arg); got != tt.want {
 			t.Errorf("isHelpFlag(%q): got %v, want %v", tt.arg, got, tt.want)
+		}
+	}
+}
+
+// TestArgsOf asserts that the binary run as ratelimit, as
+// envoyproxy/ratelimit's manifests run the image's /bin/ratelimit, is
+// bouncer serve, and under any other name reads its command line as it
+// is.
+func TestArgsOf(t *testing.T) {
+	for _, c := range []struct {
+		argv, want []string
+	}{
+		{[]string{"/bin/ratelimit"}, []string{"serve"}},
+		{[]string{"ratelimit", "--log-level", "debug"}, []string{"serve", "--log-level", "debug"}},
+		{[]string{"/usr/local/bin/bouncer", "version"}, []string{"version"}},
+		{[]string{"bouncer"}, []string{}},
+		{[]string{"/opt/ratelimit-tools/bouncer", "check", "x.yaml"}, []string{"check", "x.yaml"}},
+	} {
+		if got := argsOf(c.argv); !slices.Equal(got, c.want) {
+			t.Errorf("argsOf(%q): got %q, want %q", c.argv, got, c.want)
 		}
 	}
 }

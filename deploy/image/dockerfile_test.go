@@ -91,7 +91,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	for _, w := range []string{
 		"CGO_ENABLED=0", "GOAMD64=v1", "GOARM64=v8.0", "go build -trimpath", `-ldflags "-s -w -X main.version=$VERSION"`,
-		"-o /out" + binaryPath + " ./cmd/bouncer", "mkdir -p /out" + configDir,
+		"-o /out" + binaryPath + " ./cmd/bouncer", "mkdir -p /out/bin /out" + configDir, "ln -s " + binaryPath + " /out" + referenceCommand,
 		"cp /etc/ssl/certs/ca-certificates.crt /out" + caCertsPath[:strings.LastIndex(caCertsPath, "/")+1],
 		"printf '" + strings.ReplaceAll(passwd, "\n", `\n`) + "' > /out/etc/passwd",
 		"printf '" + strings.ReplaceAll(group, "\n", `\n`) + "' > /out/etc/group",

@@ -37,15 +37,21 @@ const (
 // ports are the image's listeners: the JSON API, gRPC and admin.
 var ports = []string{"8080/tcp", "8081/tcp", "6070/tcp"}
 
-// env is the image's environment: the config directory, and the
-// listeners on every interface rather than loopback.
-var env = []string{
-	"PATH=/usr/local/bin",
-	"BOUNCER_CONFIG=" + configDir,
-	"BOUNCER_HTTP_ADDR=:8080",
-	"BOUNCER_GRPC_ADDR=:8081",
-	"BOUNCER_ADMIN_ADDR=:6070",
-}
+// env is the image's environment. It sets no BOUNCER_ variable: those
+// would win over envoyproxy/ratelimit's environment, which the image
+// also serves when run as /bin/ratelimit (referenceCommand).
+var env = []string{"PATH=/usr/local/bin"}
+
+// cmd is the image's command: bouncer serve with its config directory
+// and the listeners on every interface rather than loopback. A command
+// of one's own names them again.
+var cmd = []string{"serve", "--config", configDir, "--grpc-addr", ":8081", "--http-addr", ":8080", "--admin-addr", ":6070"}
+
+// referenceCommand is envoyproxy/ratelimit's binary's path, which
+// manifests made for that image name as their command: a link to the
+// bouncer binary, which run under that name is bouncer serve, reading
+// that project's environment.
+const referenceCommand = "/bin/ratelimit"
 
 // runConfig is the image's configuration for s: bouncer serve as the
 // non-root user, with env, ports and the OCI labels.
@@ -65,7 +71,7 @@ func runConfig(s source) v1.Config {
 	}
 	return v1.Config{
 		Entrypoint:   []string{binaryPath},
-		Cmd:          []string{"serve"},
+		Cmd:          append([]string(nil), cmd...),
 		Env:          append([]string(nil), env...),
 		User:         imageUser,
 		WorkingDir:   "/",
@@ -126,7 +132,8 @@ func index(images []v1.Image, ps []platform) (v1.ImageIndex, error) {
 type file struct {
 	mode     int64
 	owner    int
-	contents []byte // nil for a directory
+	contents []byte // nil for a directory or a link
+	link     string // a symbolic link's target
 }
 
 // rootFS is the image's one layer, uncompressed: a tar whose entries
@@ -134,6 +141,8 @@ type file struct {
 // every time at epoch, so that the same files give the same bytes.
 func rootFS(binary, caCerts []byte, epoch time.Time) []byte {
 	files := map[string]file{
+		"bin/":                              {mode: 0o755},
+		"bin/ratelimit":                     {mode: 0o777, link: binaryPath},
 		"etc/":                              {mode: 0o755},
 		"etc/bouncer/":                      {mode: 0o755},
 		"etc/group":                         {mode: 0o644, contents: []byte(group)},
@@ -165,9 +174,12 @@ func tarFiles(files map[string]file, epoch time.Time) []byte {
 	for _, name := range names {
 		f := files[name]
 		h := &tar.Header{Name: name, Mode: f.mode, Uid: f.owner, Gid: f.owner, ModTime: epoch, Format: tar.FormatPAX}
-		if f.contents == nil {
+		switch {
+		case f.link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, f.link
+		case f.contents == nil:
 			h.Typeflag = tar.TypeDir
-		} else {
+		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.contents))
 		}
 		// Writes to a bytes.Buffer cannot fail, and every header is valid.

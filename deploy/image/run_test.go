@@ -46,27 +46,34 @@ func checkRuns(t *testing.T, img v1.Image) {
 	for name, f := range layerFiles(t, img) {
 		writeEntry(t, root, name, f)
 	}
-	configDir := envValue(cf.Config.Env, "BOUNCER_CONFIG")
 	if err := os.WriteFile(filepath.Join(root, configDir, "app.yaml"), []byte(checkConfigFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	command := func(args ...string) *exec.Cmd {
-		argv := append(append([]string(nil), cf.Config.Entrypoint...), args...)
+	// inImage is path as the process sees it: the image's, chrooted in
+	// root as root; under root otherwise.
+	inImage := func(path string) string {
+		if os.Geteuid() == 0 {
+			return path
+		}
+		return filepath.Join(root, path)
+	}
+	command := func(argv ...string) *exec.Cmd {
 		cmd := exec.Command(filepath.Join(root, argv[0]), argv[1:]...)
 		cmd.Env = append([]string(nil), cf.Config.Env...)
 		if os.Geteuid() == 0 {
 			cmd.Path, cmd.Dir = argv[0], cf.Config.WorkingDir
 			cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-		} else {
-			cmd.Env = append(cmd.Env, "BOUNCER_CONFIG="+filepath.Join(root, configDir))
 		}
 		return cmd
 	}
+	image := func(args ...string) *exec.Cmd {
+		return command(append(append([]string(nil), cf.Config.Entrypoint...), args...)...)
+	}
 
-	out, err := command("version").CombinedOutput()
+	out, err := image("version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "version: "+testVersion+"\n") {
 		t.Errorf("bouncer version: got %q (%v), want the version built, %s", out, err, testVersion)
 	}
@@ -74,26 +81,64 @@ func checkRuns(t *testing.T, img v1.Image) {
 	// The image's Cmd, with the listeners moved to free loopback ports:
 	// the image's own, on every interface, may be taken on this machine.
 	httpAddr := freeAddr(t)
-	p := start(t, command(append(cf.Config.Cmd, "--http-addr", httpAddr, "--grpc-addr", freeAddr(t), "--admin-addr", freeAddr(t))...))
+	args := append(append([]string(nil), cf.Config.Cmd...), "--config", inImage(configDir), "--http-addr", httpAddr, "--grpc-addr", freeAddr(t), "--admin-addr", freeAddr(t))
+	checkServes(t, start(t, image(args...)), httpAddr, "/v1/check", "app")
+
+	// envoyproxy/ratelimit's manifests run the image's /bin/ratelimit
+	// with that project's environment (Istio's sample's, on free ports
+	// and the test's Redis): bouncer serve, its config read from
+	// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config, its JSON on /json.
+	redisAddr := os.Getenv("BOUNCER_REDIS_ADDR")
+	if redisAddr == "" {
+		t.Skip("BOUNCER_REDIS_ADDR is not set: envoyproxy/ratelimit's environment needs a Redis")
+	}
+	refConfig := filepath.Join(root, "data/ratelimit/config")
+	if err := os.MkdirAll(refConfig, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	domain := fmt.Sprintf("app%d", time.Now().UnixNano()) // a count of its own in the shared Redis
+	if err := os.WriteFile(filepath.Join(refConfig, "app.yaml"), []byte(strings.Replace(checkConfigFile, "domain: app", "domain: "+domain, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	httpPort, grpcPort, debugPort := port(t), port(t), port(t)
+	ref := command(referenceCommand)
+	ref.Env = append(ref.Env, "USE_STATSD=false", "LOG_LEVEL=debug", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr,
+		"RUNTIME_ROOT="+inImage("/data"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_IGNOREDOTFILES=true", "RUNTIME_WATCH_ROOT=false",
+		"HOST=127.0.0.1", "PORT="+httpPort, "GRPC_HOST=127.0.0.1", "GRPC_PORT="+grpcPort, "DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+debugPort)
+	checkServes(t, start(t, ref), "127.0.0.1:"+httpPort, "/json", domain)
+}
+
+// checkServes sends p, a bouncer serve of checkConfigFile's limit (its
+// domain named domain) listening on httpAddr, three checks on path:
+// two pass and the third is refused; then it stops p with SIGTERM,
+// which it exits 0 on.
+func checkServes(t *testing.T, p *process, httpAddr, path, domain string) {
+	t.Helper()
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
-	body := `{"domain":"app","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`
+	body := `{"domain":"` + domain + `","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`
 	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
-		resp, err := client.Post("http://"+httpAddr+"/v1/check", "application/json", strings.NewReader(body))
+		resp, err := client.Post("http://"+httpAddr+path, "application/json", strings.NewReader(body))
 		if err != nil {
-			t.Fatalf("check %d: %v\n%s", i+1, err, p.logs())
+			t.Fatalf("%s check %d: %v\n%s", path, i+1, err, p.logs())
 		}
 		resp.Body.Close()
 		if resp.StatusCode != want {
-			t.Errorf("check %d: got status %d, want %d\n%s", i+1, resp.StatusCode, want, p.logs())
+			t.Errorf("%s check %d: got status %d, want %d\n%s", path, i+1, resp.StatusCode, want, p.logs())
 		}
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.wait(); err != nil {
-		t.Errorf("bouncer serve after SIGTERM: %v, want exit 0\n%s", err, p.logs())
+		t.Errorf("serving after SIGTERM: %v, want exit 0\n%s", err, p.logs())
 	}
+}
+
+// port is a free loopback port.
+func port(t *testing.T) string {
+	_, p, _ := net.SplitHostPort(freeAddr(t))
+	return p
 }
 
 // process is a running bouncer serve and its output.
@@ -176,6 +221,7 @@ type entry struct {
 	mode     int64
 	uid      int
 	data     []byte
+	link     string // a symbolic link's target
 }
 
 func (e *entry) String() string {
@@ -220,7 +266,7 @@ func tarEntries(t *testing.T, data []byte) map[string]*entry {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files[h.Name] = &entry{typeflag: h.Typeflag, mode: h.Mode, uid: h.Uid, data: body}
+		files[h.Name] = &entry{typeflag: h.Typeflag, mode: h.Mode, uid: h.Uid, data: body, link: h.Linkname}
 	}
 }
 
@@ -238,6 +284,21 @@ func writeEntry(t *testing.T, root, name string, e *entry) {
 	t.Helper()
 	path := filepath.Join(root, name)
 	var err error
+	if e.typeflag == tar.TypeSymlink {
+		// An absolute target is the image's: under root here, unless
+		// the process runs chrooted in root.
+		target := e.link
+		if os.Geteuid() != 0 && filepath.IsAbs(target) {
+			target = filepath.Join(root, target)
+		}
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err = os.Symlink(target, path)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if e.typeflag == tar.TypeDir {
 		err = os.MkdirAll(path, 0o755)
 	} else if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
@@ -260,16 +321,6 @@ func modeBits(mode int64) os.FileMode {
 		return os.ModeSticky
 	}
 	return 0
-}
-
-// envValue is name's value in env (NAME=value lines); "" if unset.
-func envValue(env []string, name string) string {
-	for _, kv := range env {
-		if k, v, _ := strings.Cut(kv, "="); k == name {
-			return v
-		}
-	}
-	return ""
 }
 
 func readFile(t *testing.T, path string) []byte {
