@@ -137,7 +137,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	}
 	if a.Limited {
 		if a.Decision.Degraded {
-			w.Header().Set("Bouncer-Degraded", "true")
+			w.Header().Set(header.Degraded, "true")
 		}
 		if !a.Decision.Allowed {
 			if m.o.OnDenied != nil {

@@ -211,7 +211,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) (rules.Request, b
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, resp rules.Response) {
 	out := response(resp)
 	if resp.Degraded() {
-		w.Header().Set(rules.DegradedHeader, "true")
+		w.Header().Set(header.Degraded, "true")
 	}
 	if resp.Code != rules.OverLimit {
 		setHeaders(w, resp.Headers(h.Headers))
@@ -233,7 +233,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, resp rules.Respo
 // writeReport answers a report: 200 with the state after the charge.
 func writeReport(w http.ResponseWriter, _ *http.Request, resp rules.Response) {
 	if resp.Degraded() {
-		w.Header().Set(rules.DegradedHeader, "true")
+		w.Header().Set(header.Degraded, "true")
 	}
 	writeJSON(w, http.StatusOK, response(resp))
 }

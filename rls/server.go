@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +98,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (
 
 // degradedMD marks a response with a descriptor decided without the
 // shared store.
-var degradedMD = metadata.Pairs(strings.ToLower(rules.DegradedHeader), "true")
+var degradedMD = metadata.Pairs(header.Degraded, "true") // metadata keys are lower-cased
 
 // limits holds one current_limit message per distinct limit reported,
 // shared by every response that reports it: marshalling only reads a

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/internal/storekey"
 )
 
@@ -168,10 +169,10 @@ func (r *Response) Degraded() bool {
 	return false
 }
 
-// DegradedHeader names the header (HTTP) and metadata entry (gRPC) that
-// marks an answer with a descriptor decided without the shared store:
-// "bouncer-degraded: true".
-const DegradedHeader = "Bouncer-Degraded"
+// DegradedHeader is header.Degraded, the field that marks an answer with a
+// descriptor decided without the shared store, under the name rules gave
+// it first; new code names header.Degraded.
+const DegradedHeader = header.Degraded
 
 // Status is one descriptor's answer.
 type Status struct {
