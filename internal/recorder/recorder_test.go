@@ -19,7 +19,10 @@ func TestStatus(t *testing.T) {
 		{"body only", func(w http.ResponseWriter) { w.Write([]byte("hello")) }, http.StatusOK, 5},
 		{"status then body", func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway); w.Write([]byte("no")) }, http.StatusBadGateway, 2},
 		{"informational then final", func(w http.ResponseWriter) { w.WriteHeader(http.StatusEarlyHints); w.WriteHeader(http.StatusCreated) }, http.StatusCreated, 0},
-		{"the first final status", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK); w.WriteHeader(http.StatusInternalServerError) }, http.StatusOK, 0},
+		{"the first final status", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(http.StatusInternalServerError)
+		}, http.StatusOK, 0},
 		// An upgrade's answer is its 101: the connection is hijacked after.
 		{"switching protocols", func(w http.ResponseWriter) { w.WriteHeader(http.StatusSwitchingProtocols) }, http.StatusSwitchingProtocols, 0},
 	}
