@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/rules"
 )
@@ -376,7 +377,7 @@ func parse(body []byte) (rules.Request, error) {
 // one table of this transport.
 func statusOf(err error) (int, string) {
 	switch {
-	case errors.Is(err, rules.ErrInvalidRequest):
+	case errors.Is(err, bouncer.ErrInvalidRequest):
 		return http.StatusBadRequest, "invalid_request"
 	case errors.Is(err, rules.ErrUnknownDomain):
 		return http.StatusNotFound, "unknown_domain"

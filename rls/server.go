@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/rules"
 )
@@ -151,7 +152,7 @@ func statusOf(err error) error {
 	switch {
 	case errors.As(err, &empty):
 		code = codes.Unknown // as envoyproxy/ratelimit answers it
-	case errors.Is(err, rules.ErrInvalidRequest):
+	case errors.Is(err, bouncer.ErrInvalidRequest):
 		code = codes.InvalidArgument
 	case errors.Is(err, rules.ErrUnknownDomain):
 		code = codes.NotFound

@@ -113,7 +113,7 @@ func (noLimiter) Refund(context.Context, bouncer.Request) error { return ErrNoLi
 
 func (noLimiter) Reset(context.Context, bouncer.Request) error { return ErrNoLimiter }
 
-// Decide answers r. A non-nil error wraps ErrInvalidRequest or
+// Decide answers r. A non-nil error wraps bouncer.ErrInvalidRequest or
 // ErrUnknownDomain, or is the store's failure; nothing is decided then,
 // and no lease is held (leases taken before the failure are released). A
 // caller that can hold requests waits Response.Delay before it proceeds;

@@ -187,7 +187,7 @@ func (e *Engine) Resolve(domain string, entries []Entry) (KeyInfo, error) {
 	var m matched
 	values := make([]string, MaxEntries)
 	if !d.match(&r, 0, r.Descriptors[0], values, &m) || m.unlimited || len(m.limits) == 0 {
-		return KeyInfo{}, fmt.Errorf("%w: no limited rule matches %s", ErrInvalidRequest, describeEntries(entries))
+		return KeyInfo{}, fmt.Errorf("%w: no limited rule matches %s", bouncer.ErrInvalidRequest, describeEntries(entries))
 	}
 	k := KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: entries, Limits: m.limits}
 	if m.shared {
