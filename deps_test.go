@@ -49,7 +49,7 @@ var allowedImports = map[string][]string{
 	"gateway/auth":         {"github.com/golang-jwt/jwt/v5"},
 	"gateway/tlsreload":    {"internal/pemfile"},
 	"gateway/route":        {"clientip", "internal/replay", "internal/urlpath"},
-	"gateway/transcode":    {"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
+	"gateway/transcode":    {"internal/urlpath", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "hybrid", "rules", "rls", "rlqs", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc",
 		"gateway", "gateway/auth", "gateway/route", "gateway/tlsreload", "internal/yamlconf", "internal/filewatch", "internal/bearer", "internal/simulate"},
