@@ -18,9 +18,10 @@ import (
 // quick and safe for concurrent use.
 type KeyObserver interface {
 	// Decided is told of one counted key of a decision, with LastSeen the
-	// instant of the decision. k's slices and Judge are the engine's, to
-	// read during the call: an observer that keeps them copies them, or
-	// keeps what it held when they are equal.
+	// instant of the decision. k.Entries and k.Judge are the request's,
+	// valid during the call: an observer that keeps them copies them (or
+	// keeps what it held when they are equal). k.Rule and k.Limits are the
+	// config's, never changed, and may be kept.
 	Decided(k KeyInfo)
 
 	// Denied is told of one key a decision answered over its limit,
