@@ -83,7 +83,7 @@ func (m *Metrics) Observe(domain string, resp *rules.Response, err error) {
 	if err != nil {
 		reason := "store"
 		switch {
-		case errors.Is(err, rules.ErrInvalidRequest):
+		case errors.Is(err, bouncer.ErrInvalidRequest):
 			reason = "invalid_request"
 		case errors.Is(err, rules.ErrUnknownDomain):
 			reason = "unknown_domain"

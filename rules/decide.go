@@ -36,9 +36,10 @@ type Engine struct {
 	// allowed and no descriptor has a limit, as in envoyproxy/ratelimit.
 	RejectUnknownDomains bool
 
-	// Keys, if not nil, remembers the keys decided most recently, for the
-	// admin API to list (stores keep no keys, only hashes or digests).
-	Keys *KeyIndex
+	// Keys, if not nil, is told of the keys of every decision: the admin
+	// API's key index (admin.KeyIndex) remembers the ones decided most
+	// recently, for listing (stores keep no keys, only hashes or digests).
+	Keys KeyObserver
 
 	// Concurrent makes the checks of a request's descriptors, under
 	// envoyproxy/ratelimit semantics, run at once rather than in turn: for
@@ -112,7 +113,7 @@ func (noLimiter) Refund(context.Context, bouncer.Request) error { return ErrNoLi
 
 func (noLimiter) Reset(context.Context, bouncer.Request) error { return ErrNoLimiter }
 
-// Decide answers r. A non-nil error wraps ErrInvalidRequest or
+// Decide answers r. A non-nil error wraps bouncer.ErrInvalidRequest or
 // ErrUnknownDomain, or is the store's failure; nothing is decided then,
 // and no lease is held (leases taken before the failure are released). A
 // caller that can hold requests waits Response.Delay before it proceeds;
@@ -153,7 +154,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 	}
 	ms, replaced := d.matchAll(&r)
 	if e.Keys != nil {
-		e.Keys.note(d.Name, ms, e.now())
+		e.observe(d.Name, ms, e.now())
 	}
 	if log := e.logger(); log.Enabled(ctx, slog.LevelDebug) {
 		d.explain(ctx, log, &r, ms, replaced)
@@ -173,7 +174,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 		}
 	}
 	if e.Keys != nil {
-		e.Keys.noteDenied(&resp)
+		e.observeDenied(&resp)
 	}
 	resp.finish()
 	return resp, d, nil

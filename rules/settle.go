@@ -26,7 +26,7 @@ import (
 // not safe on one Response at once.
 func (e *Engine) Settle(ctx context.Context, resp *Response, actual int64) error {
 	if actual < 0 {
-		return fmt.Errorf("%w: actual cost %d is negative", ErrInvalidRequest, actual)
+		return fmt.Errorf("%w: actual cost %d is negative", bouncer.ErrInvalidRequest, actual)
 	}
 	var errs []error
 	kept := resp.charges[:0:0]
@@ -62,7 +62,7 @@ func (e *Engine) Settle(ctx context.Context, resp *Response, actual int64) error
 
 // ReportTooLargeError is Report's error for a descriptor whose hits are
 // above what one report may charge its rule (Rule.MaxReport or its
-// default). It wraps ErrInvalidRequest.
+// default). It wraps bouncer.ErrInvalidRequest.
 type ReportTooLargeError struct {
 	Descriptor int    // the descriptor's index in the request
 	Rule       string // its rule's Label
@@ -73,8 +73,8 @@ func (e *ReportTooLargeError) Error() string {
 	return fmt.Sprintf("descriptors[%d]: hits %d above %d, the most one report may charge rule %q (its max_report)", e.Descriptor, e.Hits, e.Max, e.Rule)
 }
 
-// Unwrap returns ErrInvalidRequest.
-func (e *ReportTooLargeError) Unwrap() error { return ErrInvalidRequest }
+// Unwrap returns bouncer.ErrInvalidRequest.
+func (e *ReportTooLargeError) Unwrap() error { return bouncer.ErrInvalidRequest }
 
 // Report charges r's hits to the limits of its descriptors without
 // deciding: whatever the limits hold, past them if need be (a debt that

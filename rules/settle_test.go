@@ -70,7 +70,7 @@ func TestSettle(t *testing.T) {
 			}
 		})
 	}
-	if err := meteredEngine(t, &edgetest.Ledger{}).Settle(ctx, &rules.Response{}, -1); !errors.Is(err, rules.ErrInvalidRequest) {
+	if err := meteredEngine(t, &edgetest.Ledger{}).Settle(ctx, &rules.Response{}, -1); !errors.Is(err, bouncer.ErrInvalidRequest) {
 		t.Errorf("a negative actual cost: err = %v, want ErrInvalidRequest", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestReport(t *testing.T) {
 	if _, err := e.Report(ctx, rules.Request{Domain: "llm", Descriptors: []rules.Descriptor{desc("api_key=k2")}}); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Report on a limiter without Charge: err = %v, want ErrUnsupported", err)
 	}
-	if _, err := e.Report(ctx, rules.Request{Domain: "llm"}); !errors.Is(err, rules.ErrInvalidRequest) {
+	if _, err := e.Report(ctx, rules.Request{Domain: "llm"}); !errors.Is(err, bouncer.ErrInvalidRequest) {
 		t.Errorf("Report of no descriptors: err = %v, want ErrInvalidRequest", err)
 	}
 }

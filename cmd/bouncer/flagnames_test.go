@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bouncerhq/bouncer/gateway"
+	"github.com/bouncerhq/bouncer/internal/simulate"
 	"github.com/bouncerhq/bouncer/metrics"
 )
 
@@ -51,7 +52,7 @@ func commandFlags() map[string][]string {
 		return out
 	}
 	var sc, gc serveConfig
-	sim, _ := newSimFlags()
+	sim := simulate.FlagSet()
 	out := map[string][]string{
 		"serve":    names(serveFlags(&sc, io.Discard)),
 		"gateway":  names(gatewayFlags(&gc, io.Discard)),
