@@ -153,7 +153,7 @@ type Endpoint struct {
 	Description string `json:"description"`
 }
 
-// endpoints are what GET / lists, in the order of docs/operations.md.
+// endpoints are what GET / lists, in the order of docs/running.md ("Admin").
 var endpoints = []Endpoint{
 	{"GET", "/", "this list"},
 	{"GET", "/healthz", "liveness: 200 while the process serves"},

@@ -1,6 +1,6 @@
 // Package metrics exports Bouncer's Prometheus metrics: decisions by rule
 // and result, near-limit answers, store call latency, the Redis breaker's
-// state and config reloads. See docs/operations.md for the list.
+// state and config reloads. See docs/observing.md for the list.
 package metrics
 
 import (
