@@ -24,9 +24,14 @@ vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd deploy/test && $(GO) vet ./...
+	cd deploy/image && $(GO) vet ./...
 
+# deploy/image's test builds the image (bouncer itself included) and runs
+# it; without -race, which makes its gzip several times slower and has
+# little to check in a build tool (docs/deploy.md).
 unit:
 	$(GO) test -race -count=1 ./...
+	cd deploy/image && $(GO) test -count=1 ./...
 
 # Each fuzz target runs FUZZTIME executions on top of its seed corpus.
 fuzz:
@@ -59,6 +64,22 @@ bench:
 	cd bench && $(GO) test -run '^$$' -bench '^(BenchmarkCheck|BenchmarkBytesPerKey)$$' -benchtime 1s -count 3 ./... | tee out.txt
 	cd bench && $(GO) run ratios.go < out.txt
 	bash scripts/with-redis.sh bash scripts/bench-redis.sh
+
+# The container image without a container engine (deploy/image): an OCI
+# image layout in dist/image, for linux/amd64 and linux/arm64, named by
+# VERSION. A release: binaries for linux and darwin on amd64 and arm64,
+# the image as a tar of its layout, and SHA256SUMS, in dist/release. Both
+# are reproducible (docs/deploy.md). VERSION empty: the module version Go
+# records from git, the tag at HEAD or a pseudo-version.
+VERSION ?=
+
+.PHONY: image release
+
+image:
+	cd deploy/image && $(GO) run . image -version "$(VERSION)"
+
+release:
+	cd deploy/image && $(GO) run . release -version "$(VERSION)"
 
 # Bouncer's main job on the in-memory default; see README.md.
 run:

@@ -60,12 +60,16 @@ func (b Build) RevisionLabel() string {
 
 // RegisterBuildInfo registers the gauge bouncer_build_info on reg: 1,
 // labelled with the running binary's version, revision and goversion
-// (see Build). It panics if reg already has it, as New does.
+// (see Build). It is shorthand for reg.MustRegister(BuildInfo(ReadBuild())),
+// and panics if reg already has it, as New does.
 func RegisterBuildInfo(reg prometheus.Registerer) {
-	reg.MustRegister(buildInfo(ReadBuild()))
+	reg.MustRegister(BuildInfo(ReadBuild()))
 }
 
-func buildInfo(b Build) prometheus.Collector {
+// BuildInfo returns the gauge bouncer_build_info for b: 1, labelled with
+// b's Version, RevisionLabel and GoVersion. A binary whose release build
+// set a version of its own registers it with that Version.
+func BuildInfo(b Build) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "bouncer_build_info",
 		Help: "1, labelled with the binary's module version, VCS revision (+dirty if built from a modified tree) and Go version.",

@@ -56,7 +56,7 @@ func TestBuildOf(t *testing.T) {
 
 func TestBuildInfoLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(buildInfo(Build{Version: "v1.2.3", Revision: "75928e8", Modified: true, GoVersion: "go1.26.0"}))
+	reg.MustRegister(BuildInfo(Build{Version: "v1.2.3", Revision: "75928e8", Modified: true, GoVersion: "go1.26.0"}))
 	got := gatherBuildInfo(t, reg)
 	want := map[string]string{"version": "v1.2.3", "revision": "75928e8+dirty", "goversion": "go1.26.0"}
 	if !maps.Equal(got, want) {

@@ -92,7 +92,7 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 		a.service.Started = time.Now()
 	}
 	a.live = admin.NewHistory(a.reg, admin.HistoryOptions{})
-	metrics.RegisterBuildInfo(a.reg)
+	a.reg.MustRegister(metrics.BuildInfo(readBuild()))
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
 	var err error

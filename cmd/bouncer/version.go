@@ -12,10 +12,31 @@ import (
 func versionUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: bouncer version")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Prints the binary's module version, the VCS commit and time it was built from")
-	fmt.Fprintln(w, "(+dirty if the work tree had changes), and the Go version that built it, as")
-	fmt.Fprintln(w, "the binary records them (runtime/debug.ReadBuildInfo). /metrics exports the")
-	fmt.Fprintln(w, "same as bouncer_build_info.")
+	fmt.Fprintln(w, "Prints the binary's version, the VCS commit and time it was built from")
+	fmt.Fprintln(w, "(+dirty if the work tree had changes), and the Go version that built it. The")
+	fmt.Fprintln(w, "version is the one a release build set (make release, make image, the")
+	fmt.Fprintln(w, "Dockerfile's VERSION); otherwise the module version the Go toolchain recorded")
+	fmt.Fprintln(w, "(a tag, or a pseudo-version). /metrics exports the same as bouncer_build_info.")
+}
+
+// version is the release's version, set by a release build with
+// -ldflags "-X main.version=v1.2.3". When set it wins over the module
+// version the Go toolchain records, which a build without VCS
+// information (a Docker build context, a source archive) lacks.
+var version string
+
+// readBuild returns the running binary's build information, with the
+// release's version when one was set.
+func readBuild() metrics.Build {
+	return withVersion(metrics.ReadBuild(), version)
+}
+
+// withVersion returns b with its Version replaced by v, unless v is empty.
+func withVersion(b metrics.Build, v string) metrics.Build {
+	if v != "" {
+		b.Version = v
+	}
+	return b
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
@@ -23,7 +44,7 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bouncer version: unexpected argument %q\n", args[0])
 		return exitUsage
 	}
-	writeVersion(stdout, metrics.ReadBuild())
+	writeVersion(stdout, readBuild())
 	return exitOK
 }
 

@@ -172,3 +172,42 @@ func TestGatewayExportsBuildInfo(t *testing.T) {
 		t.Errorf("bouncer_build_info%v: got %v, want 1 in\n%s", buildInfoLabels(), got, body)
 	}
 }
+
+// A version set by the release build (-ldflags -X main.version) wins over
+// the module version, in `bouncer version` and in bouncer_build_info.
+func TestReleaseVersion(t *testing.T) {
+	old := version
+	version = "v9.8.7-rc.1"
+	t.Cleanup(func() { version = old })
+
+	_, stdout, _ := runArgs(t, "version")
+	if want := "version: v9.8.7-rc.1\n"; !strings.HasPrefix(stdout, want) {
+		t.Errorf("bouncer version: got %q, want it to start with %q", stdout, want)
+	}
+	ts := startTest(t, map[string]string{"app.yaml": appConfig})
+	labels := []string{"version=v9.8.7-rc.1", "revision=" + metrics.ReadBuild().RevisionLabel(), "goversion=" + runtime.Version()}
+	if got := ts.metric(t, "bouncer_build_info", labels...); got != 1 {
+		t.Errorf("bouncer_build_info%v: got %v, want 1", labels, got)
+	}
+}
+
+func TestWithVersion(t *testing.T) {
+	module := metrics.Build{Version: "v0.0.0-20261201230000-75928e8", Revision: "75928e8", GoVersion: "go1.26.0"}
+	tests := []struct {
+		name, set, want string
+	}{
+		{"unset: the module version", "", "v0.0.0-20261201230000-75928e8"},
+		{"set: the release's", "v1.2.3", "v1.2.3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := withVersion(module, tt.set)
+			if got.Version != tt.want {
+				t.Errorf("Version: got %q, want %q", got.Version, tt.want)
+			}
+			if got.Revision != module.Revision || got.GoVersion != module.GoVersion {
+				t.Errorf("got %+v, want only Version changed from %+v", got, module)
+			}
+		})
+	}
+}

@@ -1,0 +1,16 @@
+module github.com/bouncerhq/bouncer/deploy/image
+
+go 1.26.0
+
+require (
+	github.com/google/go-containerregistry v0.22.1
+	go.uber.org/goleak v1.3.0
+	golang.org/x/mod v0.43.0
+)
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)
