@@ -117,7 +117,8 @@ func (noLimiter) Reset(context.Context, bouncer.Request) error { return ErrNoLim
 // ErrUnknownDomain, or is the store's failure; nothing is decided then,
 // and no lease is held (leases taken before the failure are released). A
 // caller that can hold requests waits Response.Delay before it proceeds;
-// one that learns how requests end gives units back with Refund.
+// one that learns how requests end gives units back with the response's
+// Ledger.
 func (e *Engine) Decide(ctx context.Context, r Request) (Response, error) {
 	resp, d, err := e.decide(ctx, r)
 	if e.Observe != nil {
@@ -166,8 +167,9 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 		err = e.decideTogether(ctx, ms, &resp)
 	}
 	if err != nil {
-		return Response{}, d, errors.Join(err, e.Refund(context.WithoutCancel(ctx), &resp, leases))
+		return Response{}, d, errors.Join(err, bouncer.NewLedger(e.limiter(), resp.charges).Release(context.WithoutCancel(ctx)))
 	}
+	resp.ledger, resp.charges = bouncer.NewLedger(e.limiter(), resp.charges), nil
 	for i, rp := range replaced {
 		if rp.rule != nil {
 			resp.Statuses[i].Rule = rp.rule // and no Limit: see Status.Replaced

@@ -13,9 +13,9 @@
 // bouncer.Limiter; transports (package rls for Envoy's gRPC API, package
 // jsonapi for HTTP) convert to and from Request and Response. A caller
 // that learns how each request ends, such as the gateway, can do more: it
-// holds a request for its Response.Delay, gives units back with
-// Engine.Refund when the request fails (the rules with RefundOn5xx), and
-// releases concurrency limits' leases with it when the request ends; it
+// holds a request for its Response.Delay and ends it through the
+// Response's Ledger: the units of the rules with RefundOn5xx go back when
+// the request fails, concurrency limits' leases when it ends; it
 // loads configs with such limits through LoadOptions. See
 // docs/configuration.md.
 //

@@ -135,8 +135,10 @@ type Response struct {
 	// descriptor had a limit.
 	Binding int
 
-	// charges are what Decide charged, for Engine.Refund to give back.
-	charges []charge
+	// charges are what Decide charged, while it decides; ledger holds
+	// them once it has.
+	charges []bouncer.Charge
+	ledger  *bouncer.Ledger
 }
 
 // Delay is how long the caller should hold an allowed request before it
