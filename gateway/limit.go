@@ -13,19 +13,6 @@ import (
 	"github.com/bouncerhq/bouncer/rules"
 )
 
-// hold returns the Hold of what resp charged r, when r is held for a
-// shaping delay d, holds leases or units given back on failure, or is
-// metered; else nil.
-func (g *Gateway) hold(r *http.Request, rt *Route, resp *rules.Response, d time.Duration) *edge.Hold {
-	l := resp.Ledger()
-	if leases, refunds, _ := l.Holds(); d == 0 && !leases && !refunds && rt.meter == nil {
-		return nil
-	}
-	h := edge.NewHold(r.Context(), l, g.log)
-	h.Metered = rt.meter != nil && resp.Code != rules.OverLimit
-	return h
-}
-
 // limit decides r's limits, holds r for a shaping delay, and answers a
 // request it refuses. ok is false when r is not to go on; h, when r
 // holds leases or units given back on failure, is what gives them back.
@@ -64,7 +51,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 		w.Header().Set(rules.DegradedHeader, "true")
 	}
 	d := resp.Delay()
-	h = g.hold(r, rt, &resp, d)
+	h = edge.NewHold(r.Context(), resp.Ledger(), d, rt.meter != nil && resp.Code != rules.OverLimit, g.log)
 	v, hasValues := resp.Values()
 	if resp.Code == rules.OverLimit {
 		h.Done(false) // a shadow rule's leases

@@ -212,7 +212,7 @@ func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission, error
 		if !d.Allowed {
 			cs = cs[:shadow] // charged nothing
 		} else if d.Delay > 0 {
-			h = NewHold(ctx, s.ledger(cs, shadow), s.log)
+			h = NewHold(ctx, s.ledger(cs, shadow), d.Delay, metered(cs), s.log)
 			over, err := h.Wait(d.Delay, s.maxDelay)
 			if err != nil {
 				return Admission{}, err
@@ -287,12 +287,17 @@ func (s *Set[R]) keep(ctx context.Context, h *Hold, cs []charged[R], shadow int,
 		return nil
 	}
 	if h == nil {
-		h = NewHold(ctx, s.ledger(cs, shadow), s.log)
+		return NewHold(ctx, s.ledger(cs, shadow), 0, metered(cs), s.log)
 	}
 	if !h.Holds() {
 		return nil
 	}
 	return h
+}
+
+// metered reports whether a rule of cs meters its cost.
+func metered[R any](cs []charged[R]) bool {
+	return slices.ContainsFunc(cs, func(c charged[R]) bool { return c.rule.Estimate != nil })
 }
 
 // checkShadow checks each shadow rule on its own, logs and reports its

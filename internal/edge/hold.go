@@ -35,13 +35,18 @@ type Hold struct {
 }
 
 // NewHold returns the Hold of what l records for the request of ctx,
-// logging the store's failures to give back to log.
-func NewHold(ctx context.Context, l *bouncer.Ledger, log *slog.Logger) *Hold {
-	leases, refunds, metered := l.Holds()
+// which is held for delay, its shaping delay, and whose estimate the
+// caller settles if meter; nil if there is nothing to wait for, give
+// back or settle. It logs the store's failures to give back to log.
+func NewHold(ctx context.Context, l *bouncer.Ledger, delay time.Duration, meter bool, log *slog.Logger) *Hold {
+	leases, refunds, _ := l.Holds()
+	if delay <= 0 && !leases && !refunds && !meter {
+		return nil
+	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Hold{Leases: leases, Refunds: refunds, Metered: metered, ctx: ctx, ledger: l, log: log}
+	return &Hold{Leases: leases, Refunds: refunds, Metered: meter, ctx: ctx, ledger: l, log: log}
 }
 
 // Holds reports whether h has anything to do when the request ends:

@@ -47,7 +47,7 @@ var (
 func newHold(ctx context.Context, refunds bool) (*Hold, *book) {
 	b := &book{given: map[string]int64{}}
 	l := bouncer.NewLedger(b, []bouncer.Charge{{Key: "k", Limits: []bouncer.Limit{lease, units}, Cost: 1, RefundOnFailure: refunds}})
-	return NewHold(ctx, l, nil), b
+	return NewHold(ctx, l, 0, false, nil), b
 }
 
 var (
