@@ -310,10 +310,7 @@ func (h *Limiter) policyOf(r *bouncer.Request) bouncer.StoreErrorPolicy {
 	pol := bouncer.StoreErrorAllow
 	for _, k := range r.Keys {
 		for _, l := range k.Limits {
-			p := l.OnStoreError
-			if p == bouncer.StoreErrorDefault {
-				p = h.policy
-			}
+			p := h.policy.For(l)
 			if p == bouncer.StoreErrorDeny {
 				return p
 			}
