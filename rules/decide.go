@@ -169,7 +169,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 	if err != nil {
 		return Response{}, d, errors.Join(err, bouncer.NewLedger(e.limiter(), resp.charges).Release(context.WithoutCancel(ctx)))
 	}
-	resp.ledger, resp.charges = bouncer.NewLedger(e.limiter(), resp.charges), nil
+	resp.lim = e.limiter()
 	for i, rp := range replaced {
 		if rp.rule != nil {
 			resp.Statuses[i].Rule = rp.rule // and no Limit: see Status.Replaced

@@ -34,6 +34,15 @@ func (r *Response) charged(m *matched, dec bouncer.Decision) {
 // charge is metered, by meter 0). A denied response can hold charges too
 // (its shadow rules' allowed checks, leases included; under envoy
 // semantics, its allowed descriptors), so a caller that holds leases
-// ends every request it decided, whatever the answer. Copies of r share
-// one Ledger; it is nil when Decide charged nothing.
-func (r *Response) Ledger() *bouncer.Ledger { return r.ledger }
+// ends every request it decided, whatever the answer. It is nil when
+// Decide charged nothing.
+//
+// The first call makes the Ledger (a caller that never ends requests,
+// such as the RLS service, allocates none); copies of r made after it
+// share it. Ledger is not safe to call on one Response at once.
+func (r *Response) Ledger() *bouncer.Ledger {
+	if r.ledger == nil && len(r.charges) > 0 {
+		r.ledger, r.charges = bouncer.NewLedger(r.lim, r.charges), nil
+	}
+	return r.ledger
+}

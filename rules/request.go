@@ -135,9 +135,10 @@ type Response struct {
 	// descriptor had a limit.
 	Binding int
 
-	// charges are what Decide charged, while it decides; ledger holds
-	// them once it has.
+	// charges are what Decide charged through lim; Ledger moves them
+	// into ledger.
 	charges []bouncer.Charge
+	lim     bouncer.Limiter
 	ledger  *bouncer.Ledger
 }
 
