@@ -31,8 +31,9 @@
 // descriptor tree and matching), decide.go (Engine, Decide),
 // decide_bouncer.go and decide_envoy.go (the two semantics),
 // override.go (a request's limit override), finish.go (a response's code
-// and binding status), headers.go (its rate-limit headers), refund.go
-// and settle.go (what a request gives back or is charged once it ends),
+// and binding status), headers.go (its rate-limit headers), ledger.go
+// (the bouncer.Ledger of what a decision charged, which the caller ends),
+// settle.go (Report: a cost charged once a request has ended),
 // report.go (the bound on one report), unknown.go (unknown domains),
 // keys.go (KeyObserver, which the admin API's key index implements, and
 // State, Reset and Resolve, the engine's operations on one key).
