@@ -11,9 +11,10 @@ const Never = time.Duration(math.MaxInt64)
 
 // Decision is the answer to a check.
 //
-// Limit, Remaining and ResetAfter describe the binding limit: the one with
-// the least Remaining (ties go to the longer RetryAfter, then the longer
-// ResetAfter), which is what rate-limit headers report. A limit that denies
+// Capacity, Remaining, ResetAfter, Key and LimitName describe the binding
+// limit: the one with the least Remaining (ties go to the longer
+// RetryAfter, then the longer ResetAfter), which is what rate-limit
+// headers report. A limit that denies
 // always has less remaining than one that allows, so a denied decision's
 // binding limit is one that denied. RetryAfter is the longest over all
 // limits.

@@ -9,9 +9,12 @@ import (
 var (
 	// ErrInvalidLimit is wrapped by every *LimitError.
 	ErrInvalidLimit = errors.New("bouncer: invalid limit")
-	// ErrInvalidRequest reports a request a store cannot decide: no keys,
-	// a key without limits, a negative cost, a cost of 0 without Peek (or
-	// a peek with a cost), or two limits of one key sharing a name.
+	// ErrInvalidRequest reports a request that cannot be decided as
+	// given, the caller's fault and not an outage: to a store, no keys, a
+	// key without limits, a negative cost, a cost of 0 without Peek (or a
+	// peek with a cost), or two limits of one key sharing a name; to
+	// rules.Engine, a descriptor, override, report or settle it cannot
+	// take. Transports answer it with 400 or INVALID_ARGUMENT.
 	ErrInvalidRequest = errors.New("bouncer: invalid request")
 )
 

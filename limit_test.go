@@ -214,3 +214,18 @@ func TestParseMode(t *testing.T) {
 		t.Errorf("Mode(9).String() = %q", s)
 	}
 }
+
+func TestStoreErrorPolicyFor(t *testing.T) {
+	for _, tc := range []struct {
+		store, limit, want bouncer.StoreErrorPolicy
+	}{
+		{bouncer.StoreErrorDefault, bouncer.StoreErrorDefault, bouncer.StoreErrorLocal},
+		{bouncer.StoreErrorAllow, bouncer.StoreErrorDefault, bouncer.StoreErrorAllow},
+		{bouncer.StoreErrorAllow, bouncer.StoreErrorDeny, bouncer.StoreErrorDeny},
+		{bouncer.StoreErrorDefault, bouncer.StoreErrorAllow, bouncer.StoreErrorAllow},
+	} {
+		if got := tc.store.For(bouncer.Limit{OnStoreError: tc.limit}); got != tc.want {
+			t.Errorf("store %q, limit %q: got %q, want %q", tc.store, tc.limit, got, tc.want)
+		}
+	}
+}

@@ -32,6 +32,19 @@ func (p StoreErrorPolicy) String() string {
 	return fmt.Sprintf("StoreErrorPolicy(%d)", uint8(p))
 }
 
+// For returns the policy that decides l in a store whose own policy is
+// p: l's OnStoreError, else p, else StoreErrorLocal, every store's
+// default. It is the one place where the default is chosen.
+func (p StoreErrorPolicy) For(l Limit) StoreErrorPolicy {
+	switch {
+	case l.OnStoreError != StoreErrorDefault:
+		return l.OnStoreError
+	case p != StoreErrorDefault:
+		return p
+	}
+	return StoreErrorLocal
+}
+
 // Valid reports whether p is one of the policies above.
 func (p StoreErrorPolicy) Valid() bool { return p <= StoreErrorLocal }
 

@@ -30,7 +30,11 @@ const (
 
 // Options configure the handler.
 type Options struct {
-	// Engine is the engine whose config is shown. Required.
+	// Engine is the engine whose config is shown. Required. Its Keys,
+	// when a *KeyIndex, is the index of the keys decided recently, which
+	// /v1/keys lists, /v1/keys/state and /v1/keys/reset find by ?key=,
+	// and the live page peeks at; otherwise the index is off: /v1/keys
+	// answers 501 and keys are found by descriptor only.
 	Engine *rules.Engine
 
 	// Gatherer serves /metrics; nil means no metrics endpoint.
@@ -149,7 +153,7 @@ type Endpoint struct {
 	Description string `json:"description"`
 }
 
-// endpoints are what GET / lists, in the order of docs/operations.md.
+// endpoints are what GET / lists, in the order of docs/running.md ("Admin").
 var endpoints = []Endpoint{
 	{"GET", "/", "this list"},
 	{"GET", "/healthz", "liveness: 200 while the process serves"},

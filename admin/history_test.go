@@ -227,7 +227,7 @@ func TestLiveDeniedKeysShadow(t *testing.T) {
 	st := memstore.New(memstore.Options{})
 	t.Cleanup(func() { st.Close() })
 	e := rules.NewEngine(config(t, nativeFile), st)
-	e.Keys = rules.NewKeyIndex(10)
+	e.Keys = admin.NewKeyIndex(10)
 	h := admin.Handler(admin.Options{Engine: e})
 	for range 2 {
 		resp, err := e.Decide(context.Background(), rules.Request{Domain: "api", Descriptors: []rules.Descriptor{{Entries: []rules.Entry{

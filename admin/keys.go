@@ -67,7 +67,7 @@ func view(k rules.KeyInfo) KeyView {
 
 // listKeys answers one page of the engine's key index, in key order.
 func listKeys(w http.ResponseWriter, r *http.Request, o Options) {
-	if o.Engine.Keys == nil {
+	if o.keys() == nil {
 		writeError(w, http.StatusNotImplemented, "keys_off", "the key index is off (--admin-keys 0)")
 		return
 	}
@@ -84,10 +84,10 @@ func listKeys(w http.ResponseWriter, r *http.Request, o Options) {
 		}
 		after = strings.TrimPrefix(string(b), keyCursorTag)
 	}
-	keys, more := o.Engine.Keys.List(after, limit)
+	keys, more := o.keys().List(after, limit)
 	out := make([]KeyView, len(keys))
 	for i, k := range keys {
-		out[i] = view(k)
+		out[i] = view(k.KeyInfo)
 	}
 	next := ""
 	if more && len(keys) > 0 {
@@ -101,9 +101,9 @@ func listKeys(w http.ResponseWriter, r *http.Request, o Options) {
 func findKey(w http.ResponseWriter, r *http.Request, o Options) (rules.KeyInfo, bool) {
 	q := r.URL.Query()
 	if key := q.Get("key"); key != "" {
-		if o.Engine.Keys != nil {
-			if k, ok := o.Engine.Keys.Get(key); ok {
-				return k, true
+		if o.keys() != nil {
+			if k, ok := o.keys().Get(key); ok {
+				return k.KeyInfo, true
 			}
 		}
 		writeError(w, http.StatusNotFound, "unknown_key", "the key index does not hold this key; name it by ?domain= and ?entry=key=value instead")

@@ -25,7 +25,7 @@ func keyEngine(t *testing.T) *rules.Engine {
 	st := memstore.New(memstore.Options{})
 	t.Cleanup(func() { st.Close() })
 	e := rules.NewEngine(config(t, envoyFile), st)
-	e.Keys = rules.NewKeyIndex(100)
+	e.Keys = admin.NewKeyIndex(100)
 	return e
 }
 
@@ -179,7 +179,7 @@ func TestKeysNameTheirRule(t *testing.T) {
 	st := memstore.New(memstore.Options{})
 	t.Cleanup(func() { st.Close() })
 	e := rules.NewEngine(c, st)
-	e.Keys = rules.NewKeyIndex(10)
+	e.Keys = admin.NewKeyIndex(10)
 	if _, err := e.Decide(t.Context(), rules.Request{Domain: "app", Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "user_id", Value: "u"}}}}}); err != nil {
 		t.Fatal(err)
 	}

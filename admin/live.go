@@ -204,7 +204,7 @@ func (l *live) view(ctx context.Context, now time.Time) LiveView {
 	}
 	v.DeniedKeys, v.KeysOff, v.KeysError = l.denied(ctx)
 	v.MostDenied = []DeniedCount{}
-	if x := l.o.Engine.Keys; x != nil {
+	if x := l.o.keys(); x != nil {
 		for _, k := range x.MostDenied(liveDenied) {
 			d := DeniedCount{Key: k.Key, Domain: k.Domain, Denied: k.Denied, LastSeen: k.LastSeen}
 			if k.Rule != nil {
@@ -398,17 +398,17 @@ func findRule(c *rules.Config, domain, label string) *rules.Rule {
 // those a limit denies now, most recently seen first.
 func (l *live) denied(ctx context.Context) (out []DeniedKey, off bool, failed string) {
 	out = []DeniedKey{}
-	x := l.o.Engine.Keys
+	x := l.o.keys()
 	if x == nil {
 		return out, true, ""
 	}
 	keys, _ := x.List("", x.Len()+1)
-	slices.SortFunc(keys, func(a, b rules.KeyInfo) int { return b.LastSeen.Compare(a.LastSeen) })
+	slices.SortFunc(keys, func(a, b IndexedKey) int { return b.LastSeen.Compare(a.LastSeen) })
 	keys = keys[:min(len(keys), livePeeks)]
 	ctx, cancel := context.WithTimeout(ctx, livePeekTime)
 	defer cancel()
 	for _, k := range keys {
-		states, err := l.o.Engine.State(ctx, k)
+		states, err := l.o.Engine.State(ctx, k.KeyInfo)
 		if err != nil {
 			return out, false, err.Error()
 		}

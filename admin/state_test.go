@@ -54,7 +54,7 @@ func server(t *testing.T, cfg ...string) (*httptest.Server, *rules.Engine, *stor
 	t.Cleanup(func() { st.Close() })
 	e := rules.NewEngine(config(t, cfg...), st)
 	e.Now = clock.Now
-	e.Keys = rules.NewKeyIndex(100)
+	e.Keys = admin.NewKeyIndex(100)
 	srv := httptest.NewServer(admin.Handler(admin.Options{Engine: e, Gatherer: prometheus.NewRegistry()}))
 	t.Cleanup(srv.Close)
 	return srv, e, clock

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bouncerhq/bouncer/gateway/route"
 	"github.com/bouncerhq/bouncer/internal/edge"
+	"github.com/bouncerhq/bouncer/internal/recorder"
 )
 
 // Why a metered request's exchange with its upstream ends early.
@@ -29,7 +30,7 @@ var (
 // goroutine (WriteHeader for a 1xx answer from the transport's); leave
 // runs on either, or on the one that sees the client's context end.
 type delivery struct {
-	sw     *statusWriter
+	sw     *recorder.Writer
 	m      *meter
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -51,7 +52,7 @@ type delivery struct {
 
 // deliver starts the delivery of the answer to client's request, whose
 // context is client.
-func (m *meter) deliver(sw *statusWriter, client context.Context) *delivery {
+func (m *meter) deliver(sw *recorder.Writer, client context.Context) *delivery {
 	d := &delivery{sw: sw, m: m}
 	d.ctx, d.cancel = context.WithCancelCause(context.WithoutCancel(client))
 	d.stop = context.AfterFunc(client, d.leave)
@@ -175,7 +176,7 @@ func (d *delivery) actual(int) (int64, bool) {
 	case !d.answered:
 		return 0, false
 	case d.m.bytes:
-		return d.sw.bytes, true
+		return d.sw.Bytes, true
 	}
 	if n, ok := d.m.trailer(d.sw.Header(), d.before); ok {
 		return n, true
@@ -191,7 +192,7 @@ func (d *delivery) actual(int) (int64, bool) {
 // so that the server drops the connection rather than end the body as if
 // it were whole. failed is a 5xx, or an upstream that broke off; never a
 // client that left.
-func (g *Gateway) serveMetered(h *edge.Hold, rt *Route, t *route.Target, sw *statusWriter, r *http.Request, v *route.View) (failed, aborted bool) {
+func (g *Gateway) serveMetered(h *edge.Hold, rt *Route, t *route.Target, sw *recorder.Writer, r *http.Request, v *route.View) (failed, aborted bool) {
 	d := rt.meter.deliver(sw, r.Context())
 	defer func() {
 		p := recover()
@@ -201,7 +202,7 @@ func (g *Gateway) serveMetered(h *edge.Hold, rt *Route, t *route.Target, sw *sta
 		}
 		h.Settle(d.actual)
 		aborted = p == http.ErrAbortHandler
-		failed = sw.status >= 500 || aborted && !gone
+		failed = sw.Status >= 500 || aborted && !gone
 		if p != nil && !aborted {
 			panic(p)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/gateway/route"
 	"github.com/bouncerhq/bouncer/internal/edge"
+	"github.com/bouncerhq/bouncer/internal/recorder"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -123,7 +124,7 @@ func (g *Gateway) Health() []route.UpstreamHealth { return g.table.Health() }
 // reads the View, never the raw request, and every answer is logged.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &recorder.Writer{ResponseWriter: w}
 	v, pathErr := route.NewView(r, g.clients)
 	entry := accessEntry{view: &v}
 	var span trace.Span
@@ -164,7 +165,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// An answer the proxy aborted is the upstream's failure while
 		// the client is there, and not when the client went away.
 		aborted = serveAborting(func() { rt.serve(t, sw, r, &v) })
-		return sw.status >= 500 || aborted && r.Context().Err() == nil
+		return sw.Status >= 500 || aborted && r.Context().Err() == nil
 	})
 	if aborted {
 		panic(http.ErrAbortHandler)
@@ -200,7 +201,7 @@ func (g *Gateway) startSpan(r *http.Request, path string) (*http.Request, trace.
 }
 
 // end ends r's span, if it has one, and logs r's answer.
-func (g *Gateway) end(r *http.Request, sw *statusWriter, entry *accessEntry, span trace.Span, start time.Time) {
+func (g *Gateway) end(r *http.Request, sw *recorder.Writer, entry *accessEntry, span trace.Span, start time.Time) {
 	d := time.Since(start)
 	if span != nil {
 		span.SetName(r.Method + " " + entry.route)
@@ -377,17 +378,17 @@ type accessEntry struct {
 const statusClientClosed = 499
 
 // status is the status r was answered with.
-func (e *accessEntry) status(r *http.Request, w *statusWriter) int {
+func (e *accessEntry) status(r *http.Request, w *recorder.Writer) int {
 	switch {
-	case w.status != 0:
-		return w.status
+	case w.Status != 0:
+		return w.Status
 	case r.Context().Err() != nil:
 		return statusClientClosed
 	}
 	return http.StatusOK
 }
 
-func (g *Gateway) logAccess(r *http.Request, w *statusWriter, e *accessEntry, d time.Duration) {
+func (g *Gateway) logAccess(r *http.Request, w *recorder.Writer, e *accessEntry, d time.Duration) {
 	status := e.status(r, w)
 	if g.metrics != nil {
 		g.metrics.request(e.route, status, d)
@@ -398,34 +399,7 @@ func (g *Gateway) logAccess(r *http.Request, w *statusWriter, e *accessEntry, d 
 	}
 	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", p), slog.String("route", e.route),
-		slog.Int("status", status), slog.Duration("duration", d), slog.Int64("bytes", w.bytes),
+		slog.Int("status", status), slog.Duration("duration", d), slog.Int64("bytes", w.Bytes),
 		slog.String("client_ip", e.view.Client.String()), slog.String("user", e.user), slog.String("denied", e.denied),
 		slog.String("request_id", w.Header().Get("X-Request-Id")))
 }
-
-// statusWriter records the status and size of an answer. Unwrap lets
-// http.ResponseController reach the connection (flushes for streaming
-// and gRPC, hijacking for WebSocket upgrades).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.bytes += int64(n)
-	return n, err
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

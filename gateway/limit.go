@@ -1,63 +1,17 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/gateway/auth"
 	"github.com/bouncerhq/bouncer/gateway/route"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/internal/edge"
 	"github.com/bouncerhq/bouncer/rules"
 )
-
-// admitted is what Decide charged an admitted request, which its Hold
-// gives back through the engine.
-type admitted struct {
-	edge.Hold
-	engine *rules.Engine
-	log    *slog.Logger
-	mu     sync.Mutex // the leases may go back, as the client leaves, while the request is settled
-	resp   rules.Response
-}
-
-// hold returns the Hold of resp, for ctx's request: it holds leases and
-// units given back on failure if resp charged any.
-func (g *Gateway) hold(ctx context.Context, resp *rules.Response) *edge.Hold {
-	a := &admitted{engine: g.engine, log: g.log, resp: *resp}
-	a.Init(ctx, a)
-	a.Leases, a.Refunds = resp.Holds(lease), resp.Holds(onFailure)
-	return &a.Hold
-}
-
-// GiveBack gives back p of what Decide charged. The Hold calls it one
-// Part at a time (Engine.Refund is not safe on one Response at once).
-func (a *admitted) GiveBack(ctx context.Context, p edge.Part) {
-	only := lease
-	switch p {
-	case edge.Failed:
-		only = onFailure
-	case edge.Unserved:
-		only = nil // everything
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.engine.Refund(context.WithoutCancel(ctx), &a.resp, only); err != nil {
-		a.log.Warn("refund failed", "err", err)
-	}
-}
-
-// lease selects the concurrency leases a request holds until it ends.
-func lease(_ *rules.Rule, l bouncer.Limit) bool { return l.Algorithm == bouncer.Concurrency }
-
-// onFailure selects the units of the rules that refund_on_5xx.
-func onFailure(r *rules.Rule, _ bouncer.Limit) bool { return r != nil && r.RefundOn5xx }
 
 // limit decides r's limits, holds r for a shaping delay, and answers a
 // request it refuses. ok is false when r is not to go on; h, when r
@@ -97,10 +51,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 		w.Header().Set(rules.DegradedHeader, "true")
 	}
 	d := resp.Delay()
-	if d > 0 || resp.Holds(heldUntilEnd) || rt.meter != nil {
-		h = g.hold(r.Context(), &resp)
-		h.Metered = rt.meter != nil && resp.Code != rules.OverLimit
-	}
+	h = edge.NewHold(r.Context(), resp.Ledger(), d, rt.meter != nil && resp.Code != rules.OverLimit, g.log)
 	v, hasValues := resp.Values()
 	if resp.Code == rules.OverLimit {
 		h.Done(false) // a shadow rule's leases
@@ -122,15 +73,11 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 	if hasValues {
 		v.Set(w.Header(), header.All)
 	}
-	if h != nil && !h.Leases && !h.Refunds && !h.Metered {
+	if !h.Holds() {
 		h = nil
 	}
 	return h, true
 }
-
-// heldUntilEnd selects what a request holds until it ends: concurrency
-// leases, and the units of rules that refund_on_5xx.
-func heldUntilEnd(r *rules.Rule, l bouncer.Limit) bool { return lease(r, l) || onFailure(r, l) }
 
 // maxDelay is the longest a shaping rule holds a request; one that would
 // wait longer is refused, with a Retry-After of the excess.

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -171,17 +170,4 @@ func announced(h http.Header, name string) bool {
 		}
 	}
 	return false
-}
-
-// Settle settles what Decide reserved at the request's actual cost.
-func (a *admitted) Settle(ctx context.Context, actual func(int) (int64, bool)) {
-	n, ok := actual(0)
-	if !ok {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.engine.Settle(context.WithoutCancel(ctx), &a.resp, n); err != nil {
-		a.log.Warn("settle failed", "actual", n, "err", err)
-	}
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // Each client address may make 2 calls a minute; a verified user (set by
-// an authentication interceptor with grpclimit.WithUser) 100 an hour on
+// an authentication interceptor with bouncer.WithUser) 100 an hour on
 // top. The limited method here is the health service's Check, so health
 // checks are not excluded.
 func ExampleNew() {

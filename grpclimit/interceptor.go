@@ -213,7 +213,7 @@ func (in *Interceptor) admit(ctx context.Context, method string) (*Call, *edge.H
 		if md == nil {
 			md = metadata.MD{}
 		}
-		md.Set("bouncer-degraded", "true")
+		md.Set(header.Degraded, "true") // metadata keys are lower-cased
 	}
 	if !a.Decision.Allowed {
 		return c, nil, md, denial(a.Rule, a.Values).Err()

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/clientip"
 	"github.com/bouncerhq/bouncer/internal/edge"
 )
@@ -18,7 +19,7 @@ type Call struct {
 	// Ctx is the call's context, as the interceptors before this one
 	// left it (for streams, the ServerStream's Context): it carries the
 	// peer, the deadline, and the user an authentication interceptor set
-	// with WithUser.
+	// with bouncer.WithUser.
 	Ctx context.Context
 
 	// Method is the full method name, "/package.Service/Method".
@@ -88,28 +89,11 @@ func Method() KeyFunc {
 	return func(c *Call) (string, bool) { return c.Method, true }
 }
 
-type userKey struct{}
-
-// WithUser returns a copy of ctx carrying the id of the call's verified
-// user, for User to count by. An authentication interceptor in front of
-// the limiting ones calls it once it has checked the caller's
-// credentials, and passes the context on: to the handler for a unary
-// call, and as the Context of a wrapping ServerStream for a stream.
-func WithUser(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, userKey{}, id)
-}
-
-// UserFrom returns the user id that WithUser put in ctx.
-func UserFrom(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(userKey{}).(string)
-	return id, ok && id != ""
-}
-
 // User counts each verified user, as an authentication interceptor in
-// front of the limiting ones recorded with WithUser; a call without one
+// front of the limiting ones recorded with bouncer.WithUser; a call without one
 // is not counted by the rule.
 func User() KeyFunc {
-	return func(c *Call) (string, bool) { return UserFrom(c.Ctx) }
+	return func(c *Call) (string, bool) { return bouncer.UserFrom(c.Ctx) }
 }
 
 // Compose counts each combination of the values of fns, such as a user on

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/clientip"
 	"github.com/bouncerhq/bouncer/grpclimit"
 	"github.com/bouncerhq/bouncer/internal/storekey"
@@ -15,7 +16,7 @@ import (
 func TestKeyFuncs(t *testing.T) {
 	peer := netip.MustParseAddr("10.0.0.2")
 	call := &grpclimit.Call{
-		Ctx:    grpclimit.WithUser(context.Background(), "u42"),
+		Ctx:    bouncer.WithUser(context.Background(), "u42"),
 		Method: "/pkg.Svc/Get",
 		Peer:   peer,
 		MD:     metadata.Pairs("x-api-key", "k1", "x-api-key", "k2", "x-forwarded-for", "203.0.113.7, 198.51.100.1", "forwarded", "for=192.0.2.9"),
@@ -35,7 +36,7 @@ func TestKeyFuncs(t *testing.T) {
 		{"metadata absent", grpclimit.Metadata("x-api-key"), bare, "", false},
 		{"user", grpclimit.User(), call, "u42", true},
 		{"no user", grpclimit.User(), bare, "", false},
-		{"empty user", grpclimit.User(), &grpclimit.Call{Ctx: grpclimit.WithUser(context.Background(), "")}, "", false},
+		{"empty user", grpclimit.User(), &grpclimit.Call{Ctx: bouncer.WithUser(context.Background(), "")}, "", false},
 		{"peer, trusting no one", grpclimit.Peer(nil), call, "10.0.0.2", true},
 		{"peer, trusted: x-forwarded-for", grpclimit.Peer(trusted), call, "203.0.113.7", true},
 		{"peer, trusted: forwarded", grpclimit.Peer(&clientip.Resolver{TrustedProxies: trusted.TrustedProxies, Header: "Forwarded"}), call, "192.0.2.9", true},

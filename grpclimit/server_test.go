@@ -155,7 +155,7 @@ func (ts *testServer) recoverStream(srv any, ss grpc.ServerStream, info *grpc.St
 // "user" metadata is taken as a verified credential.
 func authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if u := metadata.ValueFromIncomingContext(ctx, "user"); len(u) > 0 {
-		ctx = grpclimit.WithUser(ctx, u[0])
+		ctx = bouncer.WithUser(ctx, u[0])
 	}
 	return h(ctx, req)
 }
@@ -169,7 +169,7 @@ func (s userStream) Context() context.Context { return s.ctx }
 
 func authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	if u := metadata.ValueFromIncomingContext(ss.Context(), "user"); len(u) > 0 {
-		ss = userStream{ss, grpclimit.WithUser(ss.Context(), u[0])}
+		ss = userStream{ss, bouncer.WithUser(ss.Context(), u[0])}
 	}
 	return h(srv, ss)
 }

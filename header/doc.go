@@ -22,6 +22,9 @@
 // middleware, the gRPC interceptors, the gateway, the RLS service and the
 // JSON API) derives its Values through them.
 //
+// Degraded names the field that marks an answer decided without the
+// shared store, which every edge and service writes.
+//
 // Every function is safe for concurrent use. The package imports the
 // standard library and the module's root package (its vocabulary) only.
 package header

@@ -13,7 +13,7 @@ import (
 )
 
 // Each client address may make 2 requests a minute; a verified user
-// (set by authentication middleware with httplimit.WithUser) 100 an hour
+// (set by authentication middleware with bouncer.WithUser) 100 an hour
 // on top.
 func ExampleMiddleware() {
 	store := memstore.New(memstore.Options{})

@@ -1,9 +1,9 @@
 package httplimit
 
 import (
-	"context"
 	"net/http"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/clientip"
 	"github.com/bouncerhq/bouncer/internal/edge"
 	"github.com/bouncerhq/bouncer/internal/urlpath"
@@ -81,26 +81,11 @@ func APIKey(header, query string) KeyFunc {
 	}
 }
 
-type userKey struct{}
-
-// WithUser returns a copy of ctx carrying the id of the request's
-// verified user, for User to count by. Authentication middleware calls it
-// once it has checked the caller's credentials.
-func WithUser(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, userKey{}, id)
-}
-
-// UserFrom returns the user id that WithUser put in ctx.
-func UserFrom(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(userKey{}).(string)
-	return id, ok && id != ""
-}
-
 // User counts each verified user, as authentication middleware in front
-// of this one recorded with WithUser; a request without one is not
+// of this one recorded with bouncer.WithUser; a request without one is not
 // counted by the rule.
 func User() KeyFunc {
-	return func(r *http.Request) (string, bool) { return UserFrom(r.Context()) }
+	return func(r *http.Request) (string, bool) { return bouncer.UserFrom(r.Context()) }
 }
 
 // Route counts each route: the pattern of http.ServeMux that matched the

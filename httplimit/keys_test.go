@@ -12,7 +12,7 @@ import (
 )
 
 // Global counts every request together; User counts the user that
-// authentication middleware recorded with WithUser, and leaves other
+// authentication middleware recorded with bouncer.WithUser, and leaves other
 // requests to the other rules; ExcludeIPs skips an allowlist.
 func TestGlobalUserAndAllowlist(t *testing.T) {
 	s, _ := newStore(t)
@@ -27,7 +27,7 @@ func TestGlobalUserAndAllowlist(t *testing.T) {
 	auth := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if u := r.Header.Get("X-Test-User"); u != "" {
-				r = r.WithContext(httplimit.WithUser(r.Context(), u))
+				r = r.WithContext(bouncer.WithUser(r.Context(), u))
 			}
 			next.ServeHTTP(w, r)
 		})

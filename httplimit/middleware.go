@@ -11,6 +11,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/internal/edge"
+	"github.com/bouncerhq/bouncer/internal/recorder"
 )
 
 // DefaultMaxDelay is the longest a shaping rule holds a request when
@@ -136,7 +137,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	}
 	if a.Limited {
 		if a.Decision.Degraded {
-			w.Header().Set("Bouncer-Degraded", "true")
+			w.Header().Set(header.Degraded, "true")
 		}
 		if !a.Decision.Allowed {
 			if m.o.OnDenied != nil {
@@ -155,9 +156,9 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		next.ServeHTTP(w, r)
 		return
 	}
-	var sw *statusWriter
+	var sw *recorder.Writer
 	if h.Refunds || h.Metered {
-		sw = &statusWriter{ResponseWriter: w}
+		sw = &recorder.Writer{ResponseWriter: w}
 		w = sw
 	}
 	h.Run(func() bool {
@@ -165,7 +166,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		if h.Metered {
 			h.Settle(func(i int) (int64, bool) { return m.actual(i, r, sw) })
 		}
-		return sw != nil && sw.status >= 500
+		return sw != nil && sw.Status >= 500
 	})
 }
 
@@ -186,16 +187,16 @@ func estimate(est func(*http.Request) (int64, error)) func(*http.Request) (int64
 
 // actual is what r cost under rule i, from what sw recorded of the
 // response; ok false keeps the estimate.
-func (m *middleware) actual(i int, r *http.Request, sw *statusWriter) (int64, bool) {
+func (m *middleware) actual(i int, r *http.Request, sw *recorder.Writer) (int64, bool) {
 	u := m.usage[i]
 	if u == nil || u.Actual == nil {
 		return 0, false
 	}
-	status := sw.status
+	status := sw.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
-	return u.Actual(r, &Response{Status: status, Header: sw.Header(), Bytes: sw.n})
+	return u.Actual(r, &Response{Status: status, Header: sw.Header(), Bytes: sw.Bytes})
 }
 
 func (m *middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -226,34 +227,3 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 		Message string `json:"message"`
 	}{code, message})
 }
-
-// statusWriter records the status a handler answers with and the body
-// bytes it writes.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	return n, err
-}
-
-// Flush sends what was written so far, for a handler that streams (and
-// asserts http.Flusher rather than using http.ResponseController).
-func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -30,36 +30,75 @@ func (h *Limiter) checkLocal(ctx context.Context, r bouncer.Request) (bouncer.De
 	return c.check(ctx, h, r)
 }
 
-// part is one lease or async limit of a check.
+// part is one lease or async limit of a check: one (key, limit) pair,
+// whose state is the entry id in shard sh.
+//
+// A lease part's cost is paid in one of three ways, which take decides:
+// all from the lease the instance holds (took set, ask 0, use 0); from a
+// new lease the shared store is asked for (ask > 0), toward which the
+// too few units left of the old lease go (use); or, for a cold pair or
+// one the entry table has no room for, by asking the shared store for
+// the cost alone, as strict mode would (ask = cost). An async part is paid from the instance's view
+// (checkView) and has no ask.
 type part struct {
-	key   string
-	l     *bouncer.Limit
-	id    id
-	sh    *shard
-	took  bool  // its cost was taken from its lease
-	use   int64 // units of its lease that go toward its cost beside ask
-	ask   int64 // the lease it asks of the shared store; 0: none
-	req   int   // the index of its request in the call's
+	key string
+	l   *bouncer.Limit
+	id  id
+	sh  *shard
+
+	// took reports that the cost is charged to the pair's lease in the
+	// entry (spent from it by take, or out of a new lease by granted):
+	// undo gives those units back to the lease.
+	took bool
+	// use is the units left of the pair's old lease that take moved out
+	// of the entry toward the cost; the new lease asked for brings the
+	// rest. If the ask is denied, granted puts them back.
+	use int64
+	// ask is the units asked of the shared store for the new lease
+	// (lease size less use); 0: the lease paid, nothing is asked.
+	ask int64
+	req int // the index of its request in c.reqs
+
+	// d is the part's decision and known reports that it has one: set
+	// when the lease paid (take), when the shared store answered an ask
+	// (granted), or when the view allowed an async part (checkView).
+	// merge counts only the known decisions.
 	d     bouncer.Decision
-	known bool // d is its decision
+	known bool
 }
 
-// call is the scratch of one check.
+// call is the scratch of one check, pooled by the Limiter so that a
+// check allocates nothing once warm. check runs its steps in order:
+// split, cached, the pre-throttle, checkView, take, ask, merge, then
+// settle if allowed or undo if not. The invariant every step keeps is
+// all or nothing: a step that charges a store or a lease records it
+// (localCharged, viewCharged, strictAllowed, part.took), so that undo
+// gives back exactly what was charged when a later step denies or fails.
 type call struct {
-	parts         []part
+	parts []part
+	// strict holds the check's strict limits (sent to the shared store
+	// with the lease asks), local the limits the pre-throttle charges in
+	// the local store, view the async limits charged to the instance's
+	// view of the shared counts.
 	strict, local bouncer.Request
 	view          bouncer.Request
-	limits        []bouncer.Limit
+	limits        []bouncer.Limit // backing array for strict, local and view
 	reqs          []bouncer.Request
 	ds            []bouncer.Decision
 	errs          []error
 	strictReq     int              // index of the strict request in reqs; -1: none
 	ld            bouncer.Decision // the pre-throttle's
-	localCharged  bool
-	viewCharged   bool
+	// localCharged reports that the pre-throttle allowed and charged
+	// local: undo refunds it.
+	localCharged bool
+	// viewCharged reports that the view allowed and charged view: undo
+	// refunds it.
+	viewCharged bool
+	// strictAllowed reports that the shared store allowed and charged the
+	// strict limits: undo refunds them.
 	strictAllowed bool
-	degraded      bool
-	retries       []int
+	degraded      bool  // a step decided by policy: the decision is Degraded
+	retries       []int // parts whose ask is made again (see ask)
 }
 
 // split sorts r's limits into the call's parts and requests.
@@ -126,7 +165,11 @@ func (c *call) pick(ls []bouncer.Limit, n int, keep func(bouncer.Mode) bool) []b
 	return c.limits[start:len(c.limits):len(c.limits)]
 }
 
-// check decides r (see Limiter.Check).
+// check decides r (see Limiter.Check). Each step that can deny comes
+// before the ones that cost more: the over-limit cache (no store), the
+// pre-throttle (the local store), the view, and last the shared store,
+// once for every ask and the strict limits together. Whatever denies
+// after a charge is followed by undo.
 func (c *call) check(ctx context.Context, h *Limiter, r bouncer.Request) (bouncer.Decision, error) {
 	c.split(h, r)
 	now := h.now().UnixNano()
@@ -267,10 +310,7 @@ func (h *Limiter) policyOf(r *bouncer.Request) bouncer.StoreErrorPolicy {
 	pol := bouncer.StoreErrorAllow
 	for _, k := range r.Keys {
 		for _, l := range k.Limits {
-			p := l.OnStoreError
-			if p == bouncer.StoreErrorDefault {
-				p = h.policy
-			}
+			p := h.policy.For(l)
 			if p == bouncer.StoreErrorDeny {
 				return p
 			}
@@ -282,8 +322,12 @@ func (h *Limiter) policyOf(r *bouncer.Request) bouncer.StoreErrorPolicy {
 	return pol
 }
 
-// take spends each lease part's cost from its lease, or sizes the lease
-// it asks for.
+// take pays each lease part's cost from its lease, or sizes the lease
+// it asks for. The lease invariant is kept here and in granted: the
+// instance spends only units the shared store has charged, before the
+// lease's end (until), so the shared store never counts fewer units
+// than the instance admits; the units a lease parks are the most it can
+// be ahead of another instance.
 func (c *call) take(h *Limiter, cost, now int64) {
 	for i := range c.parts {
 		p := &c.parts[i]
@@ -320,7 +364,9 @@ func (c *call) take(h *Limiter, cost, now int64) {
 // ask sends the leases asked for and the strict limits to the shared
 // store in one go, and a second time the leases larger than the check's
 // cost that were denied, for what the shared limit had left (or the
-// cost).
+// cost). Every answer is recorded by granted, which makes it the part's
+// decision (known). A strict limit's invariant is the shared store's
+// own: it is charged only there, in the same call as the asks.
 func (c *call) ask(ctx context.Context, h *Limiter, cost, now int64) error {
 	c.reqs, c.strictReq = c.reqs[:0], -1
 	for i := range c.parts {
@@ -405,7 +451,11 @@ func leaseRequest(p *part, n int64) bouncer.Request {
 }
 
 // merge returns the check's decision over its parts and strict limits,
-// and whether all allowed.
+// and whether all allowed: the binding limit as the stores choose it
+// (binds), the longest RetryAfter and Delay, Degraded if any step was
+// decided by policy. A part with no known decision (an async part
+// allowed by policy while syncs fail) does not count; if none does, the
+// pre-throttle's decision stands for the check.
 func (c *call) merge(h *Limiter, now int64) (bouncer.Decision, bool) {
 	var d bouncer.Decision
 	first, allowed := true, true
@@ -484,7 +534,10 @@ func (c *call) undo(ctx context.Context, h *Limiter, cost, now int64) {
 }
 
 // settle counts an allowed check: its async units wait for the next
-// push.
+// push. The async invariant is kept here and in sync: every unit the
+// view admits is pending until it is pushed to the shared store (or is
+// a debt that blocks the pair until pushed), so that an instance is at
+// most one sync interval's admissions ahead of the shared count.
 func (c *call) settle(h *Limiter, cost, now int64) {
 	for i := range c.parts {
 		p := &c.parts[i]

@@ -107,9 +107,6 @@ func New(shared, local bouncer.Limiter, o Options) *Limiter {
 	if h.interval <= 0 {
 		h.interval = DefaultSyncInterval
 	}
-	if h.policy == bouncer.StoreErrorDefault {
-		h.policy = bouncer.StoreErrorLocal
-	}
 	maxKeys := o.MaxKeys
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys

@@ -94,7 +94,11 @@ func (h *Limiter) hold(e *entry, l *bouncer.Limit, cost, now int64, d *bouncer.D
 
 // granted records the shared store's answer d to p's lease ask, made at
 // now: a lease when allowed, a cached denial when denied at the check's
-// cost.
+// cost. It keeps the lease invariant with take: the units a lease holds
+// are units the shared store has charged (the ask, with the old lease's
+// p.use, less the check's cost), spendable only until the lease ends;
+// a denied or degraded ask gives p.use back to the old lease, if it
+// has not ended.
 func (h *Limiter) granted(p *part, d bouncer.Decision, cost, now int64) {
 	p.d, p.known = d, true
 	p.sh.mu.Lock()

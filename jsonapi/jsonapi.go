@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/rules"
 )
@@ -211,7 +212,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) (rules.Request, b
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, resp rules.Response) {
 	out := response(resp)
 	if resp.Degraded() {
-		w.Header().Set(rules.DegradedHeader, "true")
+		w.Header().Set(header.Degraded, "true")
 	}
 	if resp.Code != rules.OverLimit {
 		setHeaders(w, resp.Headers(h.Headers))
@@ -233,7 +234,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, resp rules.Respo
 // writeReport answers a report: 200 with the state after the charge.
 func writeReport(w http.ResponseWriter, _ *http.Request, resp rules.Response) {
 	if resp.Degraded() {
-		w.Header().Set(rules.DegradedHeader, "true")
+		w.Header().Set(header.Degraded, "true")
 	}
 	writeJSON(w, http.StatusOK, response(resp))
 }
@@ -376,7 +377,7 @@ func parse(body []byte) (rules.Request, error) {
 // one table of this transport.
 func statusOf(err error) (int, string) {
 	switch {
-	case errors.Is(err, rules.ErrInvalidRequest):
+	case errors.Is(err, bouncer.ErrInvalidRequest):
 		return http.StatusBadRequest, "invalid_request"
 	case errors.Is(err, rules.ErrUnknownDomain):
 		return http.StatusNotFound, "unknown_domain"

@@ -369,8 +369,8 @@ func TestCheckDegradedHeader(t *testing.T) {
 	for _, degraded := range []bool{false, true} {
 		h := &jsonapi.Handler{Engine: engine(t, marking{memstore.New(memstore.Options{}), degraded}), Headers: header.All}
 		a := serve(t, h, "POST", check("edge", `{"key": "user", "value": "d"}`))
-		if got, want := get(a.header, rules.DegradedHeader), map[bool]string{true: "true"}[degraded]; got != want {
-			t.Errorf("degraded %v: %s header %q, want %q", degraded, rules.DegradedHeader, got, want)
+		if got, want := get(a.header, header.Degraded), map[bool]string{true: "true"}[degraded]; got != want {
+			t.Errorf("degraded %v: %s header %q, want %q", degraded, header.Degraded, got, want)
 		}
 		if got := a.status0(t)["degraded"] == true; got != degraded {
 			t.Errorf("degraded %v: status %v", degraded, a.status0(t))

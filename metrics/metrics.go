@@ -1,6 +1,6 @@
 // Package metrics exports Bouncer's Prometheus metrics: decisions by rule
 // and result, near-limit answers, store call latency, the Redis breaker's
-// state and config reloads. See docs/operations.md for the list.
+// state and config reloads. See docs/observing.md for the list.
 package metrics
 
 import (
@@ -83,7 +83,7 @@ func (m *Metrics) Observe(domain string, resp *rules.Response, err error) {
 	if err != nil {
 		reason := "store"
 		switch {
-		case errors.Is(err, rules.ErrInvalidRequest):
+		case errors.Is(err, bouncer.ErrInvalidRequest):
 			reason = "invalid_request"
 		case errors.Is(err, rules.ErrUnknownDomain):
 			reason = "unknown_domain"

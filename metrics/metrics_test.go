@@ -138,7 +138,7 @@ func TestObserveErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("%w: no descriptors", rules.ErrInvalidRequest), "invalid_request"},
+		{fmt.Errorf("%w: no descriptors", bouncer.ErrInvalidRequest), "invalid_request"},
 		{fmt.Errorf("%w: %q", rules.ErrUnknownDomain, "x"), "unknown_domain"},
 		{errors.New("redis: connection refused"), "store"},
 		{context.DeadlineExceeded, "store"},

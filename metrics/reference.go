@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -83,7 +84,7 @@ func NewReference(reg prometheus.Registerer) *Reference {
 func (r *Reference) Observe(domain string, resp *rules.Response, err error) {
 	if err != nil {
 		kind := "redis_error"
-		if errors.Is(err, rules.ErrInvalidRequest) || errors.Is(err, rules.ErrUnknownDomain) {
+		if errors.Is(err, bouncer.ErrInvalidRequest) || errors.Is(err, rules.ErrUnknownDomain) {
 			kind = "service_error"
 		}
 		r.errors.WithLabelValues(kind).Inc()

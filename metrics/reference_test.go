@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/rules"
@@ -94,7 +95,7 @@ func TestReferenceCountsHits(t *testing.T) {
 		t.Errorf("total_hits: got %d series, want 3 (none for the unlimited rule)", got)
 	}
 	ref.Observe("app", nil, errors.New("redis down"))
-	ref.Observe("app", nil, rules.ErrInvalidRequest)
+	ref.Observe("app", nil, bouncer.ErrInvalidRequest)
 	for _, kind := range []string{"redis_error", "service_error"} {
 		if got := value(t, reg, "ratelimit_service_should_rate_limit_error", "err_type="+kind); got != 1 {
 			t.Errorf("should_rate_limit_error{err_type=%s}: got %v, want 1", kind, got)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/metrics"
 	"github.com/bouncerhq/bouncer/rules"
@@ -42,7 +43,7 @@ descriptors:
 		{"defined", false, "edge", []rules.Descriptor{{Entries: []rules.Entry{{Key: "zone", Value: "a"}}}}, 0, nil},
 		{"wrong case", false, "Edge", []rules.Descriptor{{Entries: []rules.Entry{{Key: "zone", Value: "a"}}}}, 1, nil},
 		{"wrong case, rejected", true, "Edge", []rules.Descriptor{{Entries: []rules.Entry{{Key: "zone", Value: "a"}}}}, 1, rules.ErrUnknownDomain},
-		{"unknown and invalid", false, "nowhere", nil, 0, rules.ErrInvalidRequest},
+		{"unknown and invalid", false, "nowhere", nil, 0, bouncer.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

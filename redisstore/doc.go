@@ -37,19 +37,20 @@
 // background, with a jittered backoff. Store.Health says what the store knows:
 // its counts, and each node's breaker and counts.
 //
-// The call path, each step named for what it does: Check → plan (the
-// request in parts, one per group its keys fall in, each decided by one
-// script call; check.go) → send → submit, the part's lane (batch.go: a
-// call at once if one of the lane's is free, else in the next call with
-// what queued meanwhile, sendBatch) → script (one FCALL, tried again
-// while a Cluster slot migrates) → guard (deadline.go: the call held to
-// its deadline) → fcall (script.go). After each call, record tells the
-// part's breaker (breaker.go; one per node, found by breakerOf in
-// nodes.go) how it went. While that breaker is open, and for the parts of
-// a request of several (checkInTurn), refunds and resets, a part goes
-// alone instead: sendAlone asks its breaker, which refuses it or lets it
-// through as a trial, then calls script. When Redis cannot answer,
-// fallback decides by policy (fallback.go).
+// What every call keeps, whatever path it takes: a request whose keys
+// share a group (one Cluster slot, or a standalone server) is one script
+// call, decided and charged all or nothing there; a request whose keys
+// span groups is one call per group in turn, and when one denies or
+// fails the groups charged before it are refunded (a limit that charges
+// denied checks, ChargeDenied, keeps its charge). Checks queue in lanes,
+// one per group: a check goes out at once while fewer than
+// Options.InFlight of its lane's calls are in flight, else with what
+// queued meanwhile (up to Options.Batch), and a check whose caller gave
+// up before its call went out is never sent, so never charged. A call
+// is tried again while its slot migrates, never past its deadline, and
+// its outcome counts toward its node's breaker; while the breaker is
+// open, a call goes alone, refused or let through as a trial. Refunds
+// never raise a limit above its capacity.
 //
 // docs/redis.md describes deployment, key layout, memory and failure
 // policies.

@@ -26,7 +26,7 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 		var ls []bouncer.Limit
 		for j := range k.Limits {
 			l := &k.Limits[j]
-			policy := s.policyOf(l)
+			policy := s.policy.For(*l)
 			if r.Cost > l.Capacity() && policy != bouncer.StoreErrorLocal {
 				// Such a check never passes, with or without Redis (the
 				// local store says so itself).
@@ -84,11 +84,4 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 		LimitName: first.Name,
 		Degraded:  true,
 	}, nil
-}
-
-func (s *Store) policyOf(l *bouncer.Limit) bouncer.StoreErrorPolicy {
-	if l.OnStoreError != bouncer.StoreErrorDefault {
-		return l.OnStoreError
-	}
-	return s.policy
 }

@@ -55,7 +55,7 @@ func (s *Store) chargeLocal(ctx context.Context, r bouncer.Request, err error) e
 	for _, k := range r.Keys {
 		var ls []bouncer.Limit
 		for j := range k.Limits {
-			if s.policyOf(&k.Limits[j]) == bouncer.StoreErrorLocal {
+			if s.policy.For(k.Limits[j]) == bouncer.StoreErrorLocal {
 				ls = append(ls, k.Limits[j])
 			}
 		}

@@ -241,9 +241,6 @@ func New(o Options) (*Store, error) {
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
 	}
-	if s.policy == bouncer.StoreErrorDefault {
-		s.policy = bouncer.StoreErrorLocal
-	}
 	n := o.Buckets
 	if n <= 0 {
 		n = DefaultBuckets

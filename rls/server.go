@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/rules"
 )
@@ -99,7 +99,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest) (
 
 // degradedMD marks a response with a descriptor decided without the
 // shared store.
-var degradedMD = metadata.Pairs(strings.ToLower(rules.DegradedHeader), "true")
+var degradedMD = metadata.Pairs(header.Degraded, "true") // metadata keys are lower-cased
 
 // limits holds one current_limit message per distinct limit reported,
 // shared by every response that reports it: marshalling only reads a
@@ -152,7 +152,7 @@ func statusOf(err error) error {
 	switch {
 	case errors.As(err, &empty):
 		code = codes.Unknown // as envoyproxy/ratelimit answers it
-	case errors.Is(err, rules.ErrInvalidRequest):
+	case errors.Is(err, bouncer.ErrInvalidRequest):
 		code = codes.InvalidArgument
 	case errors.Is(err, rules.ErrUnknownDomain):
 		code = codes.NotFound

@@ -73,7 +73,7 @@ func (e *Engine) ChargeBucket(ctx context.Context, b Bucket, hits uint64) error 
 // refuse, or one of more than MaxBucketEntries entries.
 func (e *Engine) Bucket(domain string, id map[string]string) (Bucket, bool, error) {
 	if len(id) > MaxBucketEntries {
-		return Bucket{}, false, fmt.Errorf("%w: a bucket id of %d entries, at most %d", ErrInvalidRequest, len(id), MaxBucketEntries)
+		return Bucket{}, false, fmt.Errorf("%w: a bucket id of %d entries, at most %d", bouncer.ErrInvalidRequest, len(id), MaxBucketEntries)
 	}
 	keys := slices.Sorted(maps.Keys(id))
 	entries := make([]Entry, len(keys))

@@ -113,13 +113,13 @@ func concurrencyEngine(t *testing.T, wrap func(bouncer.Limiter) bouncer.Limiter)
 }
 
 func TestConcurrencyLeases(t *testing.T) {
-	isLease := func(_ *rules.Rule, l bouncer.Limit) bool { return l.Algorithm == bouncer.Concurrency }
 	cases := map[string]struct {
-		only func(*rules.Rule, bouncer.Limit) bool
+		how  string // how the request ends (end)
 		want string // remaining after the release
 	}{
-		"Refund of everything":   {nil, "in_flight=1 per_hour=10"},
-		"Refund of leases alone": {isLease, "in_flight=1 per_hour=9"},
+		"unserved: everything":  {"", "in_flight=1 per_hour=10"},
+		"released: leases only": {"release", "in_flight=1 per_hour=9"},
+		"served: leases only":   {"served", "in_flight=1 per_hour=9"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestConcurrencyLeases(t *testing.T) {
 			if got := codes(decide(t, e, "d", desc("user=a"))); got != "OVER_LIMIT: OVER_LIMIT/0" {
 				t.Fatalf("a second request in flight: got %q, want OVER_LIMIT", got)
 			}
-			if err := e.Refund(context.Background(), &first, c.only); err != nil {
+			if err := end(context.Background(), &first, c.how); err != nil {
 				t.Fatal(err)
 			}
 			if got := remaining(t, st, first); got != c.want {

@@ -130,7 +130,8 @@ type Rule struct {
 	Replaces []string
 
 	// RefundOn5xx asks a caller that sees the upstream's answer, the
-	// gateway, to give the request's units back (Engine.Refund) when it
+	// gateway, to give the request's units back (Response.Ledger, ending
+	// with bouncer.Failed) when it
 	// is a 5xx; the service, which never sees the answer, ignores it.
 	// Bouncer's format only (refund_on_5xx).
 	RefundOn5xx bool

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -125,7 +126,7 @@ func TestRequestBounds(t *testing.T) {
 	}
 	for name, r := range bad {
 		t.Run(name, func(t *testing.T) {
-			if _, err := e.Decide(t.Context(), r); !errors.Is(err, rules.ErrInvalidRequest) {
+			if _, err := e.Decide(t.Context(), r); !errors.Is(err, bouncer.ErrInvalidRequest) {
 				t.Errorf("got %v, want ErrInvalidRequest", err)
 			}
 		})

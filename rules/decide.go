@@ -36,9 +36,10 @@ type Engine struct {
 	// allowed and no descriptor has a limit, as in envoyproxy/ratelimit.
 	RejectUnknownDomains bool
 
-	// Keys, if not nil, remembers the keys decided most recently, for the
-	// admin API to list (stores keep no keys, only hashes or digests).
-	Keys *KeyIndex
+	// Keys, if not nil, is told of the keys of every decision: the admin
+	// API's key index (admin.KeyIndex) remembers the ones decided most
+	// recently, for listing (stores keep no keys, only hashes or digests).
+	Keys KeyObserver
 
 	// Concurrent makes the checks of a request's descriptors, under
 	// envoyproxy/ratelimit semantics, run at once rather than in turn: for
@@ -112,11 +113,12 @@ func (noLimiter) Refund(context.Context, bouncer.Request) error { return ErrNoLi
 
 func (noLimiter) Reset(context.Context, bouncer.Request) error { return ErrNoLimiter }
 
-// Decide answers r. A non-nil error wraps ErrInvalidRequest or
+// Decide answers r. A non-nil error wraps bouncer.ErrInvalidRequest or
 // ErrUnknownDomain, or is the store's failure; nothing is decided then,
 // and no lease is held (leases taken before the failure are released). A
 // caller that can hold requests waits Response.Delay before it proceeds;
-// one that learns how requests end gives units back with Refund.
+// one that learns how requests end gives units back with the response's
+// Ledger.
 func (e *Engine) Decide(ctx context.Context, r Request) (Response, error) {
 	resp, d, err := e.decide(ctx, r)
 	if e.Observe != nil {
@@ -153,7 +155,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 	}
 	ms, replaced := d.matchAll(&r)
 	if e.Keys != nil {
-		e.Keys.note(d.Name, ms, e.now())
+		e.observe(d.Name, ms, e.now())
 	}
 	if log := e.logger(); log.Enabled(ctx, slog.LevelDebug) {
 		d.explain(ctx, log, &r, ms, replaced)
@@ -165,15 +167,16 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 		err = e.decideTogether(ctx, ms, &resp)
 	}
 	if err != nil {
-		return Response{}, d, errors.Join(err, e.Refund(context.WithoutCancel(ctx), &resp, leases))
+		return Response{}, d, errors.Join(err, bouncer.NewLedger(e.limiter(), resp.charges).Release(context.WithoutCancel(ctx)))
 	}
+	resp.lim = e.limiter()
 	for i, rp := range replaced {
 		if rp.rule != nil {
 			resp.Statuses[i].Rule = rp.rule // and no Limit: see Status.Replaced
 		}
 	}
 	if e.Keys != nil {
-		e.Keys.noteDenied(&resp)
+		e.observeDenied(&resp)
 	}
 	resp.finish()
 	return resp, d, nil

@@ -41,7 +41,7 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 				if !g.shadow {
 					mine = append(mine, len(resp.charges))
 				}
-				resp.charges = append(resp.charges, charge{rule: m.rule, key: k.Key, limits: k.Limits, cost: g.cost})
+				resp.charges = append(resp.charges, charge(m.rule, k.Key, k.Limits, g.cost))
 			}
 			if !g.shadow {
 				undone = append(undone, idx)
@@ -80,11 +80,11 @@ func (e *Engine) decideTogether(ctx context.Context, ms []*matched, resp *Respon
 // groups of a request that another group denied, and reports the
 // descriptors undone as uncharged.
 func (e *Engine) undo(ctx context.Context, resp *Response, ms []*matched, mine []int, undone [][]int) error {
-	var undo Response
+	var undo []bouncer.Charge
 	kept := resp.charges[:0:0]
 	for i, c := range resp.charges {
 		if slices.Contains(mine, i) {
-			undo.charges = append(undo.charges, c)
+			undo = append(undo, c)
 		} else {
 			kept = append(kept, c)
 		}
@@ -96,7 +96,7 @@ func (e *Engine) undo(ctx context.Context, resp *Response, ms []*matched, mine [
 			st.Remaining, st.Delay = clamp32(int64(st.Remaining)+ms[i].cost), 0
 		}
 	}
-	return e.Refund(ctx, &undo, nil)
+	return bouncer.NewLedger(e.limiter(), undo).End(ctx, bouncer.Unserved)
 }
 
 // costGroup is the descriptors of a request checked together: those of

@@ -6,16 +6,10 @@ import (
 	"github.com/bouncerhq/bouncer/internal/yamlconf"
 )
 
-var (
-	// ErrInvalidRequest is wrapped by every error Decide returns for a
-	// request it cannot decide as given: a transport answers it with
-	// INVALID_ARGUMENT or 400.
-	ErrInvalidRequest = errors.New("invalid request")
-
-	// ErrUnknownDomain is returned by Decide for a domain no config file
-	// defines, when the engine is set to reject such requests.
-	ErrUnknownDomain = errors.New("unknown domain")
-)
+// ErrUnknownDomain is returned by Decide for a domain no config file
+// defines, when the engine is set to reject such requests. A request
+// Decide cannot decide as given wraps bouncer.ErrInvalidRequest.
+var ErrUnknownDomain = errors.New("unknown domain")
 
 // Problem is one thing wrong with a config: where and why.
 type Problem = yamlconf.Problem

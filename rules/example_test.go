@@ -63,7 +63,7 @@ descriptors:
 // A caller that sees how requests end, such as the gateway, holds each
 // request for its Delay, gives the units of refund_on_5xx rules back when
 // the upstream fails, and releases leases when the request ends.
-func ExampleEngine_Refund() {
+func ExampleResponse_Ledger() {
 	config, err := rules.LoadOptions{AllowConcurrency: true}.Parse("gateway.yaml", []byte(`
 domain: gateway
 rules:
@@ -81,9 +81,6 @@ rules:
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	engine := rules.NewEngine(config, store)
-	failed := func(r *rules.Rule, l bouncer.Limit) bool {
-		return r != nil && r.RefundOn5xx && l.Algorithm != bouncer.Concurrency
-	}
 	ctx := context.Background()
 	req := rules.Request{Domain: "gateway", Descriptors: []rules.Descriptor{
 		{Entries: []rules.Entry{{Key: "user_id", Value: "alice"}}},
@@ -94,11 +91,11 @@ rules:
 
 	busy, _ := engine.Decide(ctx, req) // meanwhile: one in flight already
 	fmt.Println(busy.Code)
-	_ = engine.Refund(ctx, &busy, nil) // it ends at once: nothing was charged
+	_ = busy.Ledger().End(ctx, bouncer.Unserved) // it ends at once: nothing was charged
 
-	// The upstream answers 503, and the request ends.
-	_ = engine.Refund(ctx, &resp, failed)
-	_ = engine.Refund(context.WithoutCancel(ctx), &resp, nil) // the lease
+	// The upstream answers 503, and the request ends: its units and its
+	// lease go back.
+	_ = resp.Ledger().End(context.WithoutCancel(ctx), bouncer.Failed)
 
 	again, _ := engine.Decide(ctx, req)
 	fmt.Println(again.Code)

@@ -1,33 +1,36 @@
 package rules
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
 )
 
-// KeyIndex remembers the keys an engine decided most recently, up to a
-// bound, so that an operator can list them, look at their state and reset
-// them. Stores keep hashes or digests of keys, never the keys (that is how
-// they stay small and safe with client-controlled values), so this index
-// is where keys can be listed from. It is safe for concurrent use.
-type KeyIndex struct {
-	max int
+// KeyObserver is told of the keys of every decision: Engine.Keys. The
+// admin API's key index is one (stores keep no keys, only hashes or
+// digests, so an index is where keys can be listed from). Its methods are
+// called from Decide, on every request and concurrently: they must be
+// quick and safe for concurrent use.
+type KeyObserver interface {
+	// Decided is told of one counted key of a decision, with LastSeen the
+	// instant of the decision. k.Entries and k.Judge are the request's,
+	// valid during the call: an observer that keeps them copies them (or
+	// keeps what it held when they are equal). k.Rule and k.Limits are the
+	// config's, never changed, and may be kept.
+	Decided(k KeyInfo)
 
-	mu    sync.Mutex
-	keys  map[string]*KeyInfo
-	order []string // ring of keys in the order they were first seen
-	next  int      // the ring's oldest entry once full
+	// Denied is told of one key a decision answered over its limit,
+	// after Decided was told of it.
+	Denied(key string)
 }
 
-// KeyInfo is what the index knows of one key.
+// KeyInfo is what the engine knows of one key, for looking at its state
+// (State) and resetting it (Reset).
 type KeyInfo struct {
 	Key      string
 	Domain   string
@@ -35,7 +38,6 @@ type KeyInfo struct {
 	Entries  []Entry         // the descriptor, as matched (client IPs aggregated, plan left out)
 	Limits   []bouncer.Limit // the limits the key was last checked under
 	LastSeen time.Time
-	Denied   uint64 // requests answered over the limit since the index first held the key
 
 	// Judge, with envoy semantics, is the limit whose rate judged the
 	// key's count last: the rule's, or with a nil Rule the override the
@@ -44,146 +46,27 @@ type KeyInfo struct {
 	Judge *CurrentLimit
 }
 
-// NewKeyIndex returns an index of at most n keys (at least 1); past it,
-// the key first seen longest ago is forgotten.
-func NewKeyIndex(n int) *KeyIndex {
-	n = max(n, 1)
-	return &KeyIndex{max: n, keys: make(map[string]*KeyInfo, min(n, 1<<16))}
-}
-
-// note records the counted keys of one request, decided now.
-func (x *KeyIndex) note(domain string, ms []*matched, now time.Time) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+// observe tells e.Keys of the counted keys of one request, decided now.
+func (e *Engine) observe(domain string, ms []*matched, now time.Time) {
 	for _, m := range ms {
 		if !m.counted() {
 			continue
 		}
-		if k, ok := x.keys[m.key]; ok {
-			k.LastSeen, k.Rule, k.Limits, k.Judge = now, m.rule, m.limits, judgeOf(m, k.Judge)
-			continue
+		k := KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: m.entries, Limits: m.limits, LastSeen: now}
+		if m.shared {
+			k.Judge = &m.report
 		}
-		k := &KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: shorten(m.entries), Limits: m.limits, LastSeen: now, Judge: judgeOf(m, nil)}
-		if len(x.order) < x.max {
-			x.order = append(x.order, m.key)
-		} else {
-			delete(x.keys, x.order[x.next])
-			x.order[x.next] = m.key
-			x.next = (x.next + 1) % x.max
-		}
-		x.keys[m.key] = k
+		e.Keys.Decided(k)
 	}
 }
 
-// judgeOf is KeyInfo.Judge for m: was, the one the index holds, when m
-// judges by the same limit again (copies of a KeyInfo share it, so it is
-// never changed in place), else a new one, or nil.
-func judgeOf(m *matched, was *CurrentLimit) *CurrentLimit {
-	if !m.shared {
-		return nil
-	}
-	o := m.report
-	if was != nil && *was == o {
-		return was
-	}
-	p := new(CurrentLimit)
-	*p = o
-	return p
-}
-
-// noteDenied counts, for each descriptor of resp over its limit, a
-// denial of its key.
-func (x *KeyIndex) noteDenied(resp *Response) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+// observeDenied tells e.Keys of each descriptor of resp over its limit.
+func (e *Engine) observeDenied(resp *Response) {
 	for i := range resp.Statuses {
-		st := &resp.Statuses[i]
-		if st.Code != OverLimit || st.Key == "" {
-			continue
-		}
-		if k, ok := x.keys[st.Key]; ok {
-			k.Denied++
+		if st := &resp.Statuses[i]; st.Code == OverLimit && st.Key != "" {
+			e.Keys.Denied(st.Key)
 		}
 	}
-}
-
-// MostDenied returns up to n keys with the most denials, most first
-// (ties to the key seen last); keys never denied are left out.
-func (x *KeyIndex) MostDenied(n int) []KeyInfo {
-	x.mu.Lock()
-	var out []KeyInfo
-	for _, k := range x.keys {
-		if k.Denied > 0 {
-			out = append(out, *k)
-		}
-	}
-	x.mu.Unlock()
-	slices.SortFunc(out, func(a, b KeyInfo) int {
-		if a.Denied != b.Denied {
-			return cmp.Compare(b.Denied, a.Denied)
-		}
-		return b.LastSeen.Compare(a.LastSeen)
-	})
-	return out[:min(n, len(out))]
-}
-
-// maxShownValue bounds the entry values the index keeps: they come from
-// clients, and ten thousand keys of 32 entries of 4 KiB would hold over a
-// gigabyte. The key itself is bounded (bouncer.KeyOf) and stays exact.
-const maxShownValue = 64
-
-// shorten copies entries for the index, cutting long values to
-// maxShownValue bytes followed by "…".
-func shorten(entries []Entry) []Entry {
-	out := slices.Clone(entries)
-	for i, e := range out {
-		if len(e.Value) > maxShownValue {
-			out[i].Value = strings.ToValidUTF8(e.Value[:maxShownValue], "") + "…"
-		}
-		if len(e.Key) > maxShownValue {
-			out[i].Key = strings.ToValidUTF8(e.Key[:maxShownValue], "") + "…"
-		}
-	}
-	return out
-}
-
-// Get returns what the index knows of key.
-func (x *KeyIndex) Get(key string) (KeyInfo, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	k, ok := x.keys[key]
-	if !ok {
-		return KeyInfo{}, false
-	}
-	return *k, true
-}
-
-// List returns up to n keys that sort after after (all keys when after is
-// ""), in key order, and whether more follow.
-func (x *KeyIndex) List(after string, n int) ([]KeyInfo, bool) {
-	x.mu.Lock()
-	keys := make([]string, 0, len(x.keys))
-	for k := range x.keys {
-		if k > after {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	more := len(keys) > n
-	keys = keys[:min(n, len(keys))]
-	out := make([]KeyInfo, len(keys))
-	for i, k := range keys {
-		out[i] = *x.keys[k]
-	}
-	x.mu.Unlock()
-	return out, more
-}
-
-// Len returns how many keys the index holds.
-func (x *KeyIndex) Len() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return len(x.keys)
 }
 
 // LimitState is one limit's state for a key, as a peek sees it.
@@ -305,9 +188,14 @@ func (e *Engine) Resolve(domain string, entries []Entry) (KeyInfo, error) {
 	var m matched
 	values := make([]string, MaxEntries)
 	if !d.match(&r, 0, r.Descriptors[0], values, &m) || m.unlimited || len(m.limits) == 0 {
-		return KeyInfo{}, fmt.Errorf("%w: no limited rule matches %s", ErrInvalidRequest, describeEntries(entries))
+		return KeyInfo{}, fmt.Errorf("%w: no limited rule matches %s", bouncer.ErrInvalidRequest, describeEntries(entries))
 	}
-	return KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: entries, Limits: m.limits, Judge: judgeOf(&m, nil)}, nil
+	k := KeyInfo{Key: m.key, Domain: domain, Rule: m.rule, Entries: entries, Limits: m.limits}
+	if m.shared {
+		judge := m.report
+		k.Judge = &judge
+	}
+	return k, nil
 }
 
 func describeEntries(entries []Entry) string {

@@ -1,41 +1,58 @@
 package rules_test
 
 import (
-	"fmt"
-	"strings"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/bouncerhq/bouncer/rules"
 )
 
-func TestKeyIndex(t *testing.T) {
+// observer records what an engine tells its KeyObserver.
+type observer struct {
+	mu      sync.Mutex
+	decided []rules.KeyInfo
+	denied  []string
+}
+
+func (o *observer) Decided(k rules.KeyInfo) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if k.Judge != nil {
+		judge := *k.Judge // the engine's own, to read during the call
+		k.Judge = &judge
+	}
+	o.decided = append(o.decided, k)
+}
+
+func (o *observer) Denied(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.denied = append(o.denied, key)
+}
+
+// The engine tells its KeyObserver of each counted key of a decision, with
+// the decision's instant, and of each key it denied; not of unlimited or
+// unmatched descriptors.
+func TestKeyObserver(t *testing.T) {
 	e, clock := newEngine(t, "testdata/envoy.yaml")
-	e.Keys = rules.NewKeyIndex(3)
-	for i := range 4 {
-		decide(t, e, "edge", desc(fmt.Sprintf("user_id=u%d", i)), desc("internal=1"), desc("nope=1"))
-		clock.Advance(time.Second)
+	o := &observer{}
+	e.Keys = o
+	var resp rules.Response
+	for range 4 {
+		resp = decide(t, e, "edge", desc("user_id=u"), desc("internal=1"), desc("nope=1"))
 	}
-	if got := e.Keys.Len(); got != 3 {
-		t.Fatalf("index holds %d keys, want its bound 3 (unlimited and unmatched descriptors are not counted keys)", got)
+	if len(o.decided) != 4 {
+		t.Fatalf("Decided: told of %d keys, want 4 (one counted descriptor, four times)", len(o.decided))
 	}
-	page, more := e.Keys.List("", 2)
-	if len(page) != 2 || !more {
-		t.Fatalf("first page: got %d keys, more %v; want 2 and more", len(page), more)
+	k := o.decided[3]
+	if k.Key != resp.Statuses[0].Key || k.Domain != "edge" || k.Rule == nil || k.Rule.Path != "user_id" ||
+		len(k.Entries) != 1 || k.Entries[0].Value != "u" || len(k.Limits) != 1 || !k.LastSeen.Equal(clock.Now()) || k.Judge == nil {
+		t.Errorf("Decided: got %+v, want user_id=u's key %q in edge, its limit and judge, seen now", k, resp.Statuses[0].Key)
 	}
-	rest, more := e.Keys.List(page[1].Key, 2)
-	if len(rest) != 1 || more {
-		t.Fatalf("second page: got %d keys, more %v; want 1 and no more", len(rest), more)
-	}
-	seen := map[string]bool{}
-	for _, k := range append(page, rest...) {
-		seen[k.Entries[0].Value] = true
-		if k.Rule == nil || k.Rule.Path != "user_id" || k.Domain != "edge" {
-			t.Errorf("key %q: got rule %v domain %q, want user_id in edge", k.Key, k.Rule, k.Domain)
-		}
-	}
-	if seen["u0"] || !seen["u1"] || !seen["u2"] || !seen["u3"] {
-		t.Errorf("keys held: got %v, want u1..u3 (u0, first seen longest ago, forgotten)", seen)
+	if want := []string{resp.Statuses[0].Key}; !slices.Equal(o.denied, want) {
+		t.Errorf("Denied: got %q, want the fourth request's key only %q (3 per minute)", o.denied, want)
 	}
 }
 
@@ -92,30 +109,12 @@ func TestStateAndReset(t *testing.T) {
 	}
 }
 
-// The index keeps long client values cut short, so that it stays small
-// whatever clients send; the key stays exact.
-func TestKeyIndexBoundsValues(t *testing.T) {
-	e, _ := newEngine(t, "testdata/envoy.yaml")
-	e.Keys = rules.NewKeyIndex(10)
-	long := strings.Repeat("v", rules.MaxValueLen)
-	resp := decide(t, e, "edge", desc("user_id="+long))
-	keys, _ := e.Keys.List("", 10)
-	if len(keys) != 1 {
-		t.Fatalf("got %d keys, want 1", len(keys))
-	}
-	if v := keys[0].Entries[0].Value; len(v) > 80 || !strings.HasSuffix(v, "…") {
-		t.Errorf("kept value: %d bytes %q, want it cut short", len(v), v)
-	}
-	if keys[0].Key != resp.Statuses[0].Key {
-		t.Errorf("key: got %q, want the exact store key %q", keys[0].Key, resp.Statuses[0].Key)
-	}
-}
-
 // A key counted under a request's override shows its count against the
 // override's rate, not against the per-unit limit the count is kept under.
 func TestStateOfAnOverride(t *testing.T) {
 	e, clock := newEngine(t, "testdata/envoy.yaml")
-	e.Keys = rules.NewKeyIndex(8)
+	o := &observer{}
+	e.Keys = o
 	send := func(rate uint32, n uint64) {
 		d := hits(desc("user_id=o"), n)
 		d.Limit = &rules.Override{RequestsPerUnit: rate, Unit: rules.UnitMinute}
@@ -123,11 +122,11 @@ func TestStateOfAnOverride(t *testing.T) {
 	}
 	state := func() rules.LimitState {
 		t.Helper()
-		keys, _ := e.Keys.List("", 8)
-		if len(keys) != 1 || keys[0].Judge == nil || keys[0].Rule != nil {
-			t.Fatalf("index: got %+v, want one key with its override", keys)
+		k := o.decided[len(o.decided)-1]
+		if k.Judge == nil || k.Rule != nil {
+			t.Fatalf("observed: got %+v, want a key with its override", k)
 		}
-		states, err := e.State(t.Context(), keys[0])
+		states, err := e.State(t.Context(), k)
 		if err != nil || len(states) != 1 {
 			t.Fatalf("State: %v, %d states", err, len(states))
 		}

@@ -12,7 +12,7 @@ import (
 
 // algorithm rejects the algorithms a rule cannot use: a concurrency limit
 // needs a release at the end of every request, which neither RLS nor the
-// JSON API has; a caller that releases (Engine.Refund) allows it.
+// JSON API has; a caller that releases (Response.Ledger) allows it.
 func (o LoadOptions) algorithm(a bouncer.Algorithm) error {
 	if a == bouncer.Concurrency && !o.AllowConcurrency {
 		return errors.New("concurrency limits need a release when each request ends, which the service cannot be told; use them through the library (Limiter.Refund)")

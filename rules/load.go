@@ -24,7 +24,7 @@ const MaxFileSize = 4 << 20
 // Parse use it.
 type LoadOptions struct {
 	// AllowConcurrency accepts the concurrency algorithm. Only for a
-	// caller that ends every request it decides with Engine.Refund, which
+	// caller that ends every request it decides through its Ledger, which
 	// releases the request's leases, such as the gateway. The service is
 	// never told when a request ends, so without this a concurrency limit
 	// is a problem of the config, reported with its file and line.

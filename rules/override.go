@@ -72,7 +72,7 @@ func (d *Domain) checkOverrides(r *Request) error {
 		if o := desc.Limit; o != nil && o.RequestsPerUnit > 0 {
 			l := d.overrideLimit(o)
 			if err := l.Validate(); err != nil {
-				return fmt.Errorf("%w: descriptors[%d].limit: %v", ErrInvalidRequest, i, err)
+				return fmt.Errorf("%w: descriptors[%d].limit: %v", bouncer.ErrInvalidRequest, i, err)
 			}
 		}
 	}

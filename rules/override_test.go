@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/rules"
 )
 
@@ -35,7 +36,7 @@ func TestOverrideOutOfRange(t *testing.T) {
 				d := desc("user_id=o")
 				d.Limit = &rules.Override{RequestsPerUnit: tt.rate, Unit: tt.unit}
 				_, err := e.Decide(t.Context(), rules.Request{Domain: c.domain, Descriptors: ds(d)})
-				if tt.wantErr && !errors.Is(err, rules.ErrInvalidRequest) {
+				if tt.wantErr && !errors.Is(err, bouncer.ErrInvalidRequest) {
 					t.Errorf("got error %v, want one wrapping ErrInvalidRequest", err)
 				}
 				if !tt.wantErr && err != nil {

@@ -156,32 +156,42 @@ func TestDelay(t *testing.T) {
 	}
 }
 
-func TestRefund(t *testing.T) {
-	onlyLimit := func(name string) func(*rules.Rule, bouncer.Limit) bool {
-		return func(_ *rules.Rule, l bouncer.Limit) bool { return l.Name == name }
+// end ends resp's request as how says: "unserved" if empty, "served",
+// "failed" or "release".
+func end(ctx context.Context, resp *rules.Response, how string) error {
+	switch how {
+	case "served":
+		return resp.Ledger().End(ctx, bouncer.Served)
+	case "failed":
+		return resp.Ledger().End(ctx, bouncer.Failed)
+	case "release":
+		return resp.Ledger().Release(ctx)
 	}
+	return resp.Ledger().End(ctx, bouncer.Unserved)
+}
+
+func TestRefund(t *testing.T) {
 	cases := map[string]struct {
 		config  string             // refundConfig if empty
-		ds      []rules.Descriptor // decided n times; the last response is refunded
+		ds      []rules.Descriptor // decided n times; the last response is ended
 		n       int                // 1 if 0
-		only    func(*rules.Rule, bouncer.Limit) bool
-		twice   bool   // refund twice
-		want    string // remaining after the refund
-		refunds int    // Limiter.Refund calls
-		then    string // a decide after the refund, if set
+		how     string             // how the request ends (end)
+		twice   bool               // end it twice
+		want    string             // remaining after the end
+		refunds int                // Limiter.Refund calls
+		then    string             // a decide after the end, if set
 	}{
 		"a fixed window at its limit allows again": {
 			ds: ds(desc("user=a")), n: 2,
 			want: "per_minute=1 per_hour=2", refunds: 1, then: "OK: OK/0",
 		},
-		"only one limit of two": {
-			ds: ds(desc("user=a")), n: 2, only: onlyLimit("per_minute"),
-			want: "per_minute=1 per_hour=1", refunds: 1,
+		"served gives back no units": {
+			ds: ds(desc("user=a")), n: 2, how: "served",
+			want: "per_minute=0 per_hour=1", refunds: 0,
 		},
-		"only by rule": {
-			ds:   ds(desc("user=a"), desc("shadow=a")),
-			only: func(r *rules.Rule, _ bouncer.Limit) bool { return r.Shadow },
-			want: "per_minute=1 per_hour=2 per_hour=1", refunds: 1,
+		"failed gives back only the units of rules that refund on 5xx": {
+			ds: ds(desc("user=a")), n: 2, how: "failed",
+			want: "per_minute=0 per_hour=1", refunds: 0,
 		},
 		"the cost of the descriptor": {
 			ds:   ds(hits(desc("user=a"), 2)),
@@ -199,17 +209,13 @@ func TestRefund(t *testing.T) {
 			ds:   ds(desc("user=a"), hits(desc("user=b"), 3)),
 			want: "per_minute=2 per_hour=3 per_minute=2 per_hour=3", refunds: 1,
 		},
-		"shadow rules' charges are refunded too": {
+		"shadow rules' units stay counted": {
 			ds:   ds(desc("user=a"), desc("shadow=a")),
-			want: "per_minute=2 per_hour=3 per_hour=1", refunds: 1,
+			want: "per_minute=2 per_hour=3 per_hour=0", refunds: 1,
 		},
 		"a shadowed denial was not charged": {
 			ds: ds(desc("user=a"), desc("shadow=a")), n: 2,
 			want: "per_minute=1 per_hour=2 per_hour=0", refunds: 1,
-		},
-		"a denied response still gives back its shadow rules' charges": {
-			ds:   ds(desc("shadow=a"), hits(desc("user=a"), 3)),
-			want: "per_hour=1 per_minute=2 per_hour=3", refunds: 1,
 		},
 		"unlimited and unmatched descriptors refund nothing": {
 			ds: ds(desc("free=a"), desc("nobody=a")), refunds: 0,
@@ -217,10 +223,6 @@ func TestRefund(t *testing.T) {
 		"nothing is refunded twice": {
 			ds: ds(desc("user=a")), n: 2, twice: true,
 			want: "per_minute=1 per_hour=2", refunds: 1,
-		},
-		"what only left out is refunded next": {
-			ds: ds(desc("user=a")), n: 2, only: onlyLimit("per_minute"), twice: true,
-			want: "per_minute=1 per_hour=2", refunds: 2,
 		},
 		"envoy semantics: the allowed descriptors of a denied response": {
 			config: refundEnvoyConfig,
@@ -239,12 +241,12 @@ func TestRefund(t *testing.T) {
 			for range max(c.n, 1) {
 				resp = decide(t, e, "d", c.ds...)
 			}
-			if err := e.Refund(context.Background(), &resp, c.only); err != nil {
-				t.Fatalf("Refund: %v", err)
+			if err := end(context.Background(), &resp, c.how); err != nil {
+				t.Fatalf("end: %v", err)
 			}
 			if c.twice {
-				if err := e.Refund(context.Background(), &resp, nil); err != nil {
-					t.Fatalf("second Refund: %v", err)
+				if err := end(context.Background(), &resp, ""); err != nil {
+					t.Fatalf("second end: %v", err)
 				}
 			}
 			if rec.refunds != c.refunds {
@@ -311,7 +313,7 @@ func TestRefundAfterSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Swap(next)
-	if err := e.Refund(context.Background(), &resp, nil); err != nil {
+	if err := end(context.Background(), &resp, ""); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := remaining(t, rec.Limiter, resp), "per_minute=1 per_hour=2"; got != want {
@@ -319,9 +321,9 @@ func TestRefundAfterSwap(t *testing.T) {
 	}
 }
 
-// Holds tells whether a response charged a limit a Refund would give
-// back, so that a caller holding nothing need not track the request's end.
-func TestHolds(t *testing.T) {
+// A response's Ledger tells whether it holds leases, so that a caller
+// holding nothing need not track the request's end.
+func TestLedgerHolds(t *testing.T) {
 	cfg, err := rules.LoadOptions{AllowConcurrency: true}.Parse("r.yaml", []byte(`domain: d
 rules:
   - name: conc
@@ -336,7 +338,6 @@ rules:
 		t.Fatal(err)
 	}
 	e := rules.NewEngine(cfg, memstore.New(memstore.Options{}))
-	conc := func(_ *rules.Rule, l bouncer.Limit) bool { return l.Algorithm == bouncer.Concurrency }
 	for _, tc := range []struct {
 		key  string
 		want bool
@@ -345,14 +346,14 @@ rules:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := resp.Holds(conc); got != tc.want {
-			t.Errorf("%s: Holds(concurrency) = %v, want %v", tc.key, got, tc.want)
+		if got, _, _ := resp.Ledger().Holds(); got != tc.want {
+			t.Errorf("%s: holds leases = %v, want %v", tc.key, got, tc.want)
 		}
-		if err := e.Refund(context.Background(), &resp, conc); err != nil {
+		if err := resp.Ledger().Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if resp.Holds(conc) {
-			t.Errorf("%s: Holds after the refund, want nothing left", tc.key)
+		if got, _, _ := resp.Ledger().Holds(); got {
+			t.Errorf("%s: leases held after the release, want none", tc.key)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
 	"github.com/bouncerhq/bouncer/rules"
 	"github.com/bouncerhq/bouncer/storetest"
@@ -71,7 +72,7 @@ func TestReportBound(t *testing.T) {
 			// refused whole, and nothing charged to either.
 			_, err := report(hits(desc("user=other"), 1), hits(c.d, uint64(c.bound)+1))
 			var tooLarge *rules.ReportTooLargeError
-			if !errors.As(err, &tooLarge) || !errors.Is(err, rules.ErrInvalidRequest) {
+			if !errors.As(err, &tooLarge) || !errors.Is(err, bouncer.ErrInvalidRequest) {
 				t.Fatalf("a report of %d: err = %v, want a ReportTooLargeError wrapping ErrInvalidRequest", c.bound+1, err)
 			}
 			if tooLarge.Max != c.bound || tooLarge.Descriptor != 1 || !strings.Contains(err.Error(), "max_report") {
@@ -95,7 +96,7 @@ func TestReportBound(t *testing.T) {
 	t.Run("2^40 hits, the JSON API's old lock-out", func(t *testing.T) {
 		e, _ := boundedEngine(t, "bounded.yaml", boundedConfig)
 		_, err := e.Report(ctx, rules.Request{Domain: "api", Descriptors: []rules.Descriptor{desc("user=u2")}, HitsAddend: rules.MaxHits})
-		if !errors.Is(err, rules.ErrInvalidRequest) {
+		if !errors.Is(err, bouncer.ErrInvalidRequest) {
 			t.Fatalf("err = %v, want ErrInvalidRequest", err)
 		}
 		if r := decide(t, e, "api", desc("user=u2")); r.Code != rules.OK {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/header"
 	"github.com/bouncerhq/bouncer/internal/storekey"
 )
 
@@ -54,46 +55,46 @@ type Override struct {
 }
 
 // EmptyRequestError is the error of a request with no domain or no
-// descriptor. It wraps ErrInvalidRequest, and its message is
+// descriptor. It wraps bouncer.ErrInvalidRequest, and its message is
 // envoyproxy/ratelimit's own, so that the RLS service can answer it as
 // that project does: status Unknown and the bare message.
 type EmptyRequestError struct{ Msg string }
 
 func (e *EmptyRequestError) Error() string { return e.Msg }
 
-// Unwrap returns ErrInvalidRequest.
-func (e *EmptyRequestError) Unwrap() error { return ErrInvalidRequest }
+// Unwrap returns bouncer.ErrInvalidRequest.
+func (e *EmptyRequestError) Unwrap() error { return bouncer.ErrInvalidRequest }
 
 func (r *Request) validate() error {
 	switch {
 	case r.Domain == "":
 		return &EmptyRequestError{Msg: "rate limit domain must not be empty"}
 	case len(r.Domain) > MaxKeyLen:
-		return fmt.Errorf("%w: domain longer than %d bytes", ErrInvalidRequest, MaxKeyLen)
+		return fmt.Errorf("%w: domain longer than %d bytes", bouncer.ErrInvalidRequest, MaxKeyLen)
 	case len(r.Descriptors) == 0:
 		return &EmptyRequestError{Msg: "rate limit descriptor list must not be empty"}
 	case len(r.Descriptors) > MaxDescriptors:
-		return fmt.Errorf("%w: %d descriptors, at most %d", ErrInvalidRequest, len(r.Descriptors), MaxDescriptors)
+		return fmt.Errorf("%w: %d descriptors, at most %d", bouncer.ErrInvalidRequest, len(r.Descriptors), MaxDescriptors)
 	case r.HitsAddend > MaxHits:
-		return fmt.Errorf("%w: hits_addend %d above %d", ErrInvalidRequest, r.HitsAddend, uint64(MaxHits))
+		return fmt.Errorf("%w: hits_addend %d above %d", bouncer.ErrInvalidRequest, r.HitsAddend, uint64(MaxHits))
 	}
 	for i, d := range r.Descriptors {
 		if len(d.Entries) > MaxEntries {
-			return fmt.Errorf("%w: descriptors[%d]: %d entries, at most %d", ErrInvalidRequest, i, len(d.Entries), MaxEntries)
+			return fmt.Errorf("%w: descriptors[%d]: %d entries, at most %d", bouncer.ErrInvalidRequest, i, len(d.Entries), MaxEntries)
 		}
 		for j, e := range d.Entries {
 			if len(e.Key) > MaxKeyLen {
-				return fmt.Errorf("%w: descriptors[%d].entries[%d]: key longer than %d bytes", ErrInvalidRequest, i, j, MaxKeyLen)
+				return fmt.Errorf("%w: descriptors[%d].entries[%d]: key longer than %d bytes", bouncer.ErrInvalidRequest, i, j, MaxKeyLen)
 			}
 			if len(e.Value) > MaxValueLen {
-				return fmt.Errorf("%w: descriptors[%d].entries[%d]: value longer than %d bytes", ErrInvalidRequest, i, j, MaxValueLen)
+				return fmt.Errorf("%w: descriptors[%d].entries[%d]: value longer than %d bytes", bouncer.ErrInvalidRequest, i, j, MaxValueLen)
 			}
 		}
 		if d.Hits != nil && *d.Hits > MaxHits {
-			return fmt.Errorf("%w: descriptors[%d]: hits_addend %d above %d", ErrInvalidRequest, i, *d.Hits, uint64(MaxHits))
+			return fmt.Errorf("%w: descriptors[%d]: hits_addend %d above %d", bouncer.ErrInvalidRequest, i, *d.Hits, uint64(MaxHits))
 		}
 		if o := d.Limit; o != nil && o.Unit == UnitUnknown {
-			return fmt.Errorf("%w: descriptors[%d].limit: unknown unit", ErrInvalidRequest, i)
+			return fmt.Errorf("%w: descriptors[%d].limit: unknown unit", bouncer.ErrInvalidRequest, i)
 		}
 	}
 	return nil
@@ -134,8 +135,11 @@ type Response struct {
 	// descriptor had a limit.
 	Binding int
 
-	// charges are what Decide charged, for Engine.Refund to give back.
-	charges []charge
+	// charges are what Decide charged through lim; Ledger moves them
+	// into ledger.
+	charges []bouncer.Charge
+	lim     bouncer.Limiter
+	ledger  *bouncer.Ledger
 }
 
 // Delay is how long the caller should hold an allowed request before it
@@ -168,10 +172,10 @@ func (r *Response) Degraded() bool {
 	return false
 }
 
-// DegradedHeader names the header (HTTP) and metadata entry (gRPC) that
-// marks an answer with a descriptor decided without the shared store:
-// "bouncer-degraded: true".
-const DegradedHeader = "Bouncer-Degraded"
+// DegradedHeader is header.Degraded, the field that marks an answer with a
+// descriptor decided without the shared store, under the name rules gave
+// it first; new code names header.Degraded.
+const DegradedHeader = header.Degraded
 
 // Status is one descriptor's answer.
 type Status struct {

@@ -9,60 +9,9 @@ import (
 	"github.com/bouncerhq/bouncer"
 )
 
-// Settle settles what Decide reserved for resp once the request's real
-// cost, actual, is known (the tokens an LLM used, the bytes sent): for
-// every key resp charged (an allowed descriptor's, a shadow rule's
-// included), the difference between actual and what the key was charged
-// is charged, past the limits if need be (a debt), or given back, with
-// bouncer.Settle. Concurrency leases and shaping limits keep what they
-// were charged: neither can be charged after the fact. resp then holds
-// the settled cost, so that a later Refund gives back what the request
-// cost in the end. A caller settles only the requests it let through:
-// a refused request reserved nothing it should pay for.
-//
-// Charging more than the estimate needs a Limiter that is a
-// bouncer.Charger. The error joins the store's failures (a key that
-// failed keeps its estimate); the rest is settled regardless. Settle is
-// not safe on one Response at once.
-func (e *Engine) Settle(ctx context.Context, resp *Response, actual int64) error {
-	if actual < 0 {
-		return fmt.Errorf("%w: actual cost %d is negative", ErrInvalidRequest, actual)
-	}
-	var errs []error
-	kept := resp.charges[:0:0]
-	for _, c := range resp.charges {
-		var settle, keep []bouncer.Limit
-		for _, l := range c.limits {
-			if l.Algorithm == bouncer.Concurrency || l.Shape {
-				keep = append(keep, l)
-			} else {
-				settle = append(settle, l)
-			}
-		}
-		if len(settle) == 0 || c.cost == actual {
-			kept = append(kept, c)
-			continue
-		}
-		if len(keep) > 0 {
-			kept = append(kept, charge{rule: c.rule, key: c.key, limits: keep, cost: c.cost})
-		}
-		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: c.key, Limits: settle}}, Cost: c.cost}
-		cost := actual
-		if err := bouncer.Settle(ctx, e.limiter(), r, bouncer.Decision{Allowed: true}, actual); err != nil {
-			errs = append(errs, err)
-			cost = c.cost
-		}
-		if cost > 0 {
-			kept = append(kept, charge{rule: c.rule, key: c.key, limits: settle, cost: cost})
-		}
-	}
-	resp.charges = kept
-	return errors.Join(errs...)
-}
-
 // ReportTooLargeError is Report's error for a descriptor whose hits are
 // above what one report may charge its rule (Rule.MaxReport or its
-// default). It wraps ErrInvalidRequest.
+// default). It wraps bouncer.ErrInvalidRequest.
 type ReportTooLargeError struct {
 	Descriptor int    // the descriptor's index in the request
 	Rule       string // its rule's Label
@@ -73,8 +22,8 @@ func (e *ReportTooLargeError) Error() string {
 	return fmt.Sprintf("descriptors[%d]: hits %d above %d, the most one report may charge rule %q (its max_report)", e.Descriptor, e.Hits, e.Max, e.Rule)
 }
 
-// Unwrap returns ErrInvalidRequest.
-func (e *ReportTooLargeError) Unwrap() error { return ErrInvalidRequest }
+// Unwrap returns bouncer.ErrInvalidRequest.
+func (e *ReportTooLargeError) Unwrap() error { return bouncer.ErrInvalidRequest }
 
 // Report charges r's hits to the limits of its descriptors without
 // deciding: whatever the limits hold, past them if need be (a debt that

@@ -55,23 +55,21 @@ func TestSettle(t *testing.T) {
 				t.Fatalf("Decide: %v, %v", resp.Code, err)
 			}
 			key = resp.Statuses[0].Key
-			if err := e.Settle(ctx, &resp, int64(tc.actual)); err != nil {
+			actual := func(int) (int64, bool) { return int64(tc.actual), true }
+			if err := resp.Ledger().Settle(ctx, actual); err != nil {
 				t.Fatalf("Settle: %v", err)
 			}
 			if got := l.Used(key, "per_minute"); got != tc.used {
 				t.Errorf("%d charged, want %d", got, tc.used)
 			}
 			// A failure then gives back what the request cost in the end.
-			if err := e.Refund(ctx, &resp, nil); err != nil {
+			if err := resp.Ledger().End(ctx, bouncer.Unserved); err != nil {
 				t.Fatal(err)
 			}
 			if got := l.Used(key, "per_minute"); got != 0 {
 				t.Errorf("after a refund of the settled request: %d charged, want 0", got)
 			}
 		})
-	}
-	if err := meteredEngine(t, &edgetest.Ledger{}).Settle(ctx, &rules.Response{}, -1); !errors.Is(err, rules.ErrInvalidRequest) {
-		t.Errorf("a negative actual cost: err = %v, want ErrInvalidRequest", err)
 	}
 }
 
@@ -112,7 +110,7 @@ func TestReport(t *testing.T) {
 	if _, err := e.Report(ctx, rules.Request{Domain: "llm", Descriptors: []rules.Descriptor{desc("api_key=k2")}}); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Report on a limiter without Charge: err = %v, want ErrUnsupported", err)
 	}
-	if _, err := e.Report(ctx, rules.Request{Domain: "llm"}); !errors.Is(err, rules.ErrInvalidRequest) {
+	if _, err := e.Report(ctx, rules.Request{Domain: "llm"}); !errors.Is(err, bouncer.ErrInvalidRequest) {
 		t.Errorf("Report of no descriptors: err = %v, want ErrInvalidRequest", err)
 	}
 }

@@ -110,7 +110,7 @@ func openApp(ctx context.Context, c serveConfig, o serveOptions, log *slog.Logge
 	}
 	a.engine = rules.NewEngine(cfg, a.metrics.Limiter(lim))
 	if c.adminKeys > 0 {
-		a.engine.Keys = rules.NewKeyIndex(c.adminKeys)
+		a.engine.Keys = admin.NewKeyIndex(c.adminKeys)
 	}
 	a.engine.Observe = a.metrics.Observe
 	a.engine.Logger = log

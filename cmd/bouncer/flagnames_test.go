@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bouncerhq/bouncer/gateway"
+	"github.com/bouncerhq/bouncer/internal/simulate"
 	"github.com/bouncerhq/bouncer/metrics"
 )
 
@@ -31,7 +32,7 @@ var flagName = regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])--([a-z][a-z0-9_-]*)`)
 var notOurs = map[string]string{
 	"include_imports":    "protoc's, to make a gateway's descriptor set",
 	"descriptor_set_out": "protoc's, to make a gateway's descriptor set",
-	"name":               "docs/operations.md's placeholder: flags are written --name value",
+	"name":               "docs/running.md's placeholder: flags are written --name value",
 	"standalone":         "scripts/redis-up.sh's: one Redis, without the cluster",
 	"tls":                "redis-cli's, which internal/redistest runs on the TLS servers it starts",
 	"cacert":             "redis-cli's (internal/redistest)",
@@ -55,7 +56,7 @@ func commandFlags() map[string][]string {
 		return out
 	}
 	var sc, gc serveConfig
-	sim, _ := newSimFlags()
+	sim := simulate.FlagSet()
 	out := map[string][]string{
 		"serve":    names(serveFlags(&sc, io.Discard)),
 		"gateway":  names(gatewayFlags(&gc, io.Discard)),
@@ -165,7 +166,7 @@ func TestFlagsNamedExist(t *testing.T) {
 		}
 	})
 
-	for _, page := range []string{"docs/operations.md", "docs/configuration.md", "docs/gateway.md", "docs/hybrid.md",
+	for _, page := range []string{"docs/operations.md", "docs/running.md", "docs/observing.md", "docs/reloading.md", "docs/failures.md", "docs/configuration.md", "docs/gateway.md", "docs/hybrid.md",
 		"docs/middleware.md", "docs/changes.md", "docs/benchmarks.md", "docs/algorithms.md", "README.md"} {
 		t.Run(page, func(t *testing.T) {
 			b, err := os.ReadFile("../../" + page)

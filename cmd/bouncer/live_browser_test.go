@@ -17,26 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bouncerhq/bouncer/internal/browsertest"
 	"github.com/bouncerhq/bouncer/internal/redistest"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
-
-// browser returns the path of a Chromium binary, skipping t if there is
-// none, or failing it under BOUNCER_REQUIRE_BROWSER (make test sets it
-// after scripts/chromium-up.sh installed one).
-func browser(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("BOUNCER_REQUIRE_BROWSER") != "" {
-		t.Fatal("no chromium or chromium-browser on PATH, and BOUNCER_REQUIRE_BROWSER is set (scripts/chromium-up.sh installs one)")
-	}
-	t.Skip("no chromium or chromium-browser on PATH (scripts/chromium-up.sh installs one)")
-	return ""
-}
 
 // liveConfig is the live page's test config: a rule per user (2 an
 // hour), one per route, and a shadow rule on each user's writes. DOMAIN
@@ -83,7 +67,7 @@ type liveCase struct {
 // Redis (whose node it shows), and with a Redis never reached (its node
 // listed from the configuration, the degraded decisions counted).
 func TestLivePageInBrowser(t *testing.T) {
-	bin := browser(t)
+	bin := browsertest.Chromium(t)
 	steps := 24
 	image := ""
 	if os.Getenv("BOUNCER_UPDATE_IMAGES") == "1" {
@@ -105,7 +89,7 @@ func TestLivePageInBrowser(t *testing.T) {
 // Before any traffic, every table of the live page is empty: none shows
 // its header, only the note that says why it is empty.
 func TestLivePageEmptyTables(t *testing.T) {
-	bin := browser(t)
+	bin := browsertest.Chromium(t)
 	ts := startTest(t, map[string]string{"native.yaml": strings.Replace(liveConfig, "DOMAIN", "api", 1)}, func(c *serveConfig) {
 		c.liveByHand = true
 	})

@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/bouncerhq/bouncer/internal/simulate"
 )
 
 func main() {
@@ -71,7 +73,7 @@ var commands = []command{
 		name:    "simulate",
 		summary: "run rate-limit algorithms over a traffic pattern on a virtual clock",
 		run:     runSimulate,
-		usage:   simulateUsage,
+		usage:   simulate.Usage,
 	},
 	{
 		name:    "version",

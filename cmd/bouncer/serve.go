@@ -92,7 +92,7 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:8081", "Envoy RLS v3 and RLQS gRPC listener")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "JSON API listener (POST /v1/check); empty to disable")
 	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:6070", "admin listener (health, metrics, pprof, rules); empty to disable")
-	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[[user]:password@]host:port[/db] (one server), redis://...@host:port,host:port... (a Cluster), redis://...@host:port[/db]?master_set=NAME[&addr=host:port...] (Sentinel); rediss:// for TLS; see docs/operations.md")
+	fs.StringVar(&c.store, "store", "memory", "memory, or redis://[[user]:password@]host:port[/db] (one server), redis://...@host:port,host:port... (a Cluster), redis://...@host:port[/db]?master_set=NAME[&addr=host:port...] (Sentinel); rediss:// for TLS; see docs/running.md#stores")
 	fs.StringVar(&c.storeTLS.CA, "store-tls-ca", "", "with a rediss:// --store: a PEM bundle of the CAs that sign Redis's certificates, reloaded when it changes; unset: the system's roots")
 	fs.StringVar(&c.storeTLS.Cert, "store-tls-cert", "", "with a rediss:// --store: a client certificate (PEM) for Redis's mutual TLS, reloaded when it changes; needs --store-tls-key")
 	fs.StringVar(&c.storeTLS.Key, "store-tls-key", "", "with a rediss:// --store: the client certificate's private key (PEM)")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/bouncerhq/bouncer/internal/urlpath"
 )
 
 // A template is a parsed google.api.http path template:
@@ -197,10 +199,10 @@ func unescapeMulti(s string) (string, error) {
 			b.WriteByte(s[i])
 			continue
 		}
-		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+		c, ok := urlpath.PercentByte(s, i)
+		if !ok {
 			return "", url.EscapeError(s[i:min(i+3, len(s))])
 		}
-		c := unhex(s[i+1])<<4 | unhex(s[i+2])
 		if c == '/' {
 			b.WriteString(s[i : i+3])
 		} else {
@@ -341,7 +343,7 @@ func (p *parser) fieldPath() ([]string, error) {
 func (p *parser) literal() (string, error) {
 	start := p.i
 	for p.i < len(p.s) && isLiteral(p.s[p.i]) {
-		if p.s[p.i] == '%' && (p.i+2 >= len(p.s) || !isHex(p.s[p.i+1]) || !isHex(p.s[p.i+2])) {
+		if _, ok := urlpath.PercentByte(p.s, p.i); p.s[p.i] == '%' && !ok {
 			return "", fmt.Errorf("bad percent-encoding at offset %d", p.i)
 		}
 		p.i++
@@ -377,18 +379,4 @@ func escapeLiteral(s string) string {
 
 func isIdent(c byte, first bool) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || !first && '0' <= c && c <= '9'
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
 }

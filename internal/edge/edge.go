@@ -47,9 +47,9 @@ type Set[R any] struct {
 
 type rule[R any] struct {
 	Rule[R]
-	index        int // among the rules given to New: what Settler's actual is told
-	leases, rest []bouncer.Limit
-	values       []header.Values // per limit: what headers report, prepared
+	index  int // among the rules given to New: its charges' Meter
+	leases []bouncer.Limit
+	values []header.Values // per limit: what headers report, prepared
 }
 
 // New validates rules and returns their set. A shaping delay longer than
@@ -75,8 +75,6 @@ func New[R any](lim bouncer.Limiter, rules []Rule[R], maxDelay time.Duration, lo
 			c.values = append(c.values, header.ForLimit(policy, l).Prepare())
 			if l.Algorithm == bouncer.Concurrency {
 				c.leases = append(c.leases, l)
-			} else {
-				c.rest = append(c.rest, l)
 			}
 		}
 		if c.Key == nil {
@@ -152,55 +150,25 @@ type Admission struct {
 	Hold *Hold
 }
 
-// setHold is a Hold over what a Set charged one request.
-type setHold[R any] struct {
-	Hold
-	set     *Set[R]
-	charges []charged[R] // the shadow rules' first: their leases only
-	shadow  int          // how many are the shadow rules'
-}
-
-func (s *Set[R]) hold(ctx context.Context, cs []charged[R], shadow int) *setHold[R] {
-	h := &setHold[R]{set: s, charges: slices.Clone(cs), shadow: shadow}
-	h.Init(ctx, h)
-	return h
-}
-
-// GiveBack gives back p of what the Set charged.
-func (h *setHold[R]) GiveBack(ctx context.Context, p Part) {
-	s := h.set
-	switch p {
-	case Leases:
-		s.refund(ctx, h.charges, leases)
-	case Failed:
-		s.refund(ctx, h.charges, onFailure)
-	case Unserved:
-		s.refund(ctx, h.charges[:h.shadow], leases)
-		s.refund(ctx, h.charges[h.shadow:], all)
+// ledger is the Ledger of cs, the first shadow of them the shadow
+// rules'.
+func (s *Set[R]) ledger(cs []charged[R], shadow int) *bouncer.Ledger {
+	charges := make([]bouncer.Charge, len(cs))
+	for i, c := range cs {
+		charges[i] = bouncer.Charge{
+			Key: c.key, Limits: c.rule.Limits, Cost: c.cost,
+			RefundOnFailure: c.rule.RefundOnFailure, Shadow: i < shadow,
+			Metered: c.rule.Estimate != nil, Meter: c.rule.index,
+		}
 	}
+	return bouncer.NewLedger(s.lim, charges)
 }
 
-// Settle settles each metered rule's reservation at its actual cost:
-// the rest is charged past the limits (a debt) or what was not used
-// given back, through bouncer.Settle. Its new cost is what a failure
-// gives back. Metered rules hold no leases, so that a Release on the
-// client's departure never reads what Settle writes.
-func (h *setHold[R]) Settle(ctx context.Context, actual func(rule int) (int64, bool)) {
-	for i := range h.charges {
-		c := &h.charges[i]
-		if c.rule.Estimate == nil {
-			continue
-		}
-		n, ok := actual(c.rule.index)
-		if !ok {
-			continue
-		}
-		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: c.key, Limits: c.rule.rest}}, Cost: c.cost}
-		if err := bouncer.Settle(context.WithoutCancel(ctx), h.set.lim, r, bouncer.Decision{Allowed: true}, n); err != nil {
-			h.set.log.Warn("settle failed", "rule", c.rule.Name, "reserved", c.cost, "actual", n, "err", err)
-			continue
-		}
-		c.cost = n
+// release gives back the leases of cs, the shadow rules' charges of a
+// request that will not be admitted.
+func (s *Set[R]) release(ctx context.Context, cs []charged[R]) {
+	if err := s.ledger(cs, len(cs)).Release(context.WithoutCancel(ctx)); err != nil {
+		s.log.Warn("refund failed", "err", err)
 	}
 }
 
@@ -225,17 +193,17 @@ func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission, error
 		if v, ok := c.Key(req); ok {
 			n, err := c.cost(req, cost)
 			if err != nil {
-				s.refund(ctx, cs[:shadow], leases)
+				s.release(ctx, cs[:shadow])
 				return Admission{}, err
 			}
 			cs = append(cs, charged[R]{c, storekey.Join(c.Name, v), n})
 		}
 	}
-	var h *setHold[R]
+	var h *Hold
 	if enforce := cs[shadow:]; len(enforce) > 0 {
 		d, b, err := s.check(ctx, enforce)
 		if err != nil {
-			s.refund(ctx, cs[:shadow], leases)
+			s.release(ctx, cs[:shadow])
 			return Admission{}, err
 		}
 		if s.observe != nil {
@@ -244,7 +212,7 @@ func (s *Set[R]) Admit(ctx context.Context, req R, cost int64) (Admission, error
 		if !d.Allowed {
 			cs = cs[:shadow] // charged nothing
 		} else if d.Delay > 0 {
-			h = s.hold(ctx, cs, shadow)
+			h = NewHold(ctx, s.ledger(cs, shadow), d.Delay, metered(cs), s.log)
 			over, err := h.Wait(d.Delay, s.maxDelay)
 			if err != nil {
 				return Admission{}, err
@@ -276,7 +244,9 @@ func (s *Set[R]) check(ctx context.Context, cs []charged[R]) (bouncer.Decision, 
 		}
 		g, err := s.lim.Check(ctx, request(make([]bouncer.KeyLimits, 0, j-i), cs[i:j], all))
 		if err != nil || !g.Allowed {
-			s.refund(ctx, cs[:i], all)
+			if err := s.ledger(cs[:i], 0).End(context.WithoutCancel(ctx), bouncer.Unserved); err != nil {
+				s.log.Warn("refund failed", "err", err)
+			}
 			return g, binding(cs[i:j], g), err
 		}
 		if i == 0 || binds(g, d) {
@@ -309,30 +279,25 @@ func binds(g, d bouncer.Decision) bool {
 // given back on failure or a reservation to settle, or nil. A refused
 // request gives back its shadow rules' leases now, unless h (its
 // shaping) gave back everything.
-func (s *Set[R]) keep(ctx context.Context, h *setHold[R], cs []charged[R], shadow int, allowed bool) *Hold {
+func (s *Set[R]) keep(ctx context.Context, h *Hold, cs []charged[R], shadow int, allowed bool) *Hold {
 	if !allowed {
 		if h == nil {
-			s.refund(ctx, cs[:shadow], leases)
+			s.release(ctx, cs[:shadow])
 		}
-		return nil
-	}
-	var holdsLeases, refunds, metered bool
-	for _, c := range cs {
-		metered = metered || c.rule.Estimate != nil
-		if c.cost == 0 {
-			continue // a peek holds nothing
-		}
-		holdsLeases = holdsLeases || len(c.rule.leases) > 0
-		refunds = refunds || len(onFailure(c.rule)) > 0
-	}
-	if !holdsLeases && !refunds && !metered {
 		return nil
 	}
 	if h == nil {
-		h = s.hold(ctx, cs, shadow)
+		return NewHold(ctx, s.ledger(cs, shadow), 0, metered(cs), s.log)
 	}
-	h.Leases, h.Refunds, h.Metered = holdsLeases, refunds, metered
-	return &h.Hold
+	if !h.Holds() {
+		return nil
+	}
+	return h
+}
+
+// metered reports whether a rule of cs meters its cost.
+func metered[R any](cs []charged[R]) bool {
+	return slices.ContainsFunc(cs, func(c charged[R]) bool { return c.rule.Estimate != nil })
 }
 
 // checkShadow checks each shadow rule on its own, logs and reports its
@@ -347,7 +312,7 @@ func (s *Set[R]) checkShadow(ctx context.Context, req R, cost int64, held []char
 		}
 		n, err := c.cost(req, cost)
 		if err != nil {
-			s.refund(ctx, held, leases)
+			s.release(ctx, held)
 			return nil, err
 		}
 		cs := []charged[R]{{c, storekey.Join(c.Name, v), n}}
@@ -370,48 +335,7 @@ func (s *Set[R]) checkShadow(ctx context.Context, req R, cost int64, held []char
 	return held, nil
 }
 
-func all[R any](c *rule[R]) []bouncer.Limit    { return c.Limits }
-func leases[R any](c *rule[R]) []bouncer.Limit { return c.leases }
-
-// onFailure picks the units a rule gives back when the request fails.
-func onFailure[R any](c *rule[R]) []bouncer.Limit {
-	if c.RefundOnFailure {
-		return c.rest
-	}
-	return nil
-}
-
-// refund gives back, to the limits pick chooses of each rule in cs, what
-// each was charged: one Refund per cost. It runs even after the client
-// has gone away. It reads the cost only of the charges pick chooses
-// limits of, never copying a charge whole (see setHold.Settle).
-func (s *Set[R]) refund(ctx context.Context, cs []charged[R], pick func(*rule[R]) []bouncer.Limit) {
-	picked := func(i int) bool { return len(pick(cs[i].rule)) > 0 && cs[i].cost > 0 }
-	for i := range cs {
-		if !picked(i) {
-			continue
-		}
-		cost, first := cs[i].cost, true
-		for j := range i {
-			if picked(j) && cs[j].cost == cost {
-				first = false // given back with an earlier charge of its cost
-				break
-			}
-		}
-		if !first {
-			continue
-		}
-		var keys []bouncer.KeyLimits
-		for j := i; j < len(cs); j++ {
-			if picked(j) && cs[j].cost == cost {
-				keys = append(keys, bouncer.KeyLimits{Key: cs[j].key, Limits: pick(cs[j].rule)})
-			}
-		}
-		if err := s.lim.Refund(context.WithoutCancel(ctx), bouncer.Request{Keys: keys, Cost: cost}); err != nil {
-			s.log.Warn("refund failed", "err", err)
-		}
-	}
-}
+func all[R any](c *rule[R]) []bouncer.Limit { return c.Limits }
 
 // request is the check (or refund) of the limits pick chooses of each
 // rule in cs, which are charged one cost, its keys appended to keys.

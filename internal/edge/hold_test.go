@@ -2,59 +2,92 @@ package edge
 
 import (
 	"context"
-	"slices"
+	"maps"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/bouncerhq/bouncer"
 )
 
-// recorder is a Giver that records what it is asked to give back.
-type recorder struct {
-	Hold
-	parts []Part
+// book is a Limiter that keeps what each key's limit was given back.
+type book struct {
+	mu    sync.Mutex
+	given map[string]int64
 }
 
-func (r *recorder) GiveBack(_ context.Context, p Part) { r.parts = append(r.parts, p) }
-
-func newRecorder(ctx context.Context, leases, refunds bool) *recorder {
-	r := &recorder{}
-	r.Init(ctx, r)
-	r.Leases, r.Refunds = leases, refunds
-	return r
+func (b *book) Check(context.Context, bouncer.Request) (bouncer.Decision, error) {
+	return bouncer.Decision{Allowed: true}, nil
 }
+
+func (b *book) Refund(_ context.Context, r bouncer.Request) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, k := range r.Keys {
+		for _, l := range k.Limits {
+			b.given[k.Key+"/"+l.Name] += r.Cost
+		}
+	}
+	return nil
+}
+
+func (b *book) got() map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.given)
+}
+
+var (
+	lease = bouncer.Limit{Name: "lease", Algorithm: bouncer.Concurrency, Burst: 1}
+	units = bouncer.Limit{Name: "units", Algorithm: bouncer.TokenBucket, Rate: 1, Burst: 1}
+)
+
+// newHold is the Hold of a request charged 1 to a key with a lease and
+// units, which go back on failure if refunds.
+func newHold(ctx context.Context, refunds bool) (*Hold, *book) {
+	b := &book{given: map[string]int64{}}
+	l := bouncer.NewLedger(b, []bouncer.Charge{{Key: "k", Limits: []bouncer.Limit{lease, units}, Cost: 1, RefundOnFailure: refunds}})
+	return NewHold(ctx, l, 0, false, nil), b
+}
+
+var (
+	leaseBack = map[string]int64{"k/lease": 1}
+	allBack   = map[string]int64{"k/lease": 1, "k/units": 1}
+)
 
 func TestHoldRun(t *testing.T) {
 	for _, tc := range []struct {
-		name            string
-		leases, refunds bool
-		failed, panics  bool
-		want            []Part
+		name           string
+		refunds        bool
+		failed, panics bool
+		want           map[string]int64
 	}{
-		{name: "served", leases: true, refunds: true, want: []Part{Leases}},
-		{name: "failed", leases: true, refunds: true, failed: true, want: []Part{Leases, Failed}},
-		{name: "failed without refunds", leases: true, failed: true, want: []Part{Leases}},
-		{name: "panicked", leases: true, refunds: true, panics: true, want: []Part{Leases, Failed}},
+		{name: "served", refunds: true, want: leaseBack},
+		{name: "failed", refunds: true, failed: true, want: allBack},
+		{name: "failed without refunds", failed: true, want: leaseBack},
+		{name: "panicked", refunds: true, panics: true, want: allBack},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRecorder(t.Context(), tc.leases, tc.refunds)
+			h, b := newHold(t.Context(), tc.refunds)
 			func() {
 				defer func() {
 					if p := recover(); (p != nil) != tc.panics {
 						t.Errorf("recovered %v, want a panic: %v", p, tc.panics)
 					}
 				}()
-				r.Run(func() bool {
+				h.Run(func() bool {
 					if tc.panics {
 						panic("handler")
 					}
 					return tc.failed
 				})
 			}()
-			if !slices.Equal(r.parts, tc.want) {
-				t.Errorf("gave back %v, want %v", r.parts, tc.want)
+			if got := b.got(); !maps.Equal(got, tc.want) {
+				t.Errorf("gave back %v, want %v", got, tc.want)
 			}
-			r.Done(true) // a second end gives back nothing more
-			if !slices.Equal(r.parts, tc.want) {
-				t.Errorf("after a second Done: gave back %v, want %v", r.parts, tc.want)
+			h.Done(true) // a second end gives back nothing more
+			if got := b.got(); !maps.Equal(got, tc.want) {
+				t.Errorf("after a second Done: gave back %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -64,51 +97,48 @@ func TestHoldRun(t *testing.T) {
 // and the end of the request gives them back no second time.
 func TestHoldClientGone(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	r := newRecorder(ctx, true, false)
-	released := make(chan struct{})
-	var during []Part
-	r.Run(func() bool {
+	h, b := newHold(ctx, false)
+	var during map[string]int64
+	h.Run(func() bool {
 		cancel()
-		// context.AfterFunc runs Release on its own goroutine: wait for
-		// the Hold's once to have run, through a second Release.
-		r.Release()
-		close(released)
-		during = slices.Clone(r.parts)
+		// context.AfterFunc runs Release on its own goroutine; a second
+		// Release gives back nothing more, whichever runs first.
+		h.Release()
+		during = b.got()
 		return false
 	})
-	<-released
-	if !slices.Equal(during, []Part{Leases}) || !slices.Equal(r.parts, []Part{Leases}) {
-		t.Errorf("during the handler %v, after %v; want the leases given back once", during, r.parts)
+	if !maps.Equal(during, leaseBack) || !maps.Equal(b.got(), leaseBack) {
+		t.Errorf("during the handler %v, after %v; want the lease given back once", during, b.got())
 	}
 }
 
 func TestHoldWait(t *testing.T) {
-	r := newRecorder(t.Context(), true, true)
-	over, err := r.Wait(3*time.Second, time.Second)
+	h, b := newHold(t.Context(), true)
+	over, err := h.Wait(3*time.Second, time.Second)
 	if err != nil || over != 2*time.Second {
 		t.Errorf("a delay over the bound: got %v, %v; want refused, 2s over", over, err)
 	}
-	if !slices.Equal(r.parts, []Part{Unserved}) || r.Leases || r.Refunds {
-		t.Errorf("a refused request gave back %v (leases %v, refunds %v), want everything, once", r.parts, r.Leases, r.Refunds)
+	if got := b.got(); !maps.Equal(got, allBack) || h.Holds() {
+		t.Errorf("a refused request gave back %v (holds %v), want everything, once", got, h.Holds())
 	}
-	r.Done(true)
-	if len(r.parts) != 1 {
-		t.Errorf("after Done: gave back %v, want nothing more", r.parts)
+	h.Done(true)
+	if got := b.got(); !maps.Equal(got, allBack) {
+		t.Errorf("after Done: gave back %v, want nothing more", got)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	r = newRecorder(ctx, true, false)
-	if _, err := r.Wait(time.Hour, 2*time.Hour); err != context.Canceled {
+	h, b = newHold(ctx, false)
+	if _, err := h.Wait(time.Hour, 2*time.Hour); err != context.Canceled {
 		t.Errorf("a client gone while held: got %v, want context.Canceled", err)
 	}
-	if !slices.Equal(r.parts, []Part{Unserved}) {
-		t.Errorf("a client gone while held gave back %v, want everything", r.parts)
+	if got := b.got(); !maps.Equal(got, allBack) {
+		t.Errorf("a client gone while held gave back %v, want everything", got)
 	}
 
-	r = newRecorder(t.Context(), false, false)
-	if over, err := r.Wait(time.Millisecond, time.Second); over != 0 || err != nil || len(r.parts) != 0 {
-		t.Errorf("a short delay: got %v, %v, gave back %v; want it waited, nothing given back", over, err, r.parts)
+	h, b = newHold(t.Context(), false)
+	if over, err := h.Wait(time.Millisecond, time.Second); over != 0 || err != nil || len(b.got()) != 0 {
+		t.Errorf("a short delay: got %v, %v, gave back %v; want it waited, nothing given back", over, err, b.got())
 	}
 }
 
@@ -117,6 +147,8 @@ func TestNilHoldRuns(t *testing.T) {
 	ran := false
 	h.Run(func() bool { ran = true; return true })
 	h.Done(true)
+	h.Release()
+	h.Settle(func(int) (int64, bool) { return 0, true })
 	if !ran {
 		t.Error("a nil Hold did not run its request")
 	}

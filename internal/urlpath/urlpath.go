@@ -140,10 +140,10 @@ func segment(s string) (canon, decoded string, err error) {
 	for i := 0; i < len(s); i++ {
 		b := s[i]
 		if b == '%' {
-			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			var ok bool
+			if b, ok = PercentByte(s, i); !ok {
 				return "", "", ErrBadEscape
 			}
-			b = unhex(s[i+1])<<4 | unhex(s[i+2])
 			i += 2
 			d.WriteByte(b)
 			if unreserved(b) {
@@ -166,7 +166,7 @@ func segment(s string) (canon, decoded string, err error) {
 // doubleEncoded reports whether decoded still holds a percent-encoding.
 func doubleEncoded(decoded string) bool {
 	for i := 0; i+2 < len(decoded); i++ {
-		if decoded[i] == '%' && isHex(decoded[i+1]) && isHex(decoded[i+2]) {
+		if _, ok := PercentByte(decoded, i); decoded[i] == '%' && ok {
 			return true
 		}
 	}
@@ -182,8 +182,8 @@ func Decode(canonical string) string {
 	b := make([]byte, 0, len(canonical))
 	for i := 0; i < len(canonical); i++ {
 		c := canonical[i]
-		if c == '%' && i+2 < len(canonical) && isHex(canonical[i+1]) && isHex(canonical[i+2]) {
-			c = unhex(canonical[i+1])<<4 | unhex(canonical[i+2])
+		if d, ok := PercentByte(canonical, i); c == '%' && ok {
+			c = d
 			i += 2
 		}
 		b = append(b, c)
@@ -219,6 +219,16 @@ func writeEscaped(b *strings.Builder, c byte) {
 	b.WriteByte('%')
 	b.WriteByte(hexDigits[c>>4])
 	b.WriteByte(hexDigits[c&15])
+}
+
+// PercentByte returns the byte that the percent-encoding at s[i:] ("%XY",
+// where s[i] is '%') stands for, and false if two hex digits do not
+// follow s[i].
+func PercentByte(s string, i int) (byte, bool) {
+	if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+		return 0, false
+	}
+	return unhex(s[i+1])<<4 | unhex(s[i+2]), true
 }
 
 func isHex(c byte) bool {

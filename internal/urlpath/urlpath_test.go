@@ -191,3 +191,25 @@ func lowerHex(c byte) byte {
 	}
 	return c
 }
+
+func TestPercentByte(t *testing.T) {
+	tests := []struct {
+		s      string
+		i      int
+		want   byte
+		wantOK bool
+	}{
+		{"%2F", 0, '/', true},
+		{"a%2fb", 1, '/', true},
+		{"%41", 0, 'A', true},
+		{"%4", 0, 0, false},
+		{"%", 0, 0, false},
+		{"%G1", 0, 0, false},
+		{"%1g", 0, 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := PercentByte(tt.s, tt.i); got != tt.want || ok != tt.wantOK {
+			t.Errorf("PercentByte(%q, %d): got %q, %v; want %q, %v", tt.s, tt.i, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}

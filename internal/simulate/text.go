@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"encoding/csv"
@@ -14,7 +14,7 @@ import (
 // writeText writes one aligned table per outcome, then a summary. The
 // delay columns appear only for a limit that shapes: no other algorithm
 // delays.
-func writeText(w io.Writer, sim *simulation, outcomes []outcome) error {
+func writeText(w io.Writer, sim *Simulation, outcomes []outcome) error {
 	ew := &errWriter{w: w}
 	c := sim.clock
 	fmt.Fprintf(ew, "clock: %v from %s, rows of %v\n", c.duration, time.Unix(0, c.start).UTC().Format(time.RFC3339), c.step)

@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"encoding/csv"
@@ -102,8 +102,8 @@ func TestSimulateFlagErrors(t *testing.T) {
 
 func TestSimulateUsageNamesEveryFlag(t *testing.T) {
 	var b strings.Builder
-	simulateUsage(&b)
-	fs, _ := newSimFlags()
+	Usage(&b)
+	fs, _ := newFlags()
 	fs.VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(b.String(), "--"+f.Name+" ") {
 			t.Errorf("usage does not describe --%s", f.Name)
@@ -115,9 +115,9 @@ func TestSimulateUsageNamesEveryFlag(t *testing.T) {
 // does, returning one outcome per limit.
 func simulateArgs(t *testing.T, args ...string) []outcome {
 	t.Helper()
-	sim, err := parseSimulate(args)
+	sim, err := Parse(args)
 	if err != nil {
-		t.Fatalf("parseSimulate(%q): %v", args, err)
+		t.Fatalf("Parse(%q): %v", args, err)
 	}
 	out := make([]outcome, len(sim.limits))
 	for i, l := range sim.limits {
@@ -371,7 +371,7 @@ func TestFileDefaultDuration(t *testing.T) {
 	if err := os.WriteFile(file, []byte("4.25\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sim, err := parseSimulate([]string{"--algorithm", "gcra", "--rate", "1", "--traffic", "file", "--file", file, "--step", "1s"})
+	sim, err := Parse([]string{"--algorithm", "gcra", "--rate", "1", "--traffic", "file", "--file", file, "--step", "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,8 +514,7 @@ func FuzzSimulateArgs(f *testing.F) {
 		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "svg") }) {
 			t.Skip("writes files")
 		}
-		var out, errOut strings.Builder
-		switch code := run(append([]string{"simulate"}, args...), &out, &errOut); code {
+		switch code, _, _ := runArgs(t, append([]string{"simulate"}, args...)...); code {
 		case exitOK, exitUsage:
 		default:
 			t.Errorf("exit code %d for %q", code, line)
@@ -569,7 +568,7 @@ func TestSimulateDefaultTraffic(t *testing.T) {
 
 // Every duration flag takes whole days, as config files do.
 func TestSimulateDurationDays(t *testing.T) {
-	sim, err := parseSimulate([]string{"--algorithm", "fixed_window", "--rate", "5", "--period", "1d",
+	sim, err := Parse([]string{"--algorithm", "fixed_window", "--rate", "5", "--period", "1d",
 		"--traffic", "burst", "--burst-size", "3", "--every", "2d", "--duration", "7d", "--step", "1d"})
 	if err != nil {
 		t.Fatal(err)

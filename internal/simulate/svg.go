@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"encoding/xml"
@@ -50,7 +50,7 @@ const (
 // admitted within any one period, the summary's figure. Panels never
 // overlap, so that no limit's line hides another's. Every number comes
 // from the virtual clock: the same run writes the same bytes.
-func writeSVG(w io.Writer, sim *simulation, outcomes []outcome) error {
+func writeSVG(w io.Writer, sim *Simulation, outcomes []outcome) error {
 	ew := &errWriter{w: w}
 	ch := newSVGChart(sim, outcomes)
 	height := plotTop(len(outcomes)-1) + svgPlotH + svgAxisH
@@ -91,7 +91,7 @@ type svgChart struct {
 	tooMany    bool
 }
 
-func newSVGChart(sim *simulation, outcomes []outcome) *svgChart {
+func newSVGChart(sim *Simulation, outcomes []outcome) *svgChart {
 	l := outcomes[0].limit
 	ch := &svgChart{c: sim.clock, period: l.Period, rate: l.Rate, unit: "requests"}
 	for _, a := range sim.traffic {

@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"bytes"
@@ -267,7 +267,7 @@ func TestSimulateSVG(t *testing.T) {
 func TestSVGBoundaryPlaces(t *testing.T) {
 	for _, period := range []string{"1s", "7s", "90s"} {
 		t.Run(period, func(t *testing.T) {
-			sim, err := parseSimulate([]string{"--algorithm", "fixed_window", "--rate", "3", "--period", period,
+			sim, err := Parse([]string{"--algorithm", "fixed_window", "--rate", "3", "--period", period,
 				"--traffic", "steady", "--rps", "1", "--step", "1s", "--duration", "6m"})
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bouncerhq/bouncer/internal/browsertest"
 )
 
 // renderScale is the device pixels per SVG unit of a rendering: 2 keeps
@@ -30,7 +32,7 @@ const readmeImage = "../../docs/img/simulate-boundary.png"
 // only what the SVG source says. Pixel-exact comparison would break with
 // every Chromium release, so the image is checked by colour and place.
 func TestSimulateSVGRendered(t *testing.T) {
-	bin := browser(t)
+	bin := browsertest.Chromium(t)
 	data, _ := runSVG(t, boundaryArgs...)
 	doc := parseSVG(t, data)
 	file := filepath.Join(t.TempDir(), "run.svg")
