@@ -575,7 +575,7 @@ func window(l *bouncer.Limit, now int64) int64 {
 }
 
 // CheckEach decides rs[i] into ds[i] and errs[i], each on its own (see
-// bouncer.EachLimiter): the requests whose limits are all strict go to
+// store.EachLimiter): the requests whose limits are all strict go to
 // the shared store together, the others are checked here one by one.
 func (h *Limiter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
 	var strict []bouncer.Request

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // Defaults of Options.
@@ -81,8 +82,8 @@ type Limiter struct {
 }
 
 var (
-	_ bouncer.Resetter    = (*Limiter)(nil)
-	_ bouncer.EachLimiter = (*Limiter)(nil)
+	_ store.Resetter    = (*Limiter)(nil)
+	_ store.EachLimiter = (*Limiter)(nil)
 )
 
 const shardCount = 64

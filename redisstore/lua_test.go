@@ -17,6 +17,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -332,7 +333,7 @@ func drawSteps(t *rapid.T, l bouncer.Limit) []luaStep {
 			cost = logTwo(t, 1, 2*bouncer.MaxRate, "cost") // past the capacity, likely
 		}
 		kind := rapid.IntRange(0, 11).Draw(t, "refund_or_charge")
-		refund, charge := kind < 2, kind == 2 && l.Chargeable()
+		refund, charge := kind < 2, kind == 2 && store.Chargeable(l)
 		if (refund || charge) && cost == 0 {
 			cost = 1
 		}

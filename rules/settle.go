@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // Settle settles what Decide reserved for resp once the request's real
@@ -21,7 +22,7 @@ import (
 // a refused request reserved nothing it should pay for.
 //
 // Charging more than the estimate needs a Limiter that is a
-// bouncer.Charger. The error joins the store's failures (a key that
+// store.Charger. The error joins the store's failures (a key that
 // failed keeps its estimate); the rest is settled regardless. Settle is
 // not safe on one Response at once.
 func (e *Engine) Settle(ctx context.Context, resp *Response, actual int64) error {
@@ -88,7 +89,7 @@ func (e *ReportTooLargeError) Unwrap() error { return bouncer.ErrInvalidRequest 
 // unlimited one, are charged nothing. A descriptor whose hits are above
 // its rule's report bound (Rule.MaxReport) fails the whole report with a
 // *ReportTooLargeError before anything is charged. The other errors are
-// Decide's; a Limiter that is not a bouncer.Charger fails with an error
+// Decide's; a Limiter that is not a store.Charger fails with an error
 // wrapping errors.ErrUnsupported.
 func (e *Engine) Report(ctx context.Context, r Request) (Response, error) {
 	d := e.Config().Domain(r.Domain)
@@ -115,7 +116,7 @@ func (e *Engine) Report(ctx context.Context, r Request) (Response, error) {
 			return Response{}, &ReportTooLargeError{Descriptor: i, Rule: m.rule.Label(), Hits: m.cost, Max: m.reportBound()}
 		}
 	}
-	ch, ok := e.limiter().(bouncer.Charger)
+	ch, ok := e.limiter().(store.Charger)
 	for i, m := range ms {
 		if m == nil {
 			continue

@@ -51,7 +51,7 @@ func (d Degraded) Check(ctx context.Context, r bouncer.Request) (bouncer.Decisio
 	return dec, err
 }
 
-// Ledger is a bouncer.Charger that counts the units charged to each key
+// Ledger is a store.Charger that counts the units charged to each key
 // and limit, without time: a limit admits Rate units in all. It stands
 // for a store in the edges' settle tests, whose end-to-end twins run on
 // the memory store.
