@@ -25,7 +25,7 @@ var allowedImports = map[string][]string{
 	"redisstore":           {"", "algo", "memstore", "store", "internal/pemfile", "github.com/redis/rueidis"},
 	"hybrid":               {"", "memstore", "store"},
 	"clientip":             {},
-	"header":               {""},
+	"header":               {"", "store"},
 	"internal/storekey":    {},
 	"internal/yamlconf":    {"go.yaml.in/yaml/v3"},
 	"internal/filewatch":   {"github.com/fsnotify/fsnotify"},
