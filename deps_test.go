@@ -30,7 +30,7 @@ var allowedImports = map[string][]string{
 	"internal/yamlconf":    {"go.yaml.in/yaml/v3"},
 	"internal/filewatch":   {"github.com/fsnotify/fsnotify"},
 	"internal/pemfile":     {"internal/filewatch"},
-	"internal/edgetest":    {"", "memstore", "storetest"},
+	"internal/edgetest":    {"", "memstore", "store", "storetest"},
 	"internal/replay":      {},
 	"internal/urlpath":     {},
 	"internal/simulate":    {"", "algo", "internal/yamlconf"},

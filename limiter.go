@@ -60,35 +60,3 @@ type KeyLimits struct {
 	Key    string
 	Limits []Limit
 }
-
-// Validate reports an error wrapping ErrInvalidRequest or ErrInvalidLimit
-// if a store cannot decide r.
-func (r Request) Validate() error {
-	switch {
-	case r.Cost < 0:
-		return fmt.Errorf("%w: cost %d is negative", ErrInvalidRequest, r.Cost)
-	case r.Cost == 0 && !r.Peek:
-		return fmt.Errorf("%w: cost 0 charges nothing: set Cost (1 for one request), or Peek to look without charging", ErrInvalidRequest)
-	case r.Cost != 0 && r.Peek:
-		return fmt.Errorf("%w: a peek charges nothing, so its cost must be 0, got %d", ErrInvalidRequest, r.Cost)
-	}
-	if len(r.Keys) == 0 {
-		return fmt.Errorf("%w: no keys", ErrInvalidRequest)
-	}
-	for _, k := range r.Keys {
-		if len(k.Limits) == 0 {
-			return fmt.Errorf("%w: key %q has no limits", ErrInvalidRequest, k.Key)
-		}
-		for i, l := range k.Limits {
-			if err := l.Validate(); err != nil {
-				return err
-			}
-			for _, o := range k.Limits[:i] {
-				if o.Name == l.Name {
-					return fmt.Errorf("%w: key %q has two limits named %q", ErrInvalidRequest, k.Key, l.Name)
-				}
-			}
-		}
-	}
-	return nil
-}

@@ -14,7 +14,7 @@ import (
 // nothing as the stores decide. A check whose limits are all strict, and
 // every peek, goes to the shared store as it is.
 func (h *Limiter) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
 	if r.Peek || !hasLocal(r) {
@@ -582,7 +582,7 @@ func (h *Limiter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []boun
 	var strict []bouncer.Request
 	var at []int
 	for i, r := range rs {
-		if err := r.Validate(); err != nil {
+		if err := store.Validate(r); err != nil {
 			ds[i], errs[i] = bouncer.Decision{}, err
 			continue
 		}

@@ -293,7 +293,7 @@ func (e *entry) idle(now int64) bool {
 // carries, and given back to the instance's view, rather than given to the
 // shared store, which has not counted them.
 func (h *Limiter) Refund(ctx context.Context, r bouncer.Request) error {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	if !hasLocal(r) {

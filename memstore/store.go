@@ -201,7 +201,7 @@ func (s *Store) Check(_ context.Context, r bouncer.Request) (d bouncer.Decision,
 		err = s.checkOne(&d, r.Keys[0].Key, &r.Keys[0].Limits[0], r.Cost)
 		return d, err
 	}
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
 	var hashBuf [4]uint64
@@ -272,7 +272,7 @@ func decide(d *bouncer.Decision, key string, t *table, res *algo.Result) {
 // Refund gives r.Cost back to every limit of every key in r; see
 // bouncer.Limiter.
 func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	s.eachTable(r, func(sh *shard, h uint64, t *table) {
@@ -337,7 +337,7 @@ var _ store.Resetter = (*Store)(nil)
 // had never been checked; see store.Resetter.
 func (s *Store) Reset(_ context.Context, r bouncer.Request) error {
 	r.Cost, r.Peek = 0, true
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	s.eachTable(r, func(sh *shard, h uint64, t *table) {

@@ -219,7 +219,7 @@ func (s *Store) apply(ctx context.Context, o op, r bouncer.Request) error {
 
 // validate reports what plan would reject in r, without Redis.
 func (s *Store) validate(r bouncer.Request) error {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	for _, k := range r.Keys {
@@ -236,7 +236,7 @@ func (s *Store) validate(r bouncer.Request) error {
 // standalone server; on a Cluster, one per group its keys fall in (all
 // limits of one key share a group).
 func (s *Store) plan(r bouncer.Request) ([]part, error) {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return nil, err
 	}
 	n := 0

@@ -16,12 +16,12 @@ func Chargeable(l bouncer.Limit) bool {
 
 // ValidateCharge reports an error wrapping bouncer.ErrInvalidRequest or
 // bouncer.ErrInvalidLimit if a store cannot Charge r: r is invalid
-// (Request.Validate), a peek, or names a limit that is not Chargeable.
+// (Validate), a peek, or names a limit that is not Chargeable.
 func ValidateCharge(r bouncer.Request) error {
 	if r.Peek {
 		return fmt.Errorf("%w: a peek charges nothing: a charge takes Cost units", bouncer.ErrInvalidRequest)
 	}
-	if err := r.Validate(); err != nil {
+	if err := Validate(r); err != nil {
 		return err
 	}
 	for _, k := range r.Keys {

@@ -2,7 +2,8 @@
 // bouncer.Limiter interface: the optional capabilities a store offers
 // (Charger, EachLimiter, Resetter), which the root package's Settle,
 // CheckEach and Reset find by type assertion, and the checks and
-// arithmetic every store shares (ValidateCharge, Chargeable, Interval).
+// arithmetic every store shares (Validate, ValidateCharge, Chargeable,
+// Interval).
 //
 // A user of the library does not need it: bouncer.Settle, bouncer.CheckEach
 // and bouncer.Reset take any bouncer.Limiter. A store declares what it

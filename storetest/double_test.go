@@ -38,7 +38,7 @@ type naiveResult struct {
 }
 
 func (s *naiveStore) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, error) {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
 	s.mu.Lock()
@@ -99,7 +99,7 @@ func less(x, y algo.Result) bool {
 }
 
 func (s *naiveStore) Refund(_ context.Context, r bouncer.Request) error {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	s.mu.Lock()

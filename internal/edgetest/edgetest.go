@@ -14,6 +14,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -69,7 +70,7 @@ func (l *Ledger) Used(key, limit string) int64 {
 
 // Check charges r.Cost to every limit of r if each has room for it.
 func (l *Ledger) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, error) {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
 	l.mu.Lock()
