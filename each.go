@@ -5,14 +5,9 @@ import (
 	"sync"
 )
 
-// EachLimiter is a Limiter that decides several independent requests in
-// one go, as Check would decide each of them (concurrently, in no
-// particular order): a store with round trips makes them together rather
-// than one each. The Redis store implements it.
-type EachLimiter interface {
-	Limiter
-	// CheckEach decides rs[i] into ds[i] and errs[i], for every i; ds and
-	// errs are as long as rs.
+// eachChecker is the method of store.EachLimiter (a store's batch
+// decision), which CheckEach uses when l has it.
+type eachChecker interface {
 	CheckEach(ctx context.Context, rs []Request, ds []Decision, errs []error)
 }
 
@@ -23,7 +18,7 @@ type EachLimiter interface {
 // capacity is reused, and may be nil.
 func CheckEach(ctx context.Context, l Limiter, rs []Request, ds []Decision, errs []error) ([]Decision, []error) {
 	ds, errs = resize(ds, len(rs)), resize(errs, len(rs))
-	if el, ok := l.(EachLimiter); ok {
+	if el, ok := l.(eachChecker); ok {
 		el.CheckEach(ctx, rs, ds, errs)
 	} else {
 		checkConcurrently(ctx, l, rs, ds, errs)

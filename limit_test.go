@@ -105,30 +105,10 @@ func TestLimitValidateNeverPanics(t *testing.T) {
 					for _, charge := range []bool{false, true} {
 						l := bouncer.Limit{Algorithm: a, Rate: rate, Period: time.Duration(period), Burst: burst, ChargeDenied: charge}
 						_ = l.Validate()
-						_ = l.Interval()
 						_ = l.String()
 					}
 				}
 			}
-		}
-	}
-}
-
-func TestLimitInterval(t *testing.T) {
-	cases := []struct {
-		rate   int64
-		period time.Duration
-		want   time.Duration
-	}{
-		{10, time.Second, 100 * time.Millisecond},
-		{3, time.Second, 333333334}, // rounded up
-		{1, time.Nanosecond, 1},
-		{0, time.Second, 0},
-		{1, 0, 0},
-	}
-	for _, c := range cases {
-		if got := (bouncer.Limit{Rate: c.rate, Period: c.period}).Interval(); got != c.want {
-			t.Errorf("Interval of %d/%v: got %v, want %v", c.rate, c.period, got, c.want)
 		}
 	}
 }

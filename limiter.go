@@ -23,20 +23,16 @@ type Limiter interface {
 	Refund(ctx context.Context, r Request) error
 }
 
-// Resetter is a Limiter that can forget a key's state. Both stores
-// implement it.
-type Resetter interface {
-	Limiter
-	// Reset makes every limit of every key in r as if it had never been
-	// checked; r.Cost and r.Peek are ignored.
+// resetter is the method of store.Resetter, which Reset calls.
+type resetter interface {
 	Reset(ctx context.Context, r Request) error
 }
 
 // Reset forgets the state of every limit of every key in r with l's
 // Reset, or returns an error wrapping errors.ErrUnsupported if l is not a
-// Resetter.
+// store.Resetter.
 func Reset(ctx context.Context, l Limiter, r Request) error {
-	if rs, ok := l.(Resetter); ok {
+	if rs, ok := l.(resetter); ok {
 		return rs.Reset(ctx, r)
 	}
 	return fmt.Errorf("bouncer: %T cannot reset keys: %w", l, errors.ErrUnsupported)
@@ -53,7 +49,7 @@ type Request struct {
 	// Peek makes the check charge nothing and report the state, with Cost
 	// 0: it is allowed unless a ChargeDenied limit is already over
 	// (counted past its capacity by denied checks) or a limit is in debt
-	// (charged past its capacity: Charger).
+	// (charged past its capacity: store.Charger).
 	Peek bool
 }
 
@@ -63,36 +59,4 @@ type KeyLimits struct {
 	// treat it as opaque bytes.
 	Key    string
 	Limits []Limit
-}
-
-// Validate reports an error wrapping ErrInvalidRequest or ErrInvalidLimit
-// if a store cannot decide r.
-func (r Request) Validate() error {
-	switch {
-	case r.Cost < 0:
-		return fmt.Errorf("%w: cost %d is negative", ErrInvalidRequest, r.Cost)
-	case r.Cost == 0 && !r.Peek:
-		return fmt.Errorf("%w: cost 0 charges nothing: set Cost (1 for one request), or Peek to look without charging", ErrInvalidRequest)
-	case r.Cost != 0 && r.Peek:
-		return fmt.Errorf("%w: a peek charges nothing, so its cost must be 0, got %d", ErrInvalidRequest, r.Cost)
-	}
-	if len(r.Keys) == 0 {
-		return fmt.Errorf("%w: no keys", ErrInvalidRequest)
-	}
-	for _, k := range r.Keys {
-		if len(k.Limits) == 0 {
-			return fmt.Errorf("%w: key %q has no limits", ErrInvalidRequest, k.Key)
-		}
-		for i, l := range k.Limits {
-			if err := l.Validate(); err != nil {
-				return err
-			}
-			for _, o := range k.Limits[:i] {
-				if o.Name == l.Name {
-					return fmt.Errorf("%w: key %q has two limits named %q", ErrInvalidRequest, k.Key, l.Name)
-				}
-			}
-		}
-	}
-	return nil
 }

@@ -1,13 +1,16 @@
 package algo
 
-import "github.com/bouncerhq/bouncer"
+import (
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
+)
 
 // Charge takes cost units from l's state at now whatever it holds, and
 // returns the new state: it never denies. What goes past the limit's
 // capacity is a debt, which later checks see as a state over the limit:
 // they are denied until time pays it back (each algorithm's chargeX says
 // how; docs/algorithms.md has the table). l must be Chargeable
-// (bouncer.Limit.Chargeable); any other
+// (store.Chargeable); any other
 // limit, and a cost ≤ 0, returns s. It is shorthand for
 // Prepare(l).Charge(s, now, cost).
 func Charge(l bouncer.Limit, s State, now, cost int64) State {
@@ -18,7 +21,7 @@ func Charge(l bouncer.Limit, s State, now, cost int64) State {
 // Charge takes cost units at now; see the package function Charge. Like
 // Refund, it may modify the entries that s sees.
 func (p *Params) Charge(s State, now, cost int64) State {
-	if cost <= 0 || !p.Limit.Chargeable() {
+	if cost <= 0 || !store.Chargeable(p.Limit) {
 		return s
 	}
 	if p.OneWord() {
@@ -41,7 +44,7 @@ func (p *Params) Charge(s State, now, cost int64) State {
 // ChargeWord is Charge for the limits whose state is one word
 // (Params.OneWord): t is State.T.
 func (p *Params) ChargeWord(t, now, cost int64) int64 {
-	if cost <= 0 || !p.Limit.Chargeable() {
+	if cost <= 0 || !store.Chargeable(p.Limit) {
 		return t
 	}
 	now = p.at(now)

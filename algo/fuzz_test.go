@@ -8,6 +8,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -174,7 +175,7 @@ func checkSequence(t *testing.T, l bouncer.Limit, steps []fuzzStep, fn algorithm
 			cost = max(cost, -cost)
 		}
 		if st.charge {
-			if !l.Chargeable() {
+			if !store.Chargeable(l) {
 				if next := algo.Charge(l, s, now, cost); next.T != s.T || next.N != s.N || len(next.Log) != len(s.Log) {
 					t.Fatalf("step %d: a charge of %v changed its state from %+v to %+v", i, l, s, next)
 				}

@@ -1,6 +1,9 @@
 package algo
 
-import "github.com/bouncerhq/bouncer"
+import (
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
+)
 
 // Params are a limit with the numbers its algorithm derives from it,
 // computed once by Prepare, so that a store checking one limit many times
@@ -45,7 +48,7 @@ const (
 func Prepare(l bouncer.Limit) Params {
 	p := Params{Limit: l, tick: 1}
 	period := max(int64(l.Period), 1)
-	interval := max(int64(l.Interval()), 1)
+	interval := max(int64(store.Interval(l)), 1)
 	if horizon(l, period, interval) >= Fine {
 		p.tick = Microsecond
 	}

@@ -84,7 +84,7 @@ func TestDifferentialEnvoyRatelimit(t *testing.T) {
 			ref := startRLS(t, refsvc.EnvoyRatelimit{RedisAddrs: addrs, Config: body, Env: []string{"RESPONSE_DYNAMIC_METADATA=true"}}.Start)
 			mem := memstore.New(memstore.Options{})
 			t.Cleanup(func() { mem.Close() })
-			red, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(addrs), Prefix: "diff" + strings.ReplaceAll(runID, "-", "") + fmt.Sprint(seed%1000), Timeout: time.Second})
+			red, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption(addrs), Prefix: "diff" + strings.ReplaceAll(runID, "-", "") + fmt.Sprint(seed%1000), Timeout: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -155,7 +155,7 @@ func startGatewayRedis(tb testing.TB, upstream string) gwProxy {
 	tb.Helper()
 	addrs := redisAddrs(tb, redisTopologies[0])
 	prefix := "bouncer-" + runID + "-gateway"
-	s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(addrs), Prefix: prefix, Timeout: smokeTimeout()})
+	s, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption(addrs), Prefix: prefix, Timeout: smokeTimeout()})
 	if err != nil {
 		tb.Fatal(err)
 	}

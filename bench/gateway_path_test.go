@@ -35,7 +35,7 @@ import (
 func BenchmarkGatewayPath(b *testing.B) {
 	addrs := redisAddrs(b, redisTopologies[0])
 	token := gwToken(b)
-	rs, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(addrs), Prefix: "bouncer-" + runID + "-path", Timeout: smokeTimeout()})
+	rs, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption(addrs), Prefix: "bouncer-" + runID + "-path", Timeout: smokeTimeout()})
 	if err != nil {
 		b.Fatal(err)
 	}

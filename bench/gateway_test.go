@@ -223,7 +223,7 @@ var gwRoundTripScript = rueidis.NewLuaScript("return 1")
 
 // dialRoundTrip returns a client of the standalone Redis of
 // BOUNCER_REDIS_ADDR with the options the Redis store connects with
-// (redisstore.ClientOption: no client-side cache, no auto-pipelining),
+// (redisstore.Client: no client-side cache, no auto-pipelining),
 // closed when tb ends, once it has made a round trip (loading the
 // script). Without BOUNCER_REDIS_ADDR it skips tb (fails it under
 // BOUNCER_REQUIRE_REDIS).

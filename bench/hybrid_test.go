@@ -116,7 +116,7 @@ func hybridRun(b *testing.B, admin *redis.Client, addrs []string, prefix string,
 	stores := make([]*redisstore.Store, hybridInstances)
 	hs := make([]*hybrid.Limiter, hybridInstances)
 	for i := range stores {
-		s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(addrs), Prefix: prefix, Timeout: smokeTimeout()})
+		s, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption(addrs), Prefix: prefix, Timeout: smokeTimeout()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -166,7 +166,7 @@ func newRedisBouncer(c *redisConn, keyPrefix string, sp spec, buckets int) (redi
 	}
 	// The store's defaults (deadline, failure policy), as users get it,
 	// but under -short (smokeTimeout).
-	s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(c.addrs), Prefix: prefix, Buckets: buckets, Timeout: smokeTimeout()})
+	s, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption(c.addrs), Prefix: prefix, Buckets: buckets, Timeout: smokeTimeout()})
 	if err != nil {
 		return nil, "", err
 	}

@@ -21,10 +21,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/internal/edgetest"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -179,7 +179,7 @@ func TestRouteUsageConfig(t *testing.T) {
 	}
 }
 
-var _ bouncer.Charger = (*edgetest.Ledger)(nil)
+var _ store.Charger = (*edgetest.Ledger)(nil)
 
 // On the memory store, behind the gateway: a client that states an
 // estimate of 1 and streams a completion of 150 tokens goes into debt,

@@ -24,7 +24,7 @@ func TestTwoServersShareALimitInRedis(t *testing.T) {
 	}
 	var srvs []string
 	for range 2 {
-		s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr})})
+		s, err := redisstore.New(redisstore.Options{URL: "redis://" + addr})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 // used is given back. A request refused up front is never settled, and a
 // handler that panics leaves its estimate charged.
 //
-// Charging the rest needs a limiter that implements bouncer.Charger (the
+// Charging the rest needs a limiter that implements store.Charger (the
 // stores do); with one that does not, only the unused part is given back,
 // and the failure to charge is logged.
 type Usage struct {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // Check decides r: its strict limits in the shared store, its lease
@@ -13,7 +14,7 @@ import (
 // nothing as the stores decide. A check whose limits are all strict, and
 // every peek, goes to the shared store as it is.
 func (h *Limiter) Check(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
 	if r.Peek || !hasLocal(r) {
@@ -247,7 +248,7 @@ func (e *entry) deniedFor(l *bouncer.Limit, cost int64) int64 {
 	case l.Algorithm == bouncer.FixedWindow:
 		return e.deniedUntil
 	case l.Algorithm.UsesBurst():
-		return e.deniedUntil - (e.deniedCost-cost)*int64(l.Interval())
+		return e.deniedUntil - (e.deniedCost-cost)*int64(store.Interval(*l))
 	}
 	return 0
 }
@@ -572,13 +573,13 @@ func window(l *bouncer.Limit, now int64) int64 {
 }
 
 // CheckEach decides rs[i] into ds[i] and errs[i], each on its own (see
-// bouncer.EachLimiter): the requests whose limits are all strict go to
+// store.EachLimiter): the requests whose limits are all strict go to
 // the shared store together, the others are checked here one by one.
 func (h *Limiter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
 	var strict []bouncer.Request
 	var at []int
 	for i, r := range rs {
-		if err := r.Validate(); err != nil {
+		if err := store.Validate(r); err != nil {
 			ds[i], errs[i] = bouncer.Decision{}, err
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // Defaults of Options.
@@ -81,8 +82,8 @@ type Limiter struct {
 }
 
 var (
-	_ bouncer.Resetter    = (*Limiter)(nil)
-	_ bouncer.EachLimiter = (*Limiter)(nil)
+	_ store.Resetter    = (*Limiter)(nil)
+	_ store.EachLimiter = (*Limiter)(nil)
 )
 
 const shardCount = 64
@@ -289,7 +290,7 @@ func (e *entry) idle(now int64) bool {
 // carries, and given back to the instance's view, rather than given to the
 // shared store, which has not counted them.
 func (h *Limiter) Refund(ctx context.Context, r bouncer.Request) error {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	if !hasLocal(r) {

@@ -6,25 +6,26 @@ import (
 	"fmt"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
-var _ bouncer.Charger = (*Limiter)(nil)
+var _ store.Charger = (*Limiter)(nil)
 
 // Charge takes r.Cost from every limit of every key in r, past the limits
-// if need be; see bouncer.Charger. A debt is global, so every limit,
+// if need be; see store.Charger. A debt is global, so every limit,
 // whatever its mode, is charged in the shared store directly, and the
 // instance drops what it would otherwise decide on alone: a lease pair's
 // lease ends (a bucket's unspent units given back, as when a lease ends;
 // a window's stay charged), so that its next check asks the shared store,
 // which sees the debt; an async pair's view and the pre-throttle are
 // charged too, so that the instance admits nothing past the debt before
-// its next sync. The shared store must be a bouncer.Charger; its error is
+// its next sync. The shared store must be a store.Charger; its error is
 // Charge's.
 func (h *Limiter) Charge(ctx context.Context, r bouncer.Request) error {
-	if err := r.ValidateCharge(); err != nil {
+	if err := store.ValidateCharge(r); err != nil {
 		return err
 	}
-	shared, ok := h.shared.(bouncer.Charger)
+	shared, ok := h.shared.(store.Charger)
 	if !ok {
 		return fmt.Errorf("hybrid: the shared store %T cannot charge: %w", h.shared, errors.ErrUnsupported)
 	}
@@ -33,7 +34,7 @@ func (h *Limiter) Charge(ctx context.Context, r bouncer.Request) error {
 	}
 	h.endLeasesOf(ctx, r)
 	local := localOnly(r)
-	if c, ok := h.local.(bouncer.Charger); ok {
+	if c, ok := h.local.(store.Charger); ok {
 		_ = c.Charge(ctx, local) // an in-memory store fails no valid request
 	}
 	if view := asyncOnly(local); len(view.Keys) > 0 {

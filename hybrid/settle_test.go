@@ -9,11 +9,12 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
 func (c *counting) Charge(ctx context.Context, r bouncer.Request) error {
-	return c.Limiter.(bouncer.Charger).Charge(ctx, r)
+	return c.Limiter.(store.Charger).Charge(ctx, r)
 }
 
 // A charge past a lease limit ends the instance's lease, giving a

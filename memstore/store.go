@@ -12,6 +12,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // DefaultMaxKeys is the MaxKeys of a store whose Options leave it 0.
@@ -200,7 +201,7 @@ func (s *Store) Check(_ context.Context, r bouncer.Request) (d bouncer.Decision,
 		err = s.checkOne(&d, r.Keys[0].Key, &r.Keys[0].Limits[0], r.Cost)
 		return d, err
 	}
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
 	var hashBuf [4]uint64
@@ -271,7 +272,7 @@ func decide(d *bouncer.Decision, key string, t *table, res *algo.Result) {
 // Refund gives r.Cost back to every limit of every key in r; see
 // bouncer.Limiter.
 func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	s.eachTable(r, func(sh *shard, h uint64, t *table) {
@@ -291,10 +292,10 @@ func (s *Store) Refund(_ context.Context, r bouncer.Request) error {
 	return nil
 }
 
-var _ bouncer.Charger = (*Store)(nil)
+var _ store.Charger = (*Store)(nil)
 
 // Charge takes r.Cost from every limit of every key in r, past the limits
-// if need be; see bouncer.Charger. Each key's limits are charged in one
+// if need be; see store.Charger. Each key's limits are charged in one
 // critical section, as a check's are. ctx is not consulted.
 func (s *Store) Charge(_ context.Context, r bouncer.Request) error {
 	if len(r.Keys) == 1 && len(r.Keys[0].Limits) == 1 && r.Cost > 0 && !r.Peek {
@@ -303,11 +304,11 @@ func (s *Store) Charge(_ context.Context, r bouncer.Request) error {
 		// made.
 		l := &r.Keys[0].Limits[0]
 		h := fixHash(maphash.String(s.seed, r.Keys[0].Key))
-		if t := s.shards[s.shardOf(h)].find(l); t != nil && t.one != nil && t.limit.Chargeable() && t.charge(h, s, r.Cost) {
+		if t := s.shards[s.shardOf(h)].find(l); t != nil && t.one != nil && store.Chargeable(t.limit) && t.charge(h, s, r.Cost) {
 			return nil
 		}
 	}
-	if err := r.ValidateCharge(); err != nil {
+	if err := store.ValidateCharge(r); err != nil {
 		return err
 	}
 	var hashBuf [4]uint64
@@ -330,13 +331,13 @@ func (s *Store) Charge(_ context.Context, r bouncer.Request) error {
 	return nil
 }
 
-var _ bouncer.Resetter = (*Store)(nil)
+var _ store.Resetter = (*Store)(nil)
 
 // Reset forgets the state of every limit of every key in r, as if they
-// had never been checked; see bouncer.Resetter.
+// had never been checked; see store.Resetter.
 func (s *Store) Reset(_ context.Context, r bouncer.Request) error {
 	r.Cost, r.Peek = 0, true
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	s.eachTable(r, func(sh *shard, h uint64, t *table) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/rules"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // NearLimitRatio is the share of a limit used past which an allowed answer
@@ -181,10 +182,10 @@ func (t *timed) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bounce
 
 func (t *timed) Refund(ctx context.Context, r bouncer.Request) error { return t.next.Refund(ctx, r) }
 
-// Charge forwards to the store's Charge (bouncer.Charger), or fails with
+// Charge forwards to the store's Charge (store.Charger), or fails with
 // an error wrapping errors.ErrUnsupported if it has none.
 func (t *timed) Charge(ctx context.Context, r bouncer.Request) error {
-	c, ok := t.next.(bouncer.Charger)
+	c, ok := t.next.(store.Charger)
 	if !ok {
 		return fmt.Errorf("metrics: %T cannot charge: %w", t.next, errors.ErrUnsupported)
 	}

@@ -190,7 +190,7 @@ func TestACLDocumentedUser(t *testing.T) {
 	t.Run("Store", func(t *testing.T) {
 		log := newLockedBuffer()
 		co.InitAddress = []string{r.addr}
-		s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: aclPrefix(), Buckets: 1, Timeout: 5 * time.Second,
+		s, err := redisstore.New(redisstore.Options{Client: co, Prefix: aclPrefix(), Buckets: 1, Timeout: 5 * time.Second,
 			Logger: slog.New(slog.NewTextHandler(log, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +224,7 @@ func TestACLDocumentedUserCluster(t *testing.T) {
 	co := redisstore.ClientOption(pr.clusterAddrs)
 	co.Username, co.Password = line[2], password
 	log := newLockedBuffer()
-	s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: aclPrefix(), Buckets: 1, Timeout: 5 * time.Second,
+	s, err := redisstore.New(redisstore.Options{Client: co, Prefix: aclPrefix(), Buckets: 1, Timeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestACLDocumentedUserCluster(t *testing.T) {
 		pr.mustCLI(t, pr.clusterBase+i, append(args, "-cluster|slots")...)
 	}
 	log = newLockedBuffer()
-	s, err = redisstore.New(redisstore.Options{ClientOption: co, Timeout: 5 * time.Second,
+	s, err = redisstore.New(redisstore.Options{Client: co, Timeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +374,7 @@ func TestACLMissingPermission(t *testing.T) {
 			}
 			co := r.user(t, line, tc.extra...)
 			log := newLockedBuffer()
-			s, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: 5 * time.Second,
+			s, err := redisstore.New(redisstore.Options{Client: co, Timeout: 5 * time.Second,
 				Logger: slog.New(slog.NewTextHandler(log, nil))})
 			if err != nil {
 				t.Fatal(err)
@@ -402,7 +402,7 @@ func TestACLPermissionLater(t *testing.T) {
 	newACLStore := func(t *testing.T, co rueidis.ClientOption) (*redisstore.Store, *lockedBuffer) {
 		t.Helper()
 		log := newLockedBuffer()
-		s, err := redisstore.New(redisstore.Options{ClientOption: co, Timeout: 5 * time.Second,
+		s, err := redisstore.New(redisstore.Options{Client: co, Timeout: 5 * time.Second,
 			Logger: slog.New(slog.NewTextHandler(log, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // ref is one limit of one key of a request, as a script call names it.
@@ -138,10 +139,10 @@ func (s *Store) refundAll(ctx context.Context, ps []part, keep func(*ref) bool) 
 	}
 }
 
-var _ bouncer.EachLimiter = (*Store)(nil)
+var _ store.EachLimiter = (*Store)(nil)
 
 // CheckEach decides each of rs on its own, as Check would; see
-// bouncer.EachLimiter. The requests of one part each are submitted
+// store.EachLimiter. The requests of one part each are submitted
 // together, so that those of one group go out in the same script call.
 func (s *Store) CheckEach(ctx context.Context, rs []bouncer.Request, ds []bouncer.Decision, errs []error) {
 	if !s.ready.Load() || len(rs) == 1 {
@@ -184,10 +185,10 @@ func (s *Store) Refund(ctx context.Context, r bouncer.Request) error {
 	return s.apply(ctx, opRefund, r)
 }
 
-var _ bouncer.Resetter = (*Store)(nil)
+var _ store.Resetter = (*Store)(nil)
 
 // Reset forgets the state of every limit of every key in r, as if they
-// had never been checked; see bouncer.Resetter. It fails, changing nothing
+// had never been checked; see store.Resetter. It fails, changing nothing
 // on the nodes it could not reach, when Redis cannot answer.
 func (s *Store) Reset(ctx context.Context, r bouncer.Request) error {
 	return s.apply(ctx, opReset, r)
@@ -218,7 +219,7 @@ func (s *Store) apply(ctx context.Context, o op, r bouncer.Request) error {
 
 // validate reports what plan would reject in r, without Redis.
 func (s *Store) validate(r bouncer.Request) error {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	for _, k := range r.Keys {
@@ -235,7 +236,7 @@ func (s *Store) validate(r bouncer.Request) error {
 // standalone server; on a Cluster, one per group its keys fall in (all
 // limits of one key share a group).
 func (s *Store) plan(r bouncer.Request) ([]part, error) {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return nil, err
 	}
 	n := 0

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // BenchmarkRedisCost measures what checks cost Redis itself, on the
@@ -56,7 +57,7 @@ func BenchmarkRedisCost(b *testing.B) {
 			l.Rate = 1 << 20 // leases of an hour: a log of one per check
 		}
 		cases = append(cases, bench{"keys=10000/" + a.String(), 10000, l, false, 64})
-		if l.Chargeable() {
+		if store.Chargeable(l) {
 			cases = append(cases, bench{"keys=10000/" + a.String() + "/charge", 10000, l, true, 64},
 				bench{"keys=10000/" + a.String(), 10000, l, false, 1},
 				bench{"keys=10000/" + a.String() + "/charge", 10000, l, true, 1})

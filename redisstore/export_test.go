@@ -16,8 +16,8 @@ import (
 )
 
 // UseClient makes the store made from o use c, which it does not close,
-// instead of connecting with o.ClientOption.
-func UseClient(o *Options, c rueidis.Client) { o.client = c }
+// instead of connecting to o.URL or with o.Client.
+func UseClient(o *Options, c rueidis.Client) { o.conn = c }
 
 // PinClock makes the store made from o decide at now() instead of Redis's
 // TIME, so that the conformance suite's fake clock drives it.

@@ -456,7 +456,7 @@ func testFailureStartWhileDown(t *testing.T, pr *privateRedis) {
 	addr := []string{fmt.Sprintf("127.0.0.1:%d", pr.port)}
 	t.Cleanup(func() { pr.script(60*time.Second, "redis-node.sh", "start", strconv.Itoa(pr.port)) })
 	pr.node(t, "stop", pr.port)
-	s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(addr), Prefix: freshPrefix(), Timeout: failureTimeout})
+	s, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption(addr), Prefix: freshPrefix(), Timeout: failureTimeout})
 	if err != nil {
 		t.Fatalf("New with the server stopped: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // fallback decides r without Redis, which failed with err: each limit by
@@ -55,8 +56,8 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 		d := bouncer.Decision{
 			Allowed:    false,
 			Capacity:   deny.Capacity(),
-			ResetAfter: deny.Interval(),
-			RetryAfter: deny.Interval(),
+			ResetAfter: store.Interval(*deny),
+			RetryAfter: store.Interval(*deny),
 			Key:        denyKey,
 			LimitName:  deny.Name,
 			Degraded:   true,

@@ -431,7 +431,7 @@ func TestNewWhileRedisUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr}), Prefix: freshPrefix()})
+	s, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption([]string{addr}), Prefix: freshPrefix()})
 	if err != nil {
 		t.Fatalf("New with Redis unreachable: %v; want a store that decides by policy", err)
 	}

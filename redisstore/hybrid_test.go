@@ -13,6 +13,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -63,7 +64,7 @@ func (s *hybridShared) Refund(ctx context.Context, r bouncer.Request) error {
 	return err
 }
 
-var _ bouncer.EachLimiter = (*hybridShared)(nil)
+var _ store.EachLimiter = (*hybridShared)(nil)
 
 // hybridFleet is instances of one service: a hybrid limiter each, on a
 // store and a client of its own, all on one prefix and one fake clock.

@@ -54,7 +54,7 @@ func failoverAlways(mode bouncer.Mode) bouncer.Limit {
 // and waits until it has connected.
 func newFailoverInstance(t *testing.T, co rueidis.ClientOption, mode bouncer.Mode, log *slog.Logger) *failoverInstance {
 	t.Helper()
-	rs, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: freshPrefix(), Logger: log})
+	rs, err := redisstore.New(redisstore.Options{Client: co, Prefix: freshPrefix(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

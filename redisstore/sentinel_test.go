@@ -71,7 +71,7 @@ func TestSentinelACL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			co := sentinelOption(set)
 			tc.edit(&co)
-			s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: freshPrefix()})
+			s, err := redisstore.New(redisstore.Options{Client: co, Prefix: freshPrefix()})
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}

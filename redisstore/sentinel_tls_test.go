@@ -194,7 +194,7 @@ func TestSentinelTLSFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	co.ClientName = "bouncer-failover-" + freshPrefix()
-	s, err := redisstore.New(redisstore.Options{ClientOption: co, TLS: m.files(set), Prefix: freshPrefix(),
+	s, err := redisstore.New(redisstore.Options{Client: co, TLS: m.files(set), Prefix: freshPrefix(),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)

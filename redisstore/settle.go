@@ -4,16 +4,17 @@ import (
 	"context"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // flagCharge marks a part that is a charge (see lua/check.lua): charges
 // travel as checks, so that they are batched with them.
 const flagCharge byte = 2
 
-var _ bouncer.Charger = (*Store)(nil)
+var _ store.Charger = (*Store)(nil)
 
 // Charge takes r.Cost from every limit of every key in r, past the limits
-// if need be; see bouncer.Charger. A charge is one script call (on a
+// if need be; see store.Charger. A charge is one script call (on a
 // Cluster, one per group of its keys, in turn), batched in its lane with
 // checks, on Redis's clock. A charge decides nothing, so no policy can
 // decide it without Redis: when Redis cannot answer, Charge returns the
@@ -22,7 +23,7 @@ var _ bouncer.Charger = (*Store)(nil)
 // so that the checks it decides meanwhile see the debt. On a Cluster, a
 // call that fails leaves the groups charged before it charged.
 func (s *Store) Charge(ctx context.Context, r bouncer.Request) error {
-	if err := r.ValidateCharge(); err != nil {
+	if err := store.ValidateCharge(r); err != nil {
 		return err
 	}
 	if !s.ready.Load() {
@@ -47,7 +48,7 @@ func (s *Store) Charge(ctx context.Context, r bouncer.Request) error {
 // chargeLocal charges r's limits with StoreErrorLocal in the local store
 // after Redis failed with err, and returns err.
 func (s *Store) chargeLocal(ctx context.Context, r bouncer.Request, err error) error {
-	c, ok := s.local.(bouncer.Charger)
+	c, ok := s.local.(store.Charger)
 	if !ok {
 		return err
 	}

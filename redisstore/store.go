@@ -29,25 +29,32 @@ const DefaultBuckets = 1 << 14
 
 // Options configure a Store.
 type Options struct {
-	// ClientOption is how the store connects to Redis: one standalone
-	// server, any nodes of a Cluster, or Sentinel's, with credentials and
-	// TLS as rueidis takes them. Start
-	// from ClientOption(addrs) and set what else is needed. The store
-	// makes its client and closes it on Close.
+	// URL is the Redis to connect to, in a form ParseURL reads:
+	// "redis://host:6379" for one server, "redis://a:6379,b:6379" for any
+	// nodes of a Cluster, "?master_set=NAME" for Sentinel, "rediss://"
+	// for TLS. It is the usual way to reach Redis; set URL or Client, not
+	// both. New refuses a URL ParseURL refuses, with ParseURL's error.
 	//
 	// The store starts whether or not Redis answers: New waits up to a
 	// second for the first attempt, and then, if Redis is unreachable,
 	// returns a store that decides by policy (Degraded,
 	// Health().Connected false) while it keeps trying in the background,
-	// and switches to Redis once it answers.
-	ClientOption rueidis.ClientOption
+	// and switches to Redis once it answers. The store makes its client
+	// and closes it on Close.
+	URL string
+
+	// Client is how the store connects to Redis when URL cannot say it:
+	// rueidis's options, for what a URL does not carry (a dial function,
+	// timeouts, a Sentinel's own TLS). Start from ClientOption(addrs) or
+	// ParseURL and set what else is needed. Set URL or Client, not both.
+	Client rueidis.ClientOption
 
 	// TLS, if not nil, makes the store reach Redis over TLS with these
 	// files, read again when they change (see TLSFiles); Sentinels too,
-	// when ClientOption names a master set. It replaces
-	// ClientOption.TLSConfig (which ParseURL sets for rediss://, to
-	// verify against the system's roots) and sets its DialCtxFn, which
-	// must be nil. Nil leaves ClientOption's TLS as it is.
+	// when the URL or Client names a master set. It replaces
+	// Client.TLSConfig (which ParseURL sets for rediss://, to verify
+	// against the system's roots) and sets its DialCtxFn, which must be
+	// nil. Nil leaves the URL's or Client's TLS as it is.
 	TLS *TLSFiles
 
 	// Prefix starts every Redis key; "" means "bouncer". At most 64 bytes,
@@ -122,9 +129,9 @@ type Options struct {
 	// the TLS files, with its error.
 	tlsReloaded func(error)
 
-	// client, when set (by tests only), is the client the store uses,
+	// conn, when set (by tests only), is the client the store uses,
 	// and does not close, instead of one it connects.
-	client rueidis.Client
+	conn rueidis.Client
 
 	// clock and ping, when set (by tests only), replace the breakers'
 	// clock and liveness probe; lib, the function library.
@@ -193,8 +200,8 @@ const (
 	connectRetryMax = 500 * time.Millisecond
 )
 
-// New returns a store on a client it connects with o.ClientOption (it
-// starts even while Redis is down: see there).
+// New returns a store on a client it connects to o.URL, or with
+// o.Client (it starts even while Redis is down: see URL).
 func New(o Options) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -214,8 +221,8 @@ func New(o Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	co := o.ClientOption
-	if o.TLS != nil && o.client == nil {
+	co := o.Client
+	if o.TLS != nil && o.conn == nil {
 		var err error
 		if s.tls, err = newTLSFiles(*o.TLS, s.log, o.tlsReloaded); err != nil {
 			return nil, err
@@ -264,30 +271,41 @@ func New(o Options) (*Store, error) {
 		s.ownLocal = memstore.New(memstore.Options{})
 		s.local = s.ownLocal
 	}
-	if o.client != nil {
-		s.attach(o.client, false)
+	if o.conn != nil {
+		s.attach(o.conn, false)
 		return s, nil
 	}
 	s.start(co)
 	return s, nil
 }
 
-// validate reports what New refuses in o.
+// validate reports what New refuses in o, after reading o.URL into
+// o.Client.
 func (o *Options) validate() error {
+	if o.URL != "" {
+		if len(o.Client.InitAddress) != 0 {
+			return errors.New("redisstore: both URL and Client are set: set one")
+		}
+		co, err := ParseURL(o.URL)
+		if err != nil {
+			return err
+		}
+		o.Client = co
+	}
 	switch {
 	case len(o.Prefix) > 64 || containsAny(o.Prefix, "{}"):
 		return fmt.Errorf("redisstore: prefix %q: at most 64 bytes, without braces", o.Prefix)
 	case !o.OnStoreError.Valid():
 		return fmt.Errorf("redisstore: unknown OnStoreError policy %d", uint8(o.OnStoreError))
-	case o.client == nil && len(o.ClientOption.InitAddress) == 0:
-		return errors.New("redisstore: ClientOption.InitAddress is empty (start from ClientOption(addrs))")
+	case o.conn == nil && len(o.Client.InitAddress) == 0:
+		return errors.New("redisstore: no Redis to connect to: set URL (or Client, starting from ClientOption(addrs))")
 	case o.Groups > slotCount:
 		return fmt.Errorf("redisstore: Groups %d: at most %d", o.Groups, slotCount)
 	}
-	if err := checkClientName(o.ClientOption.ClientName); err != nil {
+	if err := checkClientName(o.Client.ClientName); err != nil {
 		return err
 	}
-	return checkClientName(o.ClientOption.Sentinel.ClientName)
+	return checkClientName(o.Client.Sentinel.ClientName)
 }
 
 // start connects with co in the background, and waits up to connectWait
@@ -439,7 +457,7 @@ func (s *Store) preload(c rueidis.Client) {
 }
 
 // ClientOption returns the rueidis options to connect a store to addrs
-// with (Options.ClientOption), to which credentials, TLS or Sentinel's
+// with (Options.Client), to which credentials, TLS or Sentinel's
 // master set can be added (ParseURL reads them from a URL): no
 // client-side cache (the store does not use it); each call on a pooled
 // connection of its own (DisableAutoPipelining): the store coalesces

@@ -165,7 +165,7 @@ func (t *tlsFiles) reload() error {
 // newest. Sentinels, when co names a master set, are dialled alike.
 func (t *tlsFiles) apply(co *rueidis.ClientOption) error {
 	if co.DialFn != nil || co.DialCtxFn != nil {
-		return errors.New("redisstore: TLS: ClientOption has a dial function of its own; dial over TLS in it instead")
+		return errors.New("redisstore: TLS: Client has a dial function of its own; dial over TLS in it instead")
 	}
 	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.f.ServerName, InsecureSkipVerify: t.f.InsecureSkipVerify}
 	if t.f.Cert != "" {

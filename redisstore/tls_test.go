@@ -99,7 +99,7 @@ func newURLStore(t testing.TB, url string, f *redisstore.TLSFiles, o redisstore.
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.ClientOption, o.TLS = co, f
+	o.Client, o.TLS = co, f
 	if o.Prefix == "" {
 		o.Prefix = freshPrefix()
 	}
@@ -201,7 +201,7 @@ func TestTLSFilesRefused(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			co, _ := redisstore.ParseURL("rediss://127.0.0.1:1")
-			_, err := redisstore.New(redisstore.Options{ClientOption: co, TLS: &tt.files})
+			_, err := redisstore.New(redisstore.Options{Client: co, TLS: &tt.files})
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error starting %q", err, tt.want)
 			}
@@ -402,7 +402,7 @@ func TestClientNameInClientList(t *testing.T) {
 		if name != "" {
 			co.ClientName, want = name, name
 		}
-		s, err := redisstore.New(redisstore.Options{ClientOption: co, Prefix: freshPrefix()})
+		s, err := redisstore.New(redisstore.Options{Client: co, Prefix: freshPrefix()})
 		if err != nil {
 			t.Fatal(err)
 		}

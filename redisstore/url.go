@@ -22,7 +22,8 @@ import (
 var urlOptions = []string{"master_set", "addr", "sentinel_username", "sentinel_password"}
 
 // ParseURL reads a Redis URL into the options to connect a store with
-// (Options.ClientOption), starting from ClientOption's:
+// (Options.Client; Options.URL is read with it), starting from
+// ClientOption's:
 //
 //	redis://[[user]:password@]host:port[/db]           one server
 //	redis://[[user]:password@]host:port,host:port,...  a Cluster, found from any of its nodes

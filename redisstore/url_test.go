@@ -1,9 +1,12 @@
 package redisstore_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/redisstore"
 )
 
@@ -115,9 +118,53 @@ func TestDefaultClientName(t *testing.T) {
 	if !strings.HasPrefix(name, "bouncer-") || strings.ContainsAny(name, " \n\t") {
 		t.Errorf("got %q, want bouncer-<host>-<pid> without spaces", name)
 	}
-	o := redisstore.Options{ClientOption: redisstore.ClientOption([]string{"h:1"})}
-	o.ClientOption.ClientName = "two words"
+	o := redisstore.Options{Client: redisstore.ClientOption([]string{"h:1"})}
+	o.Client.ClientName = "two words"
 	if _, err := redisstore.New(o); err == nil || !strings.Contains(err.Error(), `client name "two words"`) {
 		t.Errorf("New with a client name Redis refuses: got %v, want an error naming it", err)
+	}
+}
+
+// Options.URL connects the store to the Redis it names, as ParseURL reads
+// it: a check decides in that Redis, not by policy.
+func TestNewURL(t *testing.T) {
+	s, err := redisstore.New(redisstore.Options{URL: "redis://" + addrs(t, "BOUNCER_REDIS_ADDR")[0], Prefix: freshPrefix(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer s.Close()
+	l := bouncer.Limit{Name: "once", Algorithm: bouncer.FixedWindow, Rate: 1, Period: time.Hour}
+	r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "url", Limits: []bouncer.Limit{l}}}, Cost: 1}
+	for i, want := range []bool{true, false} {
+		d, err := s.Check(context.Background(), r)
+		if err != nil || d.Degraded || d.Allowed != want {
+			t.Fatalf("check %d: got allowed %v, degraded %v, err %v; want allowed %v from Redis", i, d.Allowed, d.Degraded, err, want)
+		}
+	}
+}
+
+// New refuses a URL ParseURL refuses, both URL and Client, and neither,
+// saying which.
+func TestNewURLRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    redisstore.Options
+		want string
+	}{
+		{"bad scheme", redisstore.Options{URL: "http://h:1"}, `"http"`},
+		{"no port", redisstore.Options{URL: "redis://h"}, "port"},
+		{"both", redisstore.Options{URL: "redis://h:1", Client: redisstore.ClientOption([]string{"h:1"})}, "both URL and Client"},
+		{"neither", redisstore.Options{}, "set URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redisstore.New(tc.o)
+			if err == nil {
+				s.Close()
+				t.Fatalf("got a store, want an error containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }

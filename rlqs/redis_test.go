@@ -35,7 +35,7 @@ func TestTwoServersKeepOneAllocation(t *testing.T) {
 		srvs []*rlqs.Server
 	)
 	for range 2 {
-		st, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr}), Prefix: prefix, Timeout: 5 * time.Second})
+		st, err := redisstore.New(redisstore.Options{URL: "redis://" + addr, Prefix: prefix, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestRedisDown(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	st, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr}), Logger: slog.New(slog.DiscardHandler)})
+	st, err := redisstore.New(redisstore.Options{URL: "redis://" + addr, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestDemandsConformance(t *testing.T) {
 }
 
 func redisDemands(t *testing.T, addrs []string) *redisstore.Store {
-	st, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption(addrs), Prefix: fmt.Sprintf("rlqs%d", time.Now().UnixNano()), Timeout: 5 * time.Second})
+	st, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption(addrs), Prefix: fmt.Sprintf("rlqs%d", time.Now().UnixNano()), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

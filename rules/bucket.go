@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // MaxBucketEntries is the most entries a quota bucket id may have (see
@@ -47,13 +48,13 @@ type Bucket struct {
 // state back): how RLQS usage reported after the fact is counted. hits
 // above b.MaxReport are cut to it, so that one report cannot put the key
 // deep into debt. An unlimited bucket, or one that counts nothing, is
-// charged nothing. A Limiter that is not a bouncer.Charger fails with an
+// charged nothing. A Limiter that is not a store.Charger fails with an
 // error wrapping errors.ErrUnsupported.
 func (e *Engine) ChargeBucket(ctx context.Context, b Bucket, hits uint64) error {
 	if b.Unlimited || len(b.limits) == 0 || hits == 0 {
 		return nil
 	}
-	ch, ok := e.limiter().(bouncer.Charger)
+	ch, ok := e.limiter().(store.Charger)
 	if !ok {
 		return fmt.Errorf("rules: %T cannot charge without deciding: %w", e.limiter(), errors.ErrUnsupported)
 	}

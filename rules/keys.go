@@ -161,7 +161,7 @@ func (k KeyInfo) AllLimits() [][]bouncer.Limit {
 // under (KeyInfo.AllLimits), so that it starts fresh: one reset of the
 // store (bouncer.Reset) naming the key once per set of limits, since the
 // sets may share limit names (a plan's per_day and the rule's). The store
-// must be a bouncer.Resetter.
+// must be a store.Resetter.
 func (e *Engine) Reset(ctx context.Context, k KeyInfo) error {
 	var r bouncer.Request
 	for _, ls := range k.AllLimits() {

@@ -42,7 +42,7 @@ func TestResetEveryPlan(t *testing.T) {
 			addr := redistest.Addr(t)
 			// A deadline no loaded machine misses: a check decided by
 			// policy would be counted in the local store, not in Redis.
-			st, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr}), Timeout: 10 * time.Second,
+			st, err := redisstore.New(redisstore.Options{URL: "redis://" + addr, Timeout: 10 * time.Second,
 				Prefix: "reset-every-plan-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
 			if err != nil {
 				t.Fatal(err)

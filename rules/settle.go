@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // ReportTooLargeError is Report's error for a descriptor whose hits are
@@ -37,7 +38,7 @@ func (e *ReportTooLargeError) Unwrap() error { return bouncer.ErrInvalidRequest 
 // unlimited one, are charged nothing. A descriptor whose hits are above
 // its rule's report bound (Rule.MaxReport) fails the whole report with a
 // *ReportTooLargeError before anything is charged. The other errors are
-// Decide's; a Limiter that is not a bouncer.Charger fails with an error
+// Decide's; a Limiter that is not a store.Charger fails with an error
 // wrapping errors.ErrUnsupported.
 func (e *Engine) Report(ctx context.Context, r Request) (Response, error) {
 	d := e.Config().Domain(r.Domain)
@@ -64,7 +65,7 @@ func (e *Engine) Report(ctx context.Context, r Request) (Response, error) {
 			return Response{}, &ReportTooLargeError{Descriptor: i, Rule: m.rule.Label(), Hits: m.cost, Max: m.reportBound()}
 		}
 	}
-	ch, ok := e.limiter().(bouncer.Charger)
+	ch, ok := e.limiter().(store.Charger)
 	for i, m := range ms {
 		if m == nil {
 			continue

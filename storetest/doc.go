@@ -15,8 +15,8 @@
 // limits and keys (with the limits that ChargeDenied charges when a check
 // is denied), which limit a decision reports, peeks (explicit, with
 // Request.Peek), costs above capacity, refunds, key isolation, expiry,
-// invalid input, resets (for a bouncer.Resetter), reserve-then-settle
-// (for a bouncer.Charger: debts, their repayment over time, settles after
+// invalid input, resets (for a store.Resetter), reserve-then-settle
+// (for a store.Charger: debts, their repayment over time, settles after
 // refunds, denied reservations, limits that refuse a charge), many
 // goroutines on one key, and random sequences compared with a naive
 // reference Model. A store that is not a Charger skips the settle steps,

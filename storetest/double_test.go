@@ -6,6 +6,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // naiveStore is a test double: the simplest store over package algo, one
@@ -37,7 +38,7 @@ type naiveResult struct {
 }
 
 func (s *naiveStore) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, error) {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
 	s.mu.Lock()
@@ -98,7 +99,7 @@ func less(x, y algo.Result) bool {
 }
 
 func (s *naiveStore) Refund(_ context.Context, r bouncer.Request) error {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -113,10 +114,10 @@ func (s *naiveStore) Refund(_ context.Context, r bouncer.Request) error {
 	return nil
 }
 
-var _ bouncer.Charger = (*naiveStore)(nil)
+var _ store.Charger = (*naiveStore)(nil)
 
 func (s *naiveStore) Charge(_ context.Context, r bouncer.Request) error {
-	if err := r.ValidateCharge(); err != nil {
+	if err := store.ValidateCharge(r); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 	"pgregory.net/rapid"
 )
 
@@ -68,7 +69,7 @@ func startSequence(t *rapid.T, clock *Clock, l bouncer.Limit) {
 }
 
 // testProperty compares the store with the Model of each algorithm over
-// random sequences of checks, refunds and (for a bouncer.Charger) charges, each on a fresh key of one
+// random sequences of checks, refunds and (for a store.Charger) charges, each on a fresh key of one
 // store whose clock only moves forward.
 func testProperty(t *testing.T, newStore Factory) {
 	for _, a := range bouncer.Algorithms() {
@@ -84,7 +85,7 @@ func testProperty(t *testing.T, newStore Factory) {
 				for i := range steps {
 					h.clock.Advance(propertyAdvance(rt, l, h.clock.Now().UnixNano()))
 					now := h.clock.Now().UnixNano()
-					if c, ok := h.store.(bouncer.Charger); ok && l.Chargeable() && rapid.IntRange(0, 5).Draw(rt, "charge?") == 0 {
+					if c, ok := h.store.(store.Charger); ok && store.Chargeable(l) && rapid.IntRange(0, 5).Draw(rt, "charge?") == 0 {
 						r := bouncer.Request{Keys: keys, Cost: rapid.Int64Range(1, 2*l.Capacity()+1).Draw(rt, "charge")}
 						if err := c.Charge(context.Background(), r); err != nil {
 							rt.Fatalf("step %d: Charge(%d): %v", i, r.Cost, err)

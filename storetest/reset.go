@@ -5,9 +5,10 @@ import (
 	"testing"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
-// testReset checks a store's Reset, if it has one (bouncer.Resetter):
+// testReset checks a store's Reset, if it has one (store.Resetter):
 // under every limit of the scenarios, a key charged until denied, once
 // reset, decides as a key never checked does — a window's count, a
 // sliding counter's previous window and a log's entries all gone, not
@@ -15,9 +16,9 @@ import (
 // every limit of every key it names.
 func testReset(t *testing.T, newStore Factory) {
 	h := newHarness(t, newStore)
-	rs, ok := h.store.(bouncer.Resetter)
+	rs, ok := h.store.(store.Resetter)
 	if !ok {
-		t.Skipf("%T is not a bouncer.Resetter", h.store)
+		t.Skipf("%T is not a store.Resetter", h.store)
 	}
 	reset := func(keys ...bouncer.KeyLimits) {
 		t.Helper()

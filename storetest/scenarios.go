@@ -27,7 +27,7 @@ type Step struct {
 	// Refund makes the step a Refund of Cost rather than a check; Want is
 	// then unused.
 	Refund bool
-	// Charge makes the step a charge of Cost (bouncer.Charger) rather
+	// Charge makes the step a charge of Cost (store.Charger) rather
 	// than a check, past the limit if need be; Want is then unused.
 	Charge bool
 	// Want is the check's expected decision for the scenario's limit.

@@ -2,7 +2,7 @@ package storetest
 
 import "github.com/bouncerhq/bouncer"
 
-// debtScenarios charge past the limits (bouncer.Charger): each
+// debtScenarios charge past the limits (store.Charger): each
 // algorithm's debt as docs/algorithms.md defines it, paid back by time
 // or lowered by a refund.
 func debtScenarios() []Scenario {

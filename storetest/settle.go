@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
-// hasCharge reports whether a scenario charges (bouncer.Charger).
+// hasCharge reports whether a scenario charges (store.Charger).
 func hasCharge(sc Scenario) bool {
 	for _, st := range sc.Steps {
 		if st.Charge {
@@ -20,12 +21,12 @@ func hasCharge(sc Scenario) bool {
 	return false
 }
 
-// charger returns the store as a bouncer.Charger, or skips the test.
-func (h *harness) charger() bouncer.Charger {
+// charger returns the store as a store.Charger, or skips the test.
+func (h *harness) charger() store.Charger {
 	h.t.Helper()
-	c, ok := h.store.(bouncer.Charger)
+	c, ok := h.store.(store.Charger)
 	if !ok {
-		h.t.Skipf("storetest: %T does not implement bouncer.Charger: the settle steps are skipped", h.store)
+		h.t.Skipf("storetest: %T does not implement store.Charger: the settle steps are skipped", h.store)
 	}
 	return c
 }

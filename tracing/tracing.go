@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // Options configure Start.
@@ -130,12 +131,12 @@ func (t *traced) Refund(ctx context.Context, r bouncer.Request) error {
 	return err
 }
 
-// Charge forwards to the store's Charge (bouncer.Charger), or fails
+// Charge forwards to the store's Charge (store.Charger), or fails
 // with an error wrapping errors.ErrUnsupported if it has none.
 func (t *traced) Charge(ctx context.Context, r bouncer.Request) error {
 	ctx, span := t.tracer.Start(ctx, "store.Charge", trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
-	c, ok := t.next.(bouncer.Charger)
+	c, ok := t.next.(store.Charger)
 	if !ok {
 		return fmt.Errorf("tracing: %T cannot charge: %w", t.next, errors.ErrUnsupported)
 	}

@@ -409,7 +409,7 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 		ms := memstore.New(memstore.Options{})
 		return store{lim: ms, closer: ms}, nil
 	}
-	rs, err := redisstore.New(redisstore.Options{ClientOption: *o.redis, TLS: o.redisTLS, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
+	rs, err := redisstore.New(redisstore.Options{Client: *o.redis, TLS: o.redisTLS, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
 	if err != nil {
 		return store{}, err
 	}

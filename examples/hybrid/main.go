@@ -42,7 +42,7 @@ func run(w io.Writer, addr, prefix string) error {
 	var instances [3]*hybrid.Limiter
 	for i := range instances {
 		// Each instance has its own connection, as three servers would.
-		s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr}), Prefix: prefix, Timeout: 250 * time.Millisecond})
+		s, err := redisstore.New(redisstore.Options{URL: "redis://" + addr, Prefix: prefix, Timeout: 250 * time.Millisecond})
 		if err != nil {
 			return err
 		}

@@ -44,7 +44,7 @@ func run(w io.Writer, addr, prefix string) error {
 	for i := range instances {
 		// A generous deadline: this example's output must not depend on
 		// how busy the machine is (the default is 50ms).
-		s, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr}), Prefix: prefix, Timeout: 250 * time.Millisecond})
+		s, err := redisstore.New(redisstore.Options{URL: "redis://" + addr, Prefix: prefix, Timeout: 250 * time.Millisecond})
 		if err != nil {
 			return err
 		}
@@ -61,7 +61,7 @@ func run(w io.Writer, addr, prefix string) error {
 	}
 
 	// Redis out of reach: a deadline no call can meet.
-	down, err := redisstore.New(redisstore.Options{ClientOption: redisstore.ClientOption([]string{addr}), Prefix: prefix, Timeout: time.Nanosecond})
+	down, err := redisstore.New(redisstore.Options{URL: "redis://" + addr, Prefix: prefix, Timeout: time.Nanosecond})
 	if err != nil {
 		return err
 	}

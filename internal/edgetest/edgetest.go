@@ -14,6 +14,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -51,7 +52,7 @@ func (d Degraded) Check(ctx context.Context, r bouncer.Request) (bouncer.Decisio
 	return dec, err
 }
 
-// Ledger is a bouncer.Charger that counts the units charged to each key
+// Ledger is a store.Charger that counts the units charged to each key
 // and limit, without time: a limit admits Rate units in all. It stands
 // for a store in the edges' settle tests, whose end-to-end twins run on
 // the memory store.
@@ -69,7 +70,7 @@ func (l *Ledger) Used(key, limit string) int64 {
 
 // Check charges r.Cost to every limit of r if each has room for it.
 func (l *Ledger) Check(_ context.Context, r bouncer.Request) (bouncer.Decision, error) {
-	if err := r.Validate(); err != nil {
+	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
 	l.mu.Lock()
