@@ -147,7 +147,7 @@ func (l Limit) Validate() error {
 	}
 	// A bucket's capacity in nanoseconds must stay well inside int64; twice
 	// MaxPeriod leaves room for the interval's rounding up.
-	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.interval()))
+	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.Interval()))
 	if hi != 0 || lo > 2*uint64(MaxPeriod) {
 		return l.invalid("burst", fmt.Sprintf("%d units at %d per %v take longer than %v to refill", l.Burst, l.Rate, l.Period, 2*MaxPeriod))
 	}
@@ -163,9 +163,13 @@ func (l Limit) Capacity() int64 {
 	return l.Rate
 }
 
-// interval is the time one unit takes to refill or drain, the rounding of
-// store.Interval, which the stores use; Validate bounds a bucket with it.
-func (l Limit) interval() time.Duration {
+// Interval is the time one unit of l takes to refill or drain:
+// Period/Rate, rounded up to a whole nanosecond so that a limit never
+// admits more than its rate. It is 0 when Rate or Period is not
+// positive, and meaningful only for a valid limit. Validate bounds a
+// bucket's Burst × Interval by twice MaxPeriod, so that a store's
+// arithmetic in nanoseconds stays inside int64.
+func (l Limit) Interval() time.Duration {
 	if l.Rate <= 0 || l.Period <= 0 {
 		return 0
 	}

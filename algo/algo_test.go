@@ -7,7 +7,6 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
-	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -54,7 +53,7 @@ func TestBucketsAgree(t *testing.T) {
 		states := make([]algo.State, len(limits))
 		now := storetest.Start.UnixNano()
 		for step := range 50 {
-			now += rng.Int64N(int64(store.Interval(l)) * (l.Burst + 1))
+			now += rng.Int64N(int64(l.Interval()) * (l.Burst + 1))
 			cost := rng.Int64N(l.Burst + 2)
 			if rng.IntN(6) == 0 {
 				for i := range states {

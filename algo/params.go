@@ -2,7 +2,6 @@ package algo
 
 import (
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/store"
 )
 
 // Params are a limit with the numbers its algorithm derives from it,
@@ -48,7 +47,7 @@ const (
 func Prepare(l bouncer.Limit) Params {
 	p := Params{Limit: l, tick: 1}
 	period := max(int64(l.Period), 1)
-	interval := max(int64(store.Interval(l)), 1)
+	interval := max(int64(l.Interval()), 1)
 	if horizon(l, period, interval) >= Fine {
 		p.tick = Microsecond
 	}

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/store"
 )
 
 // ConcurrentRequests is the quota unit of a concurrency limit.
@@ -33,7 +32,7 @@ func ForLimit(policy string, l bouncer.Limit) Values {
 	case l.Algorithm == bouncer.Concurrency:
 		v.QuotaUnit = ConcurrentRequests
 	case l.Algorithm.UsesBurst():
-		v.Window = time.Duration(max(l.Burst, 0)) * store.Interval(l)
+		v.Window = time.Duration(max(l.Burst, 0)) * l.Interval()
 	default:
 		v.Window = max(l.Period, 0)
 	}

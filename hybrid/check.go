@@ -248,7 +248,7 @@ func (e *entry) deniedFor(l *bouncer.Limit, cost int64) int64 {
 	case l.Algorithm == bouncer.FixedWindow:
 		return e.deniedUntil
 	case l.Algorithm.UsesBurst():
-		return e.deniedUntil - (e.deniedCost-cost)*int64(store.Interval(*l))
+		return e.deniedUntil - (e.deniedCost-cost)*int64(l.Interval())
 	}
 	return 0
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/store"
 )
 
 // life is how long a bucket's lease of l lives at most, in ns (a fixed
@@ -86,7 +85,7 @@ func (h *Limiter) hold(e *entry, l *bouncer.Limit, cost, now int64, d *bouncer.D
 	}
 	e.deniedCost, e.denied, e.deniedAt = 1, *d, now
 	e.denied.Remaining = 0
-	e.deniedUntil = now + int64(d.RetryAfter) + (k-cost)*int64(store.Interval(*l))
+	e.deniedUntil = now + int64(d.RetryAfter) + (k-cost)*int64(l.Interval())
 	h.cachedUntil(e.deniedUntil)
 	e.holdAsk = k
 	h.stats.holds.Add(1)

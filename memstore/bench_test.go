@@ -11,7 +11,6 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
-	"github.com/bouncerhq/bouncer/store"
 )
 
 // benchLimit admits every check of the benchmarks' workload on an existing
@@ -147,7 +146,7 @@ func BenchmarkCharge(b *testing.B) {
 				// (the windows are of MaxPeriod: they refill nothing).
 				most := limits[0].Capacity() - 1 - charges/int64(n)
 				if limits[0].Algorithm.UsesBurst() {
-					most += int64(time.Since(start)/store.Interval(limits[0])) + 1
+					most += int64(time.Since(start)/limits[0].Interval()) + 1
 				}
 				peek := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: keys[0], Limits: limits}}, Peek: true}
 				if d, err := s.Check(ctx, peek); err != nil || d.Remaining > most {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
-	"github.com/bouncerhq/bouncer/store"
 )
 
 // table holds one limit's states, by key hash. Exactly one of its maps is
@@ -13,7 +12,7 @@ import (
 type table struct {
 	limit    bouncer.Limit
 	capacity int64 // limit.Capacity()
-	interval int64 // store.Interval(limit) in ns: chooses the store's clock
+	interval int64 // limit.Interval() in ns: chooses the store's clock
 	p        algo.Params
 	one      *words                  // algo.OneWord algorithms: State.T
 	two      map[uint64][2]int64     // sliding window counter: State.T, State.N
@@ -21,7 +20,7 @@ type table struct {
 }
 
 func newTable(l bouncer.Limit) *table {
-	t := &table{limit: l, capacity: l.Capacity(), interval: int64(store.Interval(l)), p: algo.Prepare(l)}
+	t := &table{limit: l, capacity: l.Capacity(), interval: int64(l.Interval()), p: algo.Prepare(l)}
 	switch {
 	case t.p.OneWord():
 		t.one = new(words)

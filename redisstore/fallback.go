@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/store"
 )
 
 // fallback decides r without Redis, which failed with err: each limit by
@@ -56,8 +55,8 @@ func (s *Store) fallback(ctx context.Context, r bouncer.Request, err error) (bou
 		d := bouncer.Decision{
 			Allowed:    false,
 			Capacity:   deny.Capacity(),
-			ResetAfter: store.Interval(*deny),
-			RetryAfter: store.Interval(*deny),
+			ResetAfter: deny.Interval(),
+			RetryAfter: deny.Interval(),
 			Key:        denyKey,
 			LimitName:  deny.Name,
 			Degraded:   true,

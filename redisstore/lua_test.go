@@ -286,7 +286,7 @@ func drawLimit(t *rapid.T, a bouncer.Algorithm) bouncer.Limit {
 		switch a {
 		case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
 			l.Burst = logTwo(t, 1, bouncer.MaxRate, "burst")
-			if most := 2 * int64(bouncer.MaxPeriod) / int64(store.Interval(l)); l.Burst > most {
+			if most := 2 * int64(bouncer.MaxPeriod) / int64(l.Interval()); l.Burst > most {
 				l.Burst = max(most, 1)
 			}
 			l.Shape = a == bouncer.LeakyBucket && rapid.Bool().Draw(t, "shape")
@@ -312,7 +312,7 @@ func drawSteps(t *rapid.T, l bouncer.Limit) []luaStep {
 		case 0, 1:
 			adv = 0
 		case 2, 3, 4:
-			adv = logTwo(t, 1, max(int64(store.Interval(l)), 1), "advance") // within a unit's refill
+			adv = logTwo(t, 1, max(int64(l.Interval()), 1), "advance") // within a unit's refill
 		case 5, 6, 7:
 			adv = logTwo(t, 1, 3*int64(l.Period), "advance")
 		case 8:

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/store"
 )
 
 // Model is a naive, obviously correct reference for one algorithm on one
@@ -88,7 +87,7 @@ func microseconds(l bouncer.Limit) bool {
 	const fine = 1 << 51
 	switch l.Algorithm {
 	case bouncer.TokenBucket, bouncer.GCRA, bouncer.LeakyBucket:
-		return l.Burst*int64(store.Interval(l)) >= fine
+		return l.Burst*int64(l.Interval()) >= fine
 	case bouncer.SlidingWindowCounter:
 		return 2*l.Period >= fine
 	}

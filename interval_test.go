@@ -1,11 +1,10 @@
-package store_test
+package bouncer_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
-	"github.com/bouncerhq/bouncer/store"
 )
 
 func TestInterval(t *testing.T) {
@@ -21,14 +20,14 @@ func TestInterval(t *testing.T) {
 		{1, 0, 0},
 		{-1, time.Second, 0},
 	} {
-		if got := store.Interval(bouncer.Limit{Rate: c.rate, Period: c.period}); got != c.want {
+		if got := (bouncer.Limit{Rate: c.rate, Period: c.period}).Interval(); got != c.want {
 			t.Errorf("Interval of %d/%v: got %v, want %v", c.rate, c.period, got, c.want)
 		}
 	}
 }
 
 // Validate's bound on a bucket is Burst × Interval ≤ 2 × MaxPeriod, with
-// this package's Interval: the largest burst it accepts reaches the bound,
+// Limit.Interval: the largest burst it accepts reaches the bound,
 // and one more goes past it.
 func TestIntervalBoundsValidate(t *testing.T) {
 	for _, rp := range []struct {
@@ -36,7 +35,7 @@ func TestIntervalBoundsValidate(t *testing.T) {
 		period time.Duration
 	}{{3, time.Second}, {7, bouncer.MaxPeriod}, {1, bouncer.MaxPeriod}} {
 		l := bouncer.Limit{Algorithm: bouncer.TokenBucket, Rate: rp.rate, Period: rp.period}
-		l.Burst = min(int64(2*bouncer.MaxPeriod)/int64(store.Interval(l)), bouncer.MaxRate)
+		l.Burst = min(int64(2*bouncer.MaxPeriod)/int64(l.Interval()), bouncer.MaxRate)
 		if err := l.Validate(); err != nil {
 			t.Errorf("%v: got %v, want valid", l, err)
 		}
