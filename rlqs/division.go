@@ -6,13 +6,15 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/bouncerhq/bouncer/internal/fairshare"
 )
 
 // A bucket's rate is divided once an epoch (one report interval, on the
 // Demands' clock) among its clients, by their demands as they stood when
 // the epoch began (Demands.DemandsAt): max-min fair, which comes down to
-// one water level per bucket and epoch, each client's share being the
-// least of its demand and the level. A report then costs a map lookup,
+// one water level per bucket and epoch (fairshare.Level), each client's
+// share being the least of its demand and the level. A report then costs a map lookup,
 // whatever the number of clients. A client new in the epoch takes only
 // what the division left unassigned (Demands.Claim), and one that leaves
 // gives its share back, so that the shares in force never add up to more
@@ -118,7 +120,7 @@ func (p *conn) reset(capacity float64, since time.Time) {
 		o.gen, o.part, o.granted = sp.gen, o.raw, false
 		ds = append(ds, o.raw)
 	}
-	level, used := waterLevel(capacity, ds)
+	level, used := fairshare.Level(capacity, ds)
 	sp.level, sp.free = level, max(capacity-used, 0)
 }
 
@@ -333,7 +335,7 @@ func (s *Server) snapshot(ctx context.Context, d *division, epoch int64, rate fl
 	for _, dem := range all {
 		ds = append(ds, dem)
 	}
-	level, used := waterLevel(rate, ds)
+	level, used := fairshare.Level(rate, ds)
 	d.mu.Lock()
 	d.epoch, d.rate, d.level, d.demands, d.left, d.free = epoch, rate, level, all, nil, max(rate-used, 0)
 	d.mu.Unlock()

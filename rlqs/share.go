@@ -2,34 +2,12 @@ package rlqs
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
-
-// waterLevel divides capacity among demands (sorted in place) max-min
-// fairly, by water-filling as Doorman does: a demand below an equal
-// share of what is left gets all it asks, and what it leaves is shared
-// among the others. Each demand's share is the least of it and the
-// level; the shares add up to used, at most capacity. The level is +Inf
-// when capacity covers every demand. A negative demand counts as 0.
-func waterLevel(capacity float64, demands []float64) (level, used float64) {
-	slices.Sort(demands)
-	left := max(capacity, 0)
-	for k, d := range demands {
-		d = max(d, 0)
-		rest := float64(len(demands) - k)
-		if equal := left / rest; d >= equal {
-			return equal, used + equal*rest
-		}
-		left -= d
-		used += d
-	}
-	return math.Inf(1), used
-}
 
 // assignment is a token bucket that admits rate per second, rounded down
 // (to the nanosecond of its fill interval) so that a fleet's buckets never
