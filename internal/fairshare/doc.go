@@ -10,8 +10,8 @@
 // capacity covers every demand.
 //
 // An infinite demand is a client whose demand is not measured: it takes
-// an equal share of what the others leave. A negative demand counts as
-// zero, and so does a negative capacity.
+// an equal share of what the others leave. A negative or NaN demand
+// counts as zero, and so does a negative or NaN capacity.
 //
 // Every division guarantees that
 //

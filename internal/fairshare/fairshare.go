@@ -7,13 +7,14 @@ import (
 
 // Level divides capacity among demands and returns the water level of the
 // division and what its shares use: each demand's share is
-// max(min(demand, level), 0), and the shares add up to used, at most
+// min(demand, level), a demand not above 0 (NaN included) counting as
+// 0, and the shares add up to used, at most
 // capacity. It sorts demands in place.
 func Level(capacity float64, demands []float64) (level, used float64) {
 	slices.Sort(demands)
-	left := max(capacity, 0)
+	left := positive(capacity)
 	for k, d := range demands {
-		d = max(d, 0)
+		d = positive(d)
 		rest := float64(len(demands) - k)
 		if equal := left / rest; d >= equal {
 			return equal, used + equal*rest
@@ -31,7 +32,16 @@ func Shares(capacity float64, demands []float64) []float64 {
 	shares := slices.Clone(demands)
 	level, _ := Level(capacity, shares)
 	for i, d := range demands {
-		shares[i] = max(min(d, level), 0)
+		shares[i] = min(positive(d), level)
 	}
 	return shares
+}
+
+// positive is x, or 0 when x is not above 0: negative, or NaN (which
+// would otherwise make every share NaN).
+func positive(x float64) float64 {
+	if x > 0 {
+		return x
+	}
+	return 0
 }

@@ -103,3 +103,18 @@ func sum(xs []float64) float64 {
 	}
 	return total
 }
+
+// A NaN demand or capacity counts as zero, as a negative one does,
+// instead of making every share NaN.
+func TestSharesNaN(t *testing.T) {
+	nan := math.NaN()
+	if got, want := Shares(10, []float64{nan, 4, 20}), []float64{0, 4, 6}; !slices.Equal(got, want) {
+		t.Errorf("Shares(10, [NaN 4 20]) = %v, want %v", got, want)
+	}
+	if got, want := Shares(nan, []float64{4, 20}), []float64{0, 0}; !slices.Equal(got, want) {
+		t.Errorf("Shares(NaN, [4 20]) = %v, want %v", got, want)
+	}
+	if level, used := Level(10, []float64{nan, nan}); level != inf || used != 0 {
+		t.Errorf("Level(10, [NaN NaN]) = %v, %v; want +Inf, 0", level, used)
+	}
+}
