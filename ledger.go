@@ -137,14 +137,7 @@ func (l *Ledger) give(ctx context.Context, pick func(Charge, Limit) bool) error 
 	var reqs []Request
 	kept := l.charges[:0:0]
 	for _, c := range l.charges {
-		var give, keep []Limit
-		for _, lim := range c.Limits {
-			if pick(c, lim) {
-				give = append(give, lim)
-			} else {
-				keep = append(keep, lim)
-			}
-		}
+		give, keep := split(c.Limits, func(lim Limit) bool { return pick(c, lim) })
 		if len(keep) > 0 {
 			k := c
 			k.Limits = keep
@@ -190,14 +183,9 @@ func (l *Ledger) Settle(ctx context.Context, actual func(meter int) (cost int64,
 		if c.Metered {
 			n, ok = actual(c.Meter)
 		}
-		var settle, keep []Limit
-		for _, lim := range c.Limits {
-			if lim.Algorithm == Concurrency || lim.Shape {
-				keep = append(keep, lim)
-			} else {
-				settle = append(settle, lim)
-			}
-		}
+		// Concurrency leases and shaping limits cannot be charged after
+		// the fact: they keep what they were charged.
+		settle, keep := split(c.Limits, func(lim Limit) bool { return lim.Algorithm != Concurrency && !lim.Shape })
 		if !ok || len(settle) == 0 || n == c.Cost {
 			kept = append(kept, c)
 			continue
@@ -219,4 +207,16 @@ func (l *Ledger) Settle(ctx context.Context, actual func(meter int) (cost int64,
 	}
 	l.charges = kept
 	return errors.Join(errs...)
+}
+
+// split divides ls into the limits in selects and the rest, in order.
+func split(ls []Limit, in func(Limit) bool) (picked, rest []Limit) {
+	for _, l := range ls {
+		if in(l) {
+			picked = append(picked, l)
+		} else {
+			rest = append(rest, l)
+		}
+	}
+	return picked, rest
 }
