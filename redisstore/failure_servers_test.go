@@ -57,6 +57,20 @@ var (
 	failurePortsUse = map[int]bool{} // ports this test binary has handed out
 )
 
+// portFree reports whether port p is neither handed out by this test
+// binary nor listened on; failurePortsMu is held.
+func portFree(p int) bool {
+	if failurePortsUse[p] {
+		return false
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
 // failureFreePorts picks a standalone port and a Cluster base port whose ports
 // (and the Cluster's bus ports, +10000) nothing listens on, away from the
 // shared servers' defaults, starting at a random place so that concurrent
@@ -65,25 +79,14 @@ func failureFreePorts(t testing.TB) (port, base int) {
 	t.Helper()
 	failurePortsMu.Lock()
 	defer failurePortsMu.Unlock()
-	free := func(p int) bool {
-		if failurePortsUse[p] {
-			return false
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			return false
-		}
-		l.Close()
-		return true
-	}
 	const slots = 200
 	start := rand.IntN(slots)
 	for i := range slots {
 		k := (start + i) % slots
 		port, base = 16500+k, 17200+10*k // bus ports 27200..29205
-		ok := free(port)
+		ok := portFree(port)
 		for j := 0; ok && j < failureClusterSize; j++ {
-			ok = free(base+j) && free(base+j+10000)
+			ok = portFree(base+j) && portFree(base+j+10000)
 		}
 		if ok {
 			failurePortsUse[port] = true

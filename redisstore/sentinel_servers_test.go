@@ -5,7 +5,6 @@ package redisstore_test
 import (
 	"context"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,24 +49,13 @@ func sentinelFreeBase(t testing.TB) int {
 	t.Helper()
 	failurePortsMu.Lock()
 	defer failurePortsMu.Unlock()
-	free := func(p int) bool {
-		if failurePortsUse[p] {
-			return false
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			return false
-		}
-		l.Close()
-		return true
-	}
 	const slots = 800
 	start := rand.IntN(slots)
 	for i := range slots {
 		base := 22000 + 5*((start+i)%slots)
 		ok := true
 		for j := 0; ok && j < 5; j++ {
-			ok = free(base + j)
+			ok = portFree(base + j)
 		}
 		if ok {
 			for j := range 5 {
