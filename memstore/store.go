@@ -70,6 +70,7 @@ type Store struct {
 	now      func() int64
 	ticking  *ticking // nil when Now is set or Resolution is negative
 	res      int64    // the ticking clock's resolution in ns; MaxInt64 without one
+	shares   shares   // async instances' shares (ExchangeShares)
 }
 
 var _ bouncer.Limiter = (*Store)(nil)

@@ -1,0 +1,85 @@
+package memstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
+)
+
+var _ store.Sharer = (*Store)(nil)
+
+// shares holds the shares instances recorded for each (key, limit) pair,
+// with their expiries on the store's clock. Pairs are few (those of hot
+// keys in async mode) and every exchange drops the expired shares of the
+// pairs it touches, and all of them once a sweep interval.
+type shares struct {
+	mu    sync.Mutex
+	pairs map[sharePair]map[string]sharedRecord
+	swept int64
+}
+
+type sharePair struct {
+	key string
+	lim bouncer.Limit
+}
+
+type sharedRecord struct {
+	share store.Share
+	until int64
+}
+
+// ExchangeShares implements store.Sharer.
+func (s *Store) ExchangeShares(_ context.Context, ttl time.Duration, pairs []bouncer.Request, mine []store.Share) ([][]store.Share, error) {
+	if err := store.ValidateShares(pairs, mine); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	sh := &s.shares
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.pairs == nil {
+		sh.pairs = map[sharePair]map[string]sharedRecord{}
+	}
+	if now-sh.swept >= int64(time.Second) {
+		sh.sweep(now)
+	}
+	others := make([][]store.Share, len(pairs))
+	for i, r := range pairs {
+		l := r.Keys[0].Limits[0]
+		l.Mode, l.OnStoreError = bouncer.Strict, bouncer.StoreErrorDefault
+		p := sharePair{r.Keys[0].Key, l}
+		recs := sh.pairs[p]
+		if recs == nil {
+			recs = map[string]sharedRecord{}
+			sh.pairs[p] = recs
+		}
+		recs[mine[i].Instance] = sharedRecord{mine[i], now + int64(ttl)}
+		for inst, rec := range recs {
+			switch {
+			case rec.until <= now:
+				delete(recs, inst)
+			case inst != mine[i].Instance:
+				others[i] = append(others[i], rec.share)
+			}
+		}
+	}
+	return others, nil
+}
+
+// sweep drops every expired share, and the pairs left with none.
+func (sh *shares) sweep(now int64) {
+	sh.swept = now
+	for p, recs := range sh.pairs {
+		for inst, rec := range recs {
+			if rec.until <= now {
+				delete(recs, inst)
+			}
+		}
+		if len(recs) == 0 {
+			delete(sh.pairs, p)
+		}
+	}
+}

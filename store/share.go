@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+)
+
+// Share is what one instance deciding an async limit on its own (package
+// hybrid) tells the others of one (key, limit) pair at each sync: how
+// much it is asked for, and how much it may admit before its next sync.
+type Share struct {
+	// Instance names the instance, uniquely among those sharing a store.
+	Instance string
+	// Demand is the units a second the instance was asked for lately,
+	// admitted or not.
+	Demand float64
+	// Allowance is the most units the instance admits from when the
+	// share is recorded until its next sync.
+	Allowance int64
+	// Window is the fixed window Allowance belongs to (the Unix time in ns
+	// divided by the limit's period); 0 for the other algorithms.
+	Window int64
+}
+
+// Sharer is a shared store in which instances deciding async limits on
+// their own exchange their shares: each sync of package hybrid records
+// every instance's share of the pairs it pushes, and learns the others'.
+// Both stores implement it.
+type Sharer interface {
+	bouncer.Limiter
+	// ExchangeShares records mine[i] as its instance's share of pairs[i]
+	// (a request of one key and one limit), to expire after ttl on the
+	// store's clock, and returns in others[i] the shares of the other
+	// instances for that pair that have not expired, in no particular
+	// order. A share recorded again replaces the instance's last one. It
+	// fails as a whole (err != nil) when the store cannot answer.
+	ExchangeShares(ctx context.Context, ttl time.Duration, pairs []bouncer.Request, mine []Share) (others [][]Share, err error)
+}
+
+// ValidateShares reports an error wrapping bouncer.ErrInvalidRequest if
+// ExchangeShares cannot take pairs and mine: as many shares as pairs,
+// each pair a valid request of exactly one key and one limit, each share
+// naming its instance.
+func ValidateShares(pairs []bouncer.Request, mine []Share) error {
+	if len(pairs) != len(mine) {
+		return fmt.Errorf("%w: %d pairs and %d shares", bouncer.ErrInvalidRequest, len(pairs), len(mine))
+	}
+	for i, r := range pairs {
+		if len(r.Keys) != 1 || len(r.Keys[0].Limits) != 1 {
+			return fmt.Errorf("%w: pair %d: want one key and one limit", bouncer.ErrInvalidRequest, i)
+		}
+		if mine[i].Instance == "" {
+			return fmt.Errorf("%w: share %d names no instance", bouncer.ErrInvalidRequest, i)
+		}
+		if err := Validate(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
