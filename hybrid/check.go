@@ -59,6 +59,9 @@ type part struct {
 	// (lease size less use); 0: the lease paid, nothing is asked.
 	ask int64
 	req int // the index of its request in c.reqs
+	// allowed reports that the cost is taken from the pair's share
+	// allowance (see entry.ask): undo gives it back.
+	allowed bool
 
 	// d is the part's decision and known reports that it has one: set
 	// when the lease paid (take), when the shared store answered an ask
@@ -269,7 +272,7 @@ func (c *call) checkView(ctx context.Context, h *Limiter) (bouncer.Decision, boo
 			return bouncer.Decision{Capacity: k.Limits[0].Capacity(), RetryAfter: h.interval, Key: k.Key, LimitName: k.Limits[0].Name, Degraded: true}, false
 		}
 	}
-	if d, ok := c.inDebt(h); ok {
+	if d, ok := c.held(h, c.view.Cost, h.now().UnixNano()); ok {
 		return d, false
 	}
 	d, err := h.view.Check(ctx, c.view)
@@ -286,20 +289,35 @@ func (c *call) checkView(ctx context.Context, h *Limiter) (bouncer.Decision, boo
 	return d, true
 }
 
-// inDebt returns a denial for the first async part whose pair owes the
-// shared store units it could not take yet.
-func (c *call) inDebt(h *Limiter) (bouncer.Decision, bool) {
+// held returns a denial for the first async part whose pair owes the
+// shared store units it could not take yet, or whose share is spent (see
+// entry.ask). Every async part's demand is noted first; the parts whose
+// allowance paid are marked, for undo.
+func (c *call) held(h *Limiter, cost, now int64) (bouncer.Decision, bool) {
+	failing := h.syncFailing.Load()
 	for i := range c.parts {
 		p := &c.parts[i]
 		if p.l.Mode != bouncer.Async {
 			continue
 		}
 		p.sh.mu.Lock()
-		e := p.sh.m[p.id]
-		debt := e != nil && e.debt > 0
+		e := h.get(p.sh, p.id, p.l, now)
+		debt, ok := false, true
+		if e != nil {
+			debt = e.debt > 0
+			ok = e.ask(p.l, cost, now, failing)
+			p.allowed = ok && e.sharing && !failing
+		}
 		p.sh.mu.Unlock()
-		if debt {
-			return bouncer.Decision{Capacity: p.l.Capacity(), RetryAfter: h.interval, Key: p.key, LimitName: p.l.Name}, true
+		if debt || !ok {
+			if !debt {
+				h.stats.shareDenied.Add(1)
+			}
+			d := bouncer.Decision{Capacity: p.l.Capacity(), RetryAfter: h.interval, ResetAfter: h.interval, Key: p.key, LimitName: p.l.Name}
+			if p.l.Algorithm == bouncer.FixedWindow {
+				d.ResetAfter = time.Duration(int64(p.l.Period) - now%int64(p.l.Period))
+			}
+			return d, true
 		}
 	}
 	return bouncer.Decision{}, false
@@ -522,6 +540,16 @@ func (c *call) undo(ctx context.Context, h *Limiter, cost, now int64) {
 		}
 		p.sh.mu.Unlock()
 		p.took = false
+	}
+	for i := range c.parts {
+		if p := &c.parts[i]; p.allowed {
+			p.sh.mu.Lock()
+			if e := p.sh.m[p.id]; e != nil && e.allowWin == window(p.l, now) {
+				e.allow += cost
+			}
+			p.sh.mu.Unlock()
+			p.allowed = false
+		}
 	}
 	if c.viewCharged {
 		_ = h.view.Refund(ctx, c.view)

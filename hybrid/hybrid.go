@@ -50,6 +50,11 @@ type Options struct {
 	// store's default.
 	OnStoreError bouncer.StoreErrorPolicy
 
+	// Instance names this limiter among those sharing the shared store,
+	// in the shares of async pairs (see store.Sharer); "" means a random
+	// name.
+	Instance string
+
 	// Manual starts no goroutine: the caller calls Tick every
 	// SyncInterval itself (tests do, on a fake clock).
 	Manual bool
@@ -67,6 +72,8 @@ type Limiter struct {
 	policy        bouncer.StoreErrorPolicy
 	perShard      int
 	seed          maphash.Seed
+	sharer        bool   // shared is a store.Sharer: async pairs share
+	instance      string // this limiter's name in shares
 	shards        [shardCount]shard
 	calls         sync.Pool
 
@@ -98,6 +105,12 @@ func New(shared, local bouncer.Limiter, o Options) *Limiter {
 		leaseTime: o.LeaseTime, interval: o.SyncInterval,
 		policy: o.OnStoreError,
 		seed:   maphash.MakeSeed(),
+
+		instance: o.Instance,
+	}
+	_, h.sharer = shared.(store.Sharer)
+	if h.instance == "" {
+		h.instance = newInstance()
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -236,9 +249,21 @@ type entry struct {
 	// debt is units admitted that the shared store could not take yet
 	// (see sync): the pair admits nothing until it has.
 	debt int64
-	// room is what a fixed window had left after the pair's last push,
-	// in window roomWin (see canWait).
+	// room is what the limit had left after the pair's last push, in
+	// fixed window roomWin (see canWait); pushed: the pair was pushed.
 	room, roomWin int64
+	pushed        bool
+
+	// Shares (see exchange): units asked for since wantedSince, admitted
+	// or not; sharing reports that the pair shares, allow what it may
+	// still admit until the next sync (in fixed window allowWin), and
+	// demands the demands over an interval of the last exchange, this
+	// instance's first.
+	wanted, wantedSince int64
+	sharing             bool
+	quiet               int // syncs in a row with no demand while sharing
+	allow, allowWin     int64
+	demands             []float64
 }
 
 type shard struct {
@@ -264,7 +289,7 @@ func (h *Limiter) get(sh *shard, i id, l *bouncer.Limit, now int64) *entry {
 			return nil
 		}
 	}
-	e := &entry{lim: *l, since: now}
+	e := &entry{lim: *l, since: now, wantedSince: now}
 	sh.m[i] = e
 	return e
 }

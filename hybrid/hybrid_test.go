@@ -14,6 +14,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -47,6 +48,15 @@ func (c *counting) Refund(ctx context.Context, r bouncer.Request) error {
 
 func (c *counting) Reset(ctx context.Context, r bouncer.Request) error {
 	return bouncer.Reset(ctx, c.Limiter, r)
+}
+
+// ExchangeShares passes shares to the memory store under it, which keeps
+// them, or fails while the store is down.
+func (c *counting) ExchangeShares(ctx context.Context, ttl time.Duration, pairs []bouncer.Request, mine []store.Share) ([][]store.Share, error) {
+	if c.down.Load() {
+		return nil, errors.New("down")
+	}
+	return c.Limiter.(store.Sharer).ExchangeShares(ctx, ttl, pairs, mine)
 }
 
 // fleet is n hybrid limiters on one shared store, on one fake clock.

@@ -16,6 +16,8 @@ type Stats struct {
 	Strict         uint64 // checks sent to the shared store as they are
 	Lease          uint64 // allowed lease-mode (key, limit) decisions
 	Async          uint64 // allowed async-mode (key, limit) decisions
+	Exchanges      uint64 // exchanges of async pairs' shares
+	ShareDenied    uint64 // async checks denied because the instance's share was spent
 }
 
 type counters struct {
@@ -25,6 +27,7 @@ type counters struct {
 	overAdmitted                               atomic.Int64
 	cacheHits, throttled, holds                atomic.Uint64
 	strict, lease, async                       atomic.Uint64
+	exchanges, shareDenied                     atomic.Uint64
 }
 
 // Stats returns the limiter's counters.
@@ -35,5 +38,6 @@ func (h *Limiter) Stats() Stats {
 		UnitsParked: c.unitsParked.Load(), Syncs: c.syncs.Load(), OverAdmitted: c.overAdmitted.Load(),
 		CacheHits: c.cacheHits.Load(), Holds: c.holds.Load(), Throttled: c.throttled.Load(),
 		Strict: c.strict.Load(), Lease: c.lease.Load(), Async: c.async.Load(),
+		Exchanges: c.exchanges.Load(), ShareDenied: c.shareDenied.Load(),
 	}
 }

@@ -13,6 +13,11 @@ type push struct {
 	e       *entry
 	sh      *shard
 	n, debt int64
+	// share reports that the pair shares (see exchange), joining that it
+	// starts to; answered that the shared store answered its push,
+	// leaving rem units.
+	share, joining, answered bool
+	rem                      int64
 }
 
 // sync pushes the units the async pairs admitted since the last push to
@@ -30,7 +35,7 @@ func (h *Limiter) sync(ctx context.Context) {
 		return
 	}
 	h.stats.syncs.Add(1)
-	failed := 0
+	failed, all := 0, ps
 	for len(ps) > 0 {
 		n := min(len(ps), pushChunk)
 		failed += h.push(ctx, ps[:n])
@@ -38,7 +43,11 @@ func (h *Limiter) sync(ctx context.Context) {
 	}
 	// Syncs fail when most pushes do (Redis down, not one slow call):
 	// the pushes that failed are made again at the next either way.
-	h.syncFailing.Store(failed > 0 && 2*failed >= len(ps)+failed)
+	failing := failed > 0 && 2*failed >= len(all)
+	h.syncFailing.Store(failing)
+	if !failing {
+		h.exchange(ctx, all)
+	}
 }
 
 // pushChunk is how many pushes one CheckEach carries: a sync of more
@@ -64,9 +73,11 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 			h.requeue(p, p.n-p.debt, p.debt)
 			h.lastPush.Store(&rs[k])
 		case d.Allowed:
+			p.answered, p.rem = true, d.Remaining
 			h.reconcile(ctx, p, d.Remaining)
 			h.noteRoom(p, d.Remaining)
 		default:
+			p.answered = true
 			fits := max(d.Remaining, 0)
 			h.stats.overAdmitted.Add(max(p.n-fits-p.debt, 0))
 			if fits > 0 {
@@ -133,16 +144,21 @@ func (h *Limiter) pending() (ps []push, waiting *push) {
 				}
 				continue
 			}
+			share := h.sharer && e.nearLimit(now)
+			if !share {
+				e.sharing = false
+			}
 			// A push is at most the limit's capacity (more could never
 			// pass); the rest stays a debt for the next.
-			if total := e.pending + e.debt; total > 0 {
-				n := min(total, e.lim.Capacity())
-				ps = append(ps, push{id: i, e: e, sh: sh, n: n, debt: min(e.debt, n)})
-				e.pending, e.debt = 0, total-n
-				if e.debt > 0 {
-					e.dirty = true
-					again = append(again, i)
-				}
+			total := e.pending + e.debt
+			n := min(total, e.lim.Capacity())
+			if n > 0 || share {
+				ps = append(ps, push{id: i, e: e, sh: sh, n: n, debt: min(e.debt, n), share: share})
+			}
+			e.pending, e.debt = 0, total-n
+			if e.debt > 0 || share {
+				e.dirty = true
+				again = append(again, i)
 			}
 		}
 		sh.dirty = append(sh.dirty[:0], again...)
@@ -151,15 +167,19 @@ func (h *Limiter) pending() (ps []push, waiting *push) {
 	return ps, waiting
 }
 
+// pushRequest is p's push of n units; of none, a peek (a pair that
+// shares is pushed at every sync, to learn what is left).
 func pushRequest(p *push, n int64) bouncer.Request {
-	return pairRequest(p.id.key, p.e.lim, n)
+	r := pairRequest(p.id.key, p.e.lim, n)
+	r.Peek = n == 0
+	return r
 }
 
 // noteRoom records what p's fixed window had left after its push.
 func (h *Limiter) noteRoom(p *push, remaining int64) {
 	p.sh.mu.Lock()
 	defer p.sh.mu.Unlock()
-	p.e.room, p.e.roomWin = remaining, window(&p.e.lim, h.now().UnixNano())
+	p.e.room, p.e.roomWin, p.e.pushed = remaining, window(&p.e.lim, h.now().UnixNano()), true
 }
 
 // requeue puts back units of a push for the next: pending ones, and a
@@ -212,12 +232,34 @@ const waitShare = 16
 // and a key far below its limit costs Redis nothing (BenchmarkRLS: 10 000
 // keys a few times a second each, of 1 000 000 a second).
 func (e *entry) canWait(now int64) bool {
-	if e.lim.Algorithm != bouncer.FixedWindow || e.debt > 0 || e.pending == 0 {
+	if e.lim.Algorithm != bouncer.FixedWindow || e.debt > 0 || e.pending == 0 || e.sharing {
 		return false
 	}
-	room := e.lim.Rate
-	if e.roomWin == window(&e.lim, now) {
-		room = e.room
+	return e.pending*waitShare < e.roomNow(now)
+}
+
+// roomNow is what e's limit had left at its last push: in a fixed window
+// not pushed in yet, its rate; for a bucket never pushed, its capacity.
+func (e *entry) roomNow(now int64) int64 {
+	if e.roomWin == window(&e.lim, now) && (e.pushed || e.lim.Algorithm == bouncer.FixedWindow) {
+		return e.room
 	}
-	return e.pending*waitShare < room
+	return e.lim.Capacity()
+}
+
+// nearLimit reports whether e's pair should share (see exchange): it
+// shares already and was asked for in the last shareTTLIntervals syncs
+// (a quiet interval or two of a pair near its limit does not make it
+// start again as a newcomer), or its units pending are a sixteenth of
+// what it had left or more.
+func (e *entry) nearLimit(now int64) bool {
+	if e.sharing {
+		if e.wanted > 0 {
+			e.quiet = 0
+		} else {
+			e.quiet++
+		}
+		return e.quiet < shareTTLIntervals
+	}
+	return e.debt > 0 || e.pending > 0 && e.pending*waitShare >= e.roomNow(now)
 }

@@ -152,7 +152,11 @@ func modeBound(l bouncer.Limit) string {
 		return "lease: never more than " + what
 	}
 	n := hybrid.AsyncBound(l, hybrid.DefaultSyncInterval)
-	return fmt.Sprintf("async: at most (instances - 1) x %d more than %s (what one instance can admit between syncs, every %v)", n, what, hybrid.DefaultSyncInterval)
+	steady := "1 more a window an instance"
+	if l.Algorithm.UsesBurst() {
+		steady = fmt.Sprintf("1 more a sync (every %v) an instance", hybrid.DefaultSyncInterval)
+	}
+	return fmt.Sprintf("async: near the limit, instances share %s by demand: at most %s; a key new to an instance, at most (instances - 1) x %d more (what one instance can admit on its own between syncs)", what, steady, n)
 }
 
 // outageBound says in one sentence what l admits at worst while its

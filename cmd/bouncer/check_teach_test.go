@@ -88,10 +88,10 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 		leaseS  = ":3: api, limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s); while Redis is down, with on_store_error %s: up to instances x 10 per 1s with a burst of 20, each instance limiting on its own, plus what the leases already taken hold\n"
 		leaseW  = ":8: api_hourly, limit w: lease: never more than 1000 per 1h0m0s; while Redis is down, with on_store_error deny: only what the leases already taken hold, within the bound above\n"
 		strictM = ":14: ip, limit m: strict: never more than 100 per 1m0s; while Redis is down, with on_store_error %s\n"
-		asyncM  = ":14: ip, limit m: async: at most (instances - 1) x 100 more than 100 per 1m0s (what one instance can admit between syncs, every 100ms); while Redis is down, with on_store_error %s\n"
+		asyncM  = ":14: ip, limit m: async: near the limit, instances share 100 per 1m0s by demand: at most 1 more a window an instance; a key new to an instance, at most (instances - 1) x 100 more (what one instance can admit on its own between syncs); while Redis is down, with on_store_error %s\n"
 		localM  = "local: up to instances x 100 per 1m0s, each instance limiting on its own"
 		strictO = ":18: ip_open, limit o: strict: never more than 300 per 2s; while Redis is down, with on_store_error allow: no limit (every request is allowed)\n"
-		asyncO  = ":18: ip_open, limit o: async: at most (instances - 1) x 300 more than 300 per 2s (what one instance can admit between syncs, every 100ms); while Redis is down, with on_store_error allow: no limit (every request is allowed)\n"
+		asyncO  = ":18: ip_open, limit o: async: near the limit, instances share 300 per 2s by demand: at most 1 more a window an instance; a key new to an instance, at most (instances - 1) x 300 more (what one instance can admit on its own between syncs); while Redis is down, with on_store_error allow: no limit (every request is allowed)\n"
 		header  = "domain d (bouncer semantics): 4 rules, from "
 	)
 	cases := []struct {

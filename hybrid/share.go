@@ -1,0 +1,213 @@
+package hybrid
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"math"
+	"time"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/internal/fairshare"
+	"github.com/bouncerhq/bouncer/store"
+)
+
+// Shares. With a shared store that keeps them (store.Sharer), an async
+// pair near its limit is divided among the instances deciding it by
+// their demand: at each sync every instance records its demand and its
+// allowance (what it may admit until its next sync) and reads the
+// others'; it then admits at most its max-min fair share of what is left
+// (the window's remaining units, or the bucket's tokens and what it
+// refills until the next sync), and never more than what the others'
+// allowances leave of it. What the division leaves over, when every
+// demand is met, is split evenly. So the allowances in force add up to
+// at most what is left, and the instances together admit at most the
+// limit but for rounding (a unit an instance).
+//
+// A pair shares from its first push near its limit (its pending units at
+// least a sixteenth of what it had left, as canWait has it) while it is
+// asked for; a pair far below its limit, or one seen for the first time,
+// is held by its view alone, as without shares. A fixed window's
+// allowance ends with its window: in the next, each instance takes its
+// share of the whole rate by the demands it last knew, until it has
+// exchanged in that window.
+
+// shareTTLIntervals is how many sync intervals a share lives in the
+// shared store: a pair that shares exchanges every interval, so a share
+// outlives one or two late syncs, and the share of an instance that
+// stopped lapses soon after.
+const shareTTLIntervals = 3
+
+// newInstance names an instance uniquely among those sharing a store.
+func newInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ask records a check of an async pair for cost: its demand, and, if
+// the pair shares and syncs work, its allowance, which the check takes
+// cost of (given back by undo). It returns false if the allowance is too
+// small: the check is denied. The shard must be locked.
+func (e *entry) ask(l *bouncer.Limit, cost, now int64, failing bool) bool {
+	e.wanted += cost
+	if !e.sharing || failing {
+		return true
+	}
+	if w := window(l, now); l.Algorithm == bouncer.FixedWindow && w != e.allowWin {
+		e.allow, e.allowWin = e.rollover(l), w
+	}
+	if cost > e.allow {
+		return false
+	}
+	e.allow -= cost
+	return true
+}
+
+// rollover is a fixed window's allowance in a window it has not
+// exchanged in yet: its share of the whole rate by the last demands it
+// knew.
+func (e *entry) rollover(l *bouncer.Limit) int64 {
+	return ceilUnits(divide(float64(l.Rate), e.demands)[0])
+}
+
+// divide is the max-min fair division of pool among demands. What it
+// leaves over when every demand is met is split half evenly, half in
+// proportion to the demands: the busier instances, whose demand varies
+// the most in units, get more room, and a quiet one keeps some
+// (docs/hybrid.md has the splits measured).
+func divide(pool float64, demands []float64) []float64 {
+	shares := fairshare.Shares(pool, demands)
+	left, asked := pool, 0.0
+	for k, s := range shares {
+		left -= s
+		asked += max(demands[k], 0)
+	}
+	if left <= 0 {
+		return shares
+	}
+	n := float64(len(shares))
+	for k := range shares {
+		if asked > 0 {
+			shares[k] += left * (max(demands[k], 0) + asked/n) / (2 * asked)
+		} else {
+			shares[k] += left / n
+		}
+	}
+	return shares
+}
+
+func ceilUnits(x float64) int64 {
+	return int64(min(math.Ceil(x), float64(bouncer.MaxRate)))
+}
+
+// allowance is what this instance may admit of pool, the pair's units
+// left after its push, until its next sync: its share of pool by its
+// demand and the others' over one interval, never more than the others'
+// allowances in force leave. An other whose share is of an earlier fixed
+// window holds its share of the whole rate (see rollover). An instance
+// joining the division takes its share all the same: the others, which
+// see its demand from now on, make room at their next syncs; the limit
+// may be passed by its share meanwhile, as at a cold start.
+func allowance(l *bouncer.Limit, pool, mine float64, others []store.Share, win int64, interval time.Duration, joining bool) (a int64, demands []float64) {
+	perInterval := interval.Seconds()
+	demands = make([]float64, 1+len(others))
+	demands[0] = mine * perInterval
+	for k, o := range others {
+		demands[k+1] = o.Demand * perInterval
+	}
+	shares := divide(pool, demands)
+	var fresh []float64
+	held := 0.0
+	for k, o := range others {
+		if l.Algorithm != bouncer.FixedWindow || o.Window == win {
+			held += float64(o.Allowance)
+			continue
+		}
+		if fresh == nil {
+			fresh = divide(float64(l.Rate), demands)
+		}
+		held += float64(ceilUnits(fresh[k+1]))
+	}
+	a = ceilUnits(shares[0])
+	if !joining {
+		a = min(a, int64(max(pool-held, 0)))
+	}
+	return a, demands
+}
+
+// pool is what pair p can admit from its push until the next sync: a
+// window's units left, a bucket's tokens and what it refills meanwhile.
+func (h *Limiter) pool(l *bouncer.Limit, remaining int64) float64 {
+	if !l.Algorithm.UsesBurst() {
+		return float64(remaining)
+	}
+	return float64(remaining) + float64(l.Rate)*float64(h.interval)/float64(l.Period)
+}
+
+// shareDemand takes the units e was asked for since the last exchange,
+// as units a second.
+func (e *entry) shareDemand(now int64, interval time.Duration) float64 {
+	span := now - e.wantedSince
+	if span <= 0 {
+		span = int64(interval)
+	}
+	d := float64(e.wanted) * float64(time.Second) / float64(span)
+	e.wanted, e.wantedSince = 0, now
+	return d
+}
+
+// exchange records this instance's shares of the pushed pairs that share,
+// reads the others', and sets each pair's allowance from what its push
+// left. Shares are recorded twice: with the demand (and the allowance
+// in force) before the division, so that the others see the demand at
+// once, then with the new allowance.
+func (h *Limiter) exchange(ctx context.Context, ps []push) {
+	sharer, ok := h.shared.(store.Sharer)
+	if !ok {
+		return
+	}
+	var pairs []bouncer.Request
+	var mine []store.Share
+	var at []*push
+	now := h.now().UnixNano()
+	for k := range ps {
+		p := &ps[k]
+		if !p.share || !p.answered {
+			continue
+		}
+		p.sh.mu.Lock()
+		s := store.Share{Instance: h.instance, Demand: p.e.shareDemand(now, h.interval), Allowance: max(p.e.allow, 0), Window: p.e.allowWin}
+		p.joining = !p.e.sharing
+		p.sh.mu.Unlock()
+		pairs, mine, at = append(pairs, pairRequest(p.id.key, p.e.lim, 1)), append(mine, s), append(at, p)
+	}
+	if len(pairs) == 0 {
+		return
+	}
+	ttl := shareTTLIntervals * h.interval
+	others, err := sharer.ExchangeShares(ctx, ttl, pairs, mine)
+	if err != nil {
+		return
+	}
+	h.stats.exchanges.Add(1)
+	for k, p := range at {
+		win := window(&p.e.lim, now)
+		a, demands := allowance(&p.e.lim, h.pool(&p.e.lim, p.rem), mine[k].Demand, others[k], win, h.interval, p.joining)
+		p.sh.mu.Lock()
+		e := p.e
+		if !e.sharing {
+			e.sharing, e.allowWin = true, win
+		}
+		if window(&e.lim, h.now().UnixNano()) == win {
+			// Units admitted since the push are part of what it left.
+			e.allow, e.allowWin = max(a-e.pending, 0), win
+		}
+		e.demands = demands
+		mine[k].Allowance, mine[k].Window = e.allow, e.allowWin
+		p.sh.mu.Unlock()
+	}
+	_, _ = sharer.ExchangeShares(ctx, ttl, pairs, mine)
+}
+
+var capExtra = 1000.0
