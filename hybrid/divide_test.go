@@ -48,16 +48,24 @@ func TestAllowanceLeavesOthersTheirs(t *testing.T) {
 	}
 	// Demands of 10 units an interval each over a pool of 200: a third each,
 	// 67, but the others hold 150.
-	if a, _ := allowance(&l, 200, 100, others, 7, 100*time.Millisecond, false); a != 50 {
+	if a := allowanceOf(&l, 200, others, false); a != 50 {
 		t.Errorf("allowance %d, want 50 (the pool less the others' 150)", a)
 	}
-	if a, _ := allowance(&l, 200, 100, others, 7, 100*time.Millisecond, true); a != 67 {
+	if a := allowanceOf(&l, 200, others, true); a != 67 {
 		t.Errorf("joining: allowance %d, want its share 67", a)
 	}
 	// An other whose share is of the last window holds its share of the
 	// whole rate: 100 each.
 	others[1].Window = 6
-	if a, _ := allowance(&l, 200, 100, others, 7, 100*time.Millisecond, false); a != 10 {
+	if a := allowanceOf(&l, 200, others, false); a != 10 {
 		t.Errorf("allowance %d, want 10 (the pool less 90 and the other's 100 of the rate)", a)
 	}
+}
+
+// allowanceOf is the allowance of an instance asked for 100 units a
+// second, in window 7 of l, with an interval of 100 ms.
+func allowanceOf(l *bouncer.Limit, pool float64, others []store.Share, joining bool) int64 {
+	d := division{l: l, pool: pool, mine: 100, others: others, win: 7, interval: 100 * time.Millisecond, joining: joining}
+	a, _, _ := d.allowance()
+	return a
 }

@@ -3,6 +3,8 @@ package hybrid
 import (
 	"context"
 	"hash/maphash"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +57,20 @@ type Options struct {
 	// name.
 	Instance string
 
+	// Region names this instance's region when instances in several
+	// regions, each region with a shared store of its own, share their
+	// async fixed windows; Peers are the other regions' shared stores, by
+	// region name. With a Region, every async fixed window is global:
+	// near its limit the instances of every region divide it by demand
+	// (docs/regions.md). Each region's instances must name it alike.
+	Region string
+	Peers  map[string]store.Sharer
+
+	// RegionTTL is how long an instance's shares live in the other
+	// regions' stores: a region not heard from for longer is held to its
+	// static share; 0 means DefaultRegionTTL.
+	RegionTTL time.Duration
+
 	// Manual starts no goroutine: the caller calls Tick every
 	// SyncInterval itself (tests do, on a fake clock).
 	Manual bool
@@ -74,6 +90,11 @@ type Limiter struct {
 	seed          maphash.Seed
 	sharer        bool   // shared is a store.Sharer: async pairs share
 	instance      string // this limiter's name in shares
+	region        string
+	peers         []*peer
+	peerNames     []string
+	regionTTL     time.Duration
+	regionStats   atomic.Pointer[[]RegionStats]
 	shards        [shardCount]shard
 	calls         sync.Pool
 
@@ -111,6 +132,14 @@ func New(shared, local bouncer.Limiter, o Options) *Limiter {
 	_, h.sharer = shared.(store.Sharer)
 	if h.instance == "" {
 		h.instance = newInstance()
+	}
+	h.region, h.regionTTL = o.Region, o.RegionTTL
+	if h.regionTTL <= 0 {
+		h.regionTTL = DefaultRegionTTL
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.Peers)) {
+		h.peers = append(h.peers, &peer{name: name, store: o.Peers[name], wake: make(chan struct{}, 1)})
+		h.peerNames = append(h.peerNames, name)
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -155,6 +184,9 @@ func (h *Limiter) run() {
 		<-h.stop
 		cancel()
 	}()
+	var relays sync.WaitGroup
+	defer relays.Wait()
+	h.relays(ctx, &relays)
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
 	for {
@@ -194,6 +226,11 @@ func (h *Limiter) Close() error {
 func (h *Limiter) Tick(ctx context.Context) {
 	h.sync(ctx)
 	h.endLeases(ctx, false)
+	if h.stop == nil {
+		for _, p := range h.peers {
+			h.send(ctx, p)
+		}
+	}
 }
 
 // cachedUntil notes that a denial is cached until t, so that checks
@@ -264,6 +301,7 @@ type entry struct {
 	quiet               int // syncs in a row with no demand while sharing
 	allow, allowWin     int64
 	demands             []float64
+	static              float64 // the static shares of silent regions (see division)
 }
 
 type shard struct {

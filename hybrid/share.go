@@ -65,10 +65,10 @@ func (e *entry) ask(l *bouncer.Limit, cost, now int64, failing bool) bool {
 }
 
 // rollover is a fixed window's allowance in a window it has not
-// exchanged in yet: its share of the whole rate by the last demands it
-// knew.
+// exchanged in yet: its share of the whole rate (less the static shares
+// of regions it does not hear from) by the last demands it knew.
 func (e *entry) rollover(l *bouncer.Limit) int64 {
-	return ceilUnits(divide(float64(l.Rate), e.demands)[0])
+	return ceilUnits(divide(float64(l.Rate)-e.static, e.demands)[0])
 }
 
 // divide is the max-min fair division of pool among demands. What it
@@ -101,39 +101,87 @@ func ceilUnits(x float64) int64 {
 	return int64(min(math.Ceil(x), float64(bouncer.MaxRate)))
 }
 
-// allowance is what this instance may admit of pool, the pair's units
-// left after its push, until its next sync: its share of pool by its
-// demand and the others' over one interval, never more than the others'
-// allowances in force leave. An other whose share is of an earlier fixed
-// window holds its share of the whole rate (see rollover). An instance
-// joining the division takes its share all the same: the others, which
-// see its demand from now on, make room at their next syncs; the limit
-// may be passed by its share meanwhile, as at a cold start.
-func allowance(l *bouncer.Limit, pool, mine float64, others []store.Share, win int64, interval time.Duration, joining bool) (a int64, demands []float64) {
-	perInterval := interval.Seconds()
+// division is what a pair's allowance is worked out from at an
+// exchange.
+type division struct {
+	l        *bouncer.Limit
+	pool     float64 // what the push left (see Limiter.pool)
+	mine     float64 // this instance's demand, units a second
+	others   []store.Share
+	win      int64 // the fixed window now
+	interval time.Duration
+	joining  bool
+	region   string   // this instance's region; "" for one region
+	peers    []string // the other regions
+}
+
+// allowance is what this instance may admit of the pool until its next
+// sync: its share of the pool by its demand and the others' over one
+// interval, never more than the others' allowances in force leave. An
+// other whose share is of an earlier fixed window holds its share of
+// the whole rate (see rollover). An instance joining the division takes
+// its share all the same: the others, which see its demand from now on,
+// make room at their next syncs; the limit may be passed by its share
+// meanwhile, as at a cold start.
+//
+// With regions, a fixed window is global: the pool is also less what the
+// other regions have counted in this window (the most any of their
+// instances reported), their instances' allowances are held as the
+// region's own are, and a region not heard from within the regions' TTL
+// holds its static share: the rate split evenly among the regions. It
+// returns the demands (this instance's first) and the static shares
+// held, for rollover.
+func (d *division) allowance() (a int64, demands []float64, static float64) {
+	global := d.region != "" && d.l.Algorithm == bouncer.FixedWindow
+	var others []store.Share
+	used := map[string]int64{}
+	for _, o := range d.others {
+		switch {
+		case o.Region == d.region:
+		case !global:
+			continue
+		case o.Window == d.win:
+			used[o.Region] = max(used[o.Region], o.Used)
+		default:
+			used[o.Region] += 0 // heard from, in an earlier window
+		}
+		others = append(others, o)
+	}
+	pool := d.pool
+	for _, u := range used {
+		pool -= float64(u)
+	}
+	if global {
+		for _, p := range d.peers {
+			if _, heard := used[p]; !heard {
+				static += float64(d.l.Rate) / float64(len(d.peers)+1)
+			}
+		}
+	}
+	perInterval := d.interval.Seconds()
 	demands = make([]float64, 1+len(others))
-	demands[0] = mine * perInterval
+	demands[0] = d.mine * perInterval
 	for k, o := range others {
 		demands[k+1] = o.Demand * perInterval
 	}
-	shares := divide(pool, demands)
+	shares := divide(max(pool-static, 0), demands)
 	var fresh []float64
-	held := 0.0
+	held := static
 	for k, o := range others {
-		if l.Algorithm != bouncer.FixedWindow || o.Window == win {
+		if d.l.Algorithm != bouncer.FixedWindow || o.Window == d.win {
 			held += float64(o.Allowance)
 			continue
 		}
 		if fresh == nil {
-			fresh = divide(float64(l.Rate), demands)
+			fresh = divide(float64(d.l.Rate)-static, demands)
 		}
 		held += float64(ceilUnits(fresh[k+1]))
 	}
 	a = ceilUnits(shares[0])
-	if !joining {
+	if !d.joining {
 		a = min(a, int64(max(pool-held, 0)))
 	}
-	return a, demands
+	return max(a, 0), demands, static
 }
 
 // pool is what pair p can admit from its push until the next sync: a
@@ -143,6 +191,15 @@ func (h *Limiter) pool(l *bouncer.Limit, remaining int64) float64 {
 		return float64(remaining)
 	}
 	return float64(remaining) + float64(l.Rate)*float64(h.interval)/float64(l.Period)
+}
+
+// used is what a fixed window of l has counted when rem are left (0 for
+// the other algorithms).
+func used(l *bouncer.Limit, rem int64) int64 {
+	if l.Algorithm != bouncer.FixedWindow {
+		return 0
+	}
+	return max(l.Rate-max(rem, 0), 0)
 }
 
 // shareDemand takes the units e was asked for since the last exchange,
@@ -177,7 +234,8 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 			continue
 		}
 		p.sh.mu.Lock()
-		s := store.Share{Instance: h.instance, Demand: p.e.shareDemand(now, h.interval), Allowance: max(p.e.allow, 0), Window: p.e.allowWin}
+		s := store.Share{Instance: h.instance, Demand: p.e.shareDemand(now, h.interval), Allowance: max(p.e.allow, 0), Window: p.e.allowWin,
+			Region: h.region, Used: used(&p.e.lim, p.rem), At: now}
 		p.joining = !p.e.sharing
 		p.sh.mu.Unlock()
 		pairs, mine, at = append(pairs, pairRequest(p.id.key, p.e.lim, 1)), append(mine, s), append(at, p)
@@ -193,7 +251,9 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 	h.stats.exchanges.Add(1)
 	for k, p := range at {
 		win := window(&p.e.lim, now)
-		a, demands := allowance(&p.e.lim, h.pool(&p.e.lim, p.rem), mine[k].Demand, others[k], win, h.interval, p.joining)
+		d := division{l: &p.e.lim, pool: h.pool(&p.e.lim, p.rem), mine: mine[k].Demand, others: others[k], win: win,
+			interval: h.interval, joining: p.joining, region: h.region, peers: h.peerNames}
+		a, demands, static := d.allowance()
 		p.sh.mu.Lock()
 		e := p.e
 		if !e.sharing {
@@ -203,11 +263,11 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 			// Units admitted since the push are part of what it left.
 			e.allow, e.allowWin = max(a-e.pending, 0), win
 		}
-		e.demands = demands
+		e.demands, e.static = demands, static
 		mine[k].Allowance, mine[k].Window = e.allow, e.allowWin
 		p.sh.mu.Unlock()
 	}
 	_, _ = sharer.ExchangeShares(ctx, ttl, pairs, mine)
+	h.noteRegions(now, at, others, mine)
+	h.relay(pairs, mine)
 }
-
-var capExtra = 1000.0

@@ -23,6 +23,17 @@ type Share struct {
 	// Window is the fixed window Allowance belongs to (the Unix time in ns
 	// divided by the limit's period); 0 for the other algorithms.
 	Window int64
+
+	// Region names the instance's region, when instances in several
+	// regions share a limit, each region counting in a store of its own
+	// (see hybrid.Options.Region); "" otherwise.
+	Region string
+	// Used is what the instance's region had counted of the pair's fixed
+	// window Window when the share was recorded (0 if unknown).
+	Used int64
+	// At is when the instance recorded the share, on its clock, in ns
+	// since the Unix epoch.
+	At int64
 }
 
 // Sharer is a shared store in which instances deciding async limits on
