@@ -21,7 +21,7 @@ const guard = 10 * time.Second
 // server starts a TCP server on loopback that runs handle on each
 // connection; at the end of the test it closes the listener and the
 // connections and waits for handle to return.
-func server(t *testing.T, handle func(net.Conn)) string {
+func server(t testing.TB, handle func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -61,7 +61,7 @@ func server(t *testing.T, handle func(net.Conn)) string {
 
 // echo starts a server that writes back what it reads until its client
 // closes its side of the connection.
-func echo(t *testing.T) string {
+func echo(t testing.TB) string {
 	t.Helper()
 	return server(t, func(c net.Conn) { io.Copy(c, c) })
 }
