@@ -43,7 +43,6 @@ func (p *Proxy) serve(client net.Conn) {
 	if err != nil {
 		return
 	}
-	defer target.Close()
 
 	ended := make(chan struct{}, 2)
 	var wg sync.WaitGroup
@@ -55,13 +54,15 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 	pump(client, target, &p.toTarget)
 	pump(target, client, &p.fromTarget)
-	for n := 0; n < 2; n++ {
-		select {
-		case <-ended:
-		case <-ctx.Done():
-			n = 2
+	func() {
+		for range 2 {
+			select {
+			case <-ended:
+			case <-ctx.Done():
+				return
+			}
 		}
-	}
+	}()
 	// Closing both sockets ends the reads and writes still blocked.
 	cancel()
 	client.Close()

@@ -14,7 +14,9 @@ import (
 type Options struct {
 	// Delay is added to every chunk of bytes in each direction, so that
 	// a round trip through the proxy takes 2 × Delay longer. SetDelay
-	// changes it at runtime. It must not be negative.
+	// changes it at runtime. It must not be negative. Connecting is not
+	// delayed: a client's connect completes at once, where on a real
+	// link it takes a round trip.
 	Delay time.Duration
 	// Jitter, if positive, adds to each chunk's delay a duration drawn
 	// uniformly from [0, Jitter]. Bytes still keep their order: a chunk
