@@ -37,6 +37,7 @@ var allowedImports = map[string][]string{
 	"internal/simulate":    {"", "algo", "internal/yamlconf"},
 	"internal/recorder":    {},
 	"internal/browsertest": {},
+	"internal/linkproxy":   {},
 	"internal/edge":        {"", "header", "internal/storekey"},
 	"httplimit":            {"", "header", "clientip", "internal/edge", "internal/recorder", "internal/storekey", "internal/urlpath"},
 	"grpclimit":            {"", "header", "clientip", "internal/edge", "internal/storekey", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc"},
