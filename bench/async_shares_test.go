@@ -214,8 +214,8 @@ func sharesReport(b *testing.B, l bouncer.Limit, async, strict sharesRun, calls 
 		b.ReportMetric(strictPer1000/per1000, "x-fewer-calls")
 	}
 	b.ReportMetric(0, "degraded")
-	b.Logf("per window (warm-up first): checks %v; async allowed %v; strict allowed %v; %d Redis calls; stats summed %+v",
-		async.checks, async.allowed, strict.allowed, calls, async.stats)
+	b.Logf("per window (warm-up first): checks %v; async allowed %v; strict allowed %v; hybrid.Stats summed %+v",
+		async.checks, async.allowed, strict.allowed, async.stats)
 }
 
 // sharesRun is what a run decided of one stream, per window (0 is the
@@ -281,13 +281,15 @@ func sharesMeasure(b *testing.B, admin *redis.Client, addrs []string, prefix str
 	if errs.degraded > 0 || storeDegraded > 0 {
 		b.Fatalf("%d decisions degraded (stores: %d) on a healthy Redis: not a valid run", errs.degraded, storeDegraded)
 	}
-	if sentChecks := int64(sentAfter - sentBefore); calls > sentChecks {
+	sentChecks := int64(sentAfter - sentBefore)
+	if calls > sentChecks {
 		msg := fmt.Sprintf("the server counted %d calls, the stores sent %d checks: another client used the server, not a valid run", calls, sentChecks)
 		if !testing.Short() {
 			b.Fatal(msg)
 		}
 		b.Log(msg)
 	}
+	b.Logf("%s: %d Redis calls (INFO commandstats), %d checks sent by the stores", l.Mode, calls, sentChecks)
 	return runs, calls
 }
 
