@@ -149,8 +149,8 @@ func sharesCapacity(l bouncer.Limit) int64 {
 // The calls are counted once the limiters have pushed their last usage
 // (Tick) and closed; a run in which the server counted more calls than
 // the stores sent checks (another client used the server) fails. The
-// per-window admissions of both modes and the limiters' hybrid.Stats,
-// summed, are logged. -short (make test's bench-check) runs one case of
+// per-window admissions of both modes and each limiter's hybrid.Stats
+// are logged. -short (make test's bench-check) runs one case of
 // each algorithm, one measured window.
 func BenchmarkAsyncShares(b *testing.B) {
 	addrs := redisAddrs(b, redisTopologies[0])
@@ -222,7 +222,7 @@ func sharesReport(b *testing.B, l bouncer.Limit, async, strict sharesRun, calls 
 		b.ReportMetric(strictPer1000/per1000, "x-fewer-calls")
 	}
 	b.ReportMetric(0, "degraded")
-	b.Logf("per window (warm-up first): checks %v; async allowed %v; strict allowed %v; hybrid.Stats summed %+v",
+	b.Logf("per window (warm-up first): checks %v; async allowed %v; strict allowed %v; each instance's hybrid.Stats %+v",
 		async.checks, async.allowed, strict.allowed, async.stats)
 }
 
@@ -232,7 +232,7 @@ func sharesReport(b *testing.B, l bouncer.Limit, async, strict sharesRun, calls 
 type sharesRun struct {
 	checks, allowed []int64
 	made            int64
-	stats           hybrid.Stats // the limiters', summed; set on the first stream's run only
+	stats           []hybrid.Stats // each limiter's; set on the first stream's run only
 }
 
 // sharesMeasure runs streams at once, stream i on key "k<i>", through
@@ -278,7 +278,7 @@ func sharesMeasure(b *testing.B, admin *redis.Client, addrs []string, prefix str
 	for _, h := range hs {
 		h.Tick(ctx)
 		h.Close()
-		runs[0].stats = addStats(runs[0].stats, h.Stats())
+		runs[0].stats = append(runs[0].stats, h.Stats())
 	}
 	after := commandStats(b, admin)
 	sentAfter, storeDegraded := sent()
