@@ -129,6 +129,16 @@ redis-down:
 bench-redis:
 	bash scripts/with-redis.sh bash scripts/bench-redis.sh
 
+# Async mode's admissions per window of one hot key shared by three
+# instances, beside strict mode on the same seeded stream, on the
+# standalone Redis of BOUNCER_REDIS_ADDR (`. .redis/env` first; nothing
+# else may use that server during the run): bench/async_shares_test.go,
+# docs/benchmarks.md#async-shares. About three and a half minutes.
+.PHONY: bench-shares
+
+bench-shares:
+	cd bench && BOUNCER_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^BenchmarkAsyncShares$$' -benchtime 1x .
+
 # The rate limit services side by side over gRPC: bouncer serve,
 # envoyproxy/ratelimit on Redis and gubernator in memory (bench/rls_test.go;
 # the first run builds the references, which takes a few minutes).
