@@ -34,6 +34,7 @@ type sharesCall struct {
 	group      int
 	pairs      []int // their indexes in the exchange
 	keys, args []string
+	node       *nodeCall // set by allowShares
 }
 
 // ExchangeShares implements store.Sharer. An exchange is one round trip:
@@ -71,12 +72,12 @@ func (s *Store) ExchangeShares(ctx context.Context, ttl time.Duration, pairs []b
 	defer cancel()
 	s.calls.Add(1)
 	rs := s.doShares(cctx, calls)
-	for _, n := range nodes {
-		for i := range calls {
-			if n.b == s.breakerOf(&part{group: calls[i].group}) && n.err == nil {
-				n.err = rs[i].Error()
-			}
+	for i := range calls {
+		if n := calls[i].node; n.err == nil {
+			n.err = rs[i].Error()
 		}
+	}
+	for _, n := range nodes {
 		s.finish(ctx, n.b, n.trial, n.err)
 		if n.err != nil {
 			err = wrap(n.err)
@@ -143,17 +144,19 @@ type nodeCall struct {
 	err   error
 }
 
-// allowShares asks the breakers of the nodes the calls go to; it returns
-// errBreakerOpen, and asks none, when one of them refuses.
+// allowShares asks the breakers of the nodes the calls go to, once a
+// node; when one of them refuses, it returns errBreakerOpen and lets the
+// others go.
 func (s *Store) allowShares(calls []sharesCall) ([]*nodeCall, error) {
 	var nodes []*nodeCall
 	for i := range calls {
 		b := s.breakerOf(&part{group: calls[i].group})
-		seen := false
 		for _, n := range nodes {
-			seen = seen || n.b == b
+			if n.b == b {
+				calls[i].node = n
+			}
 		}
-		if seen {
+		if calls[i].node != nil {
 			continue
 		}
 		ok, trial := b.allow()
@@ -163,7 +166,8 @@ func (s *Store) allowShares(calls []sharesCall) ([]*nodeCall, error) {
 			}
 			return nil, errBreakerOpen
 		}
-		nodes = append(nodes, &nodeCall{b: b, trial: trial})
+		calls[i].node = &nodeCall{b: b, trial: trial}
+		nodes = append(nodes, calls[i].node)
 	}
 	return nodes, nil
 }
