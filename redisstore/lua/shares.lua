@@ -46,14 +46,16 @@ local function exchange(key, inst, share, ttl, most)
 			last = math.max(last, u)
 		end
 	end
+	local n = #others
 	if ttl > 0 then
 		R('HSET', key, inst, string.format('%d', now + ttl) .. ' ' .. share)
 		last = math.max(last, now + ttl)
+		n = n + 1
 	else
 		R('HDEL', key, inst)
 	end
-	if #others + 1 > most then
-		others = dropFirst(key, others, #others + 1 - most)
+	if n > most then
+		others = dropFirst(key, others, n - most)
 	end
 	if last > now then
 		R('PEXPIRE', key, math.ceil((last - now) / 1000))
