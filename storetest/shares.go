@@ -167,7 +167,7 @@ func testSharesPairsApart(t *testing.T, newStore SharerFactory) {
 
 // testSharesMostInstances records a share for one more instance than a
 // pair keeps, each a millisecond after the last: the first, which
-// expires first, is dropped.
+// expires first, is dropped. A share of no TTL at the bound drops none.
 func testSharesMostInstances(t *testing.T, newStore SharerFactory) {
 	h := newShareHarness(t, newStore)
 	p := sharePair(freshKey("shares"), shareLimit)
@@ -175,6 +175,11 @@ func testSharesMostInstances(t *testing.T, newStore SharerFactory) {
 	for i := range store.MaxShareInstances {
 		h.one(p, share(name(i), 1))
 		h.clock.Advance(time.Millisecond)
+	}
+	// A share of no TTL records nothing, and so drops nothing.
+	none, err := h.store.ExchangeShares(t.Context(), 0, []bouncer.Request{p}, []store.Share{share("z", 1)})
+	if err != nil || len(none) != 1 || len(none[0]) != store.MaxShareInstances {
+		t.Fatalf("a share of no TTL at the bound: got %d others, %v; want %d", len(none[0]), err, store.MaxShareInstances)
 	}
 	got := h.one(p, share(name(store.MaxShareInstances), 1))
 	if len(got) != store.MaxShareInstances-1 || got[0].Instance != name(1) {
