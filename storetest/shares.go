@@ -3,6 +3,7 @@ package storetest
 import (
 	"cmp"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -47,10 +48,28 @@ func sharePair(key string, l bouncer.Limit) bouncer.Request {
 	return bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1}
 }
 
-// share is a share of inst whose numbers tell it apart, Demand with a
-// fraction a decimal form must carry exactly.
+// share is a share of inst whose fields but Instance are all set from n,
+// each to a value of its own, so that a store that drops a field, or
+// mixes two up, fails the suite; a float with a fraction a decimal form
+// must carry exactly, an int64 beyond a double's 2⁵³.
 func share(inst string, n int64) store.Share {
-	return store.Share{Instance: inst, Demand: float64(n) + 1.0/3, Allowance: n<<40 + 7, Window: 1767571200 + n}
+	sh := store.Share{Instance: inst}
+	v := reflect.ValueOf(&sh).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch {
+		case v.Type().Field(i).Name == "Instance":
+		case f.Kind() == reflect.String:
+			f.SetString(fmt.Sprintf("field %d of %d", i, n))
+		case f.Kind() == reflect.Int64:
+			f.SetInt(n<<40 + int64(i)<<54 + 7)
+		case f.Kind() == reflect.Float64:
+			f.SetFloat(float64(n) + float64(i)/3)
+		default:
+			panic(fmt.Sprintf("storetest: store.Share.%s is a %s, which share cannot fill yet", v.Type().Field(i).Name, f.Kind()))
+		}
+	}
+	return sh
 }
 
 // shareHarness is one store.Sharer on its own clock.
