@@ -5,6 +5,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/memstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -19,5 +20,11 @@ func TestConformance(t *testing.T) {
 func TestConformanceOneShard(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bouncer.Limiter {
 		return memstore.New(memstore.Options{Now: clock.Now, Shards: 1})
+	})
+}
+
+func TestSharesConformance(t *testing.T) {
+	storetest.Shares(t, func(t *testing.T, clock *storetest.Clock) store.Sharer {
+		return memstore.New(memstore.Options{Now: clock.Now})
 	})
 }

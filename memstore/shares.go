@@ -1,7 +1,9 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,15 +60,35 @@ func (s *Store) ExchangeShares(_ context.Context, ttl time.Duration, pairs []bou
 		}
 		recs[mine[i].Instance] = sharedRecord{mine[i], now + int64(ttl)}
 		for inst, rec := range recs {
-			switch {
-			case rec.until <= now:
+			if rec.until <= now {
 				delete(recs, inst)
-			case inst != mine[i].Instance:
+			}
+		}
+		if len(recs) > store.MaxShareInstances {
+			dropFirstExpiring(recs, mine[i].Instance)
+		}
+		for inst, rec := range recs {
+			if inst != mine[i].Instance {
 				others[i] = append(others[i], rec.share)
 			}
 		}
 	}
 	return others, nil
+}
+
+// dropFirstExpiring drops from recs the shares that expire first, but
+// mine's, until it holds store.MaxShareInstances.
+func dropFirstExpiring(recs map[string]sharedRecord, mine string) {
+	insts := make([]string, 0, len(recs))
+	for inst := range recs {
+		if inst != mine {
+			insts = append(insts, inst)
+		}
+	}
+	slices.SortFunc(insts, func(a, b string) int { return cmp.Compare(recs[a].until, recs[b].until) })
+	for _, inst := range insts[:len(recs)-store.MaxShareInstances] {
+		delete(recs, inst)
+	}
 }
 
 // sweep drops every expired share, and the pairs left with none.

@@ -28,3 +28,19 @@ func aclDemands(t *testing.T, s *redisstore.Store) {
 		t.Fatalf("ForgetDemand: %v", err)
 	}
 }
+
+// aclShares exchanges async shares in s, as two instances, on Redis's
+// clock.
+func aclShares(t *testing.T, s *redisstore.Store) {
+	t.Helper()
+	pairs, mine := sharePairs(4, "acl")
+	if _, err := s.ExchangeShares(t.Context(), time.Minute, pairs, mine); err != nil {
+		t.Fatalf("ExchangeShares: %v", err)
+	}
+	for i := range mine {
+		mine[i].Instance = "b"
+	}
+	if others, err := s.ExchangeShares(t.Context(), time.Minute, pairs, mine); err != nil || len(others[0]) != 1 {
+		t.Fatalf("ExchangeShares: got %+v, %v; want a's share of each pair", others, err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -168,10 +169,10 @@ func (l *lockedBuffer) String() string {
 }
 
 // An ACL user with exactly the documented permissions runs everything the
-// store does: the conformance suite (checks, refunds, resets, charges, at
-// a pinned time), checks on Redis's TIME, the hybrid limiter's leases and
-// async pushes, and RLQS's demand sharing; and its store reports nothing
-// wrong.
+// store does: the conformance suites (checks, refunds, resets, charges,
+// async shares, at a pinned time), checks on Redis's TIME, the hybrid
+// limiter's leases and async pushes, RLQS's demand sharing and an
+// exchange of async shares; and its store reports nothing wrong.
 func TestACLDocumentedUser(t *testing.T) {
 	r := startACLRedis(t)
 	co := r.user(t, aclLine(t))
@@ -182,6 +183,13 @@ func TestACLDocumentedUser(t *testing.T) {
 	t.Cleanup(c.Close)
 	t.Run("Conformance", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bouncer.Limiter {
+			o := redisstore.Options{Prefix: aclPrefix()}
+			redisstore.PinClock(&o, clock.Now)
+			return newStore(t, c, o)
+		})
+	})
+	t.Run("Shares", func(t *testing.T) {
+		storetest.Shares(t, func(t *testing.T, clock *storetest.Clock) store.Sharer {
 			o := redisstore.Options{Prefix: aclPrefix()}
 			redisstore.PinClock(&o, clock.Now)
 			return newStore(t, c, o)
@@ -303,8 +311,8 @@ func startACLCluster(t *testing.T) *privateRedis {
 
 // aclExercise runs on s (a store of one bucket), on Redis's clock, what a
 // service runs: strict checks, a refund and a reset, lease and async
-// limits through a hybrid limiter, and RLQS's demand sharing; each must be
-// decided in Redis.
+// limits through a hybrid limiter, RLQS's demand sharing, and an exchange
+// of async shares; each must be decided in Redis.
 func aclExercise(t *testing.T, s *redisstore.Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -347,6 +355,7 @@ func aclExercise(t *testing.T, s *redisstore.Store) {
 		}
 	}
 	aclDemands(t, s)
+	aclShares(t, s)
 }
 
 // A user without one of the permissions the store checks when it connects

@@ -321,15 +321,7 @@ func (s *Store) sendAlone(ctx context.Context, o op, p *part) ([]result, error) 
 	s.calls.Add(1)
 	res, err := s.script(cctx, o, []*part{p})
 	cancel()
-	if err != nil && isTryAgain(err) {
-		// A slot still migrating says nothing about Redis's health; the
-		// check falls back by policy.
-		b.done(abandoned, trial, err)
-		s.failures.Add(1)
-		s.lastErr.Store(&err)
-		return nil, err
-	}
-	s.record(ctx, b, trial, err)
+	s.finish(ctx, b, trial, err)
 	if err != nil {
 		return nil, err
 	}
@@ -374,6 +366,20 @@ func (s *Store) script(ctx context.Context, o op, ps []*part) ([][]result, error
 		return nil, nil
 	}
 	return decodeReply(ps, b)
+}
+
+// finish counts the outcome of a call to b's node made alone, not
+// batched, whose caller's context is ctx.
+func (s *Store) finish(ctx context.Context, b *breaker, trial bool, err error) {
+	if err != nil && isTryAgain(err) {
+		// A slot still migrating says nothing about Redis's health; the
+		// caller falls back by policy.
+		b.done(abandoned, trial, err)
+		s.failures.Add(1)
+		s.lastErr.Store(&err)
+		return
+	}
+	s.record(ctx, b, trial, err)
 }
 
 // record counts the outcome of a script call whose caller's context is

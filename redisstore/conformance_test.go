@@ -1,12 +1,14 @@
 package redisstore_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/redisstore"
+	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
 )
 
@@ -48,4 +50,24 @@ func TestScriptsDeclareEveryKey(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The store.Sharer suite, with the library's time pinned to the suite's
+// clock, on a real standalone server and a real Cluster; and again on a
+// library that refuses a key not among its call's KEYS (GuardKeys).
+func TestSharesConformance(t *testing.T) {
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guarded=%v", guarded), func(t *testing.T) {
+			forEachTopology(t, func(t *testing.T, c rueidis.Client) {
+				storetest.Shares(t, func(t *testing.T, clock *storetest.Clock) store.Sharer {
+					var o redisstore.Options
+					redisstore.PinClock(&o, clock.Now)
+					if guarded {
+						redisstore.GuardKeys(&o)
+					}
+					return newStore(t, c, o)
+				})
+			})
+		})
+	}
 }

@@ -31,7 +31,7 @@ var epoch = time.Now()
 // deadline while calls run guarded (see guardFor); it loads the library
 // on the nodes that miss it.
 func (s *Store) guard(ctx context.Context, fn string, keys, args []string) rueidis.RedisResult {
-	do := func() rueidis.RedisResult {
+	return guarded(s, ctx, func() rueidis.RedisResult {
 		r := fcall(ctx, s.client, fn, keys, args)
 		if missingFunction(r) {
 			s.lib.load(ctx, s.client)
@@ -39,11 +39,17 @@ func (s *Store) guard(ctx context.Context, fn string, keys, args []string) rueid
 		}
 		s.noteTrouble(ctx, r)
 		return r
-	}
+	}, rueidis.NewErrorResult)
+}
+
+// guarded returns do(), made with ctx; while calls run guarded (see
+// guardFor), it runs do in a goroutine of its own and returns failed(ctx's
+// error) when ctx is done first.
+func guarded[T any](s *Store, ctx context.Context, do func() T, failed func(error) T) T {
 	if time.Since(epoch) >= time.Duration(s.guardUntil.Load()) {
 		return do()
 	}
-	done := make(chan rueidis.RedisResult, 1)
+	done := make(chan T, 1)
 	go func() { done <- do() }()
 	select {
 	case r := <-done:
@@ -53,7 +59,7 @@ func (s *Store) guard(ctx context.Context, fn string, keys, args []string) rueid
 		case r := <-done: // it answered just in time
 			return r
 		default:
-			return rueidis.NewErrorResult(ctx.Err())
+			return failed(ctx.Err())
 		}
 	}
 }

@@ -209,3 +209,27 @@ func PingTLS(ctx context.Context, s *Store, addr string) error {
 	}
 	return nil
 }
+
+// SharesKey returns the Redis hash of the shares of key under l in s.
+func SharesKey(s *Store, l bouncer.Limit, key string) string {
+	return s.sharesKey(limitID(l), digestOf(key, s.buckets))
+}
+
+// FreshLibrary makes the store made from o run a library of the store's
+// code under a name no other store uses.
+func FreshLibrary(o *Options) {
+	o.lib = newLibrary(luaSource("call.lua") + "\n-- " + strconv.FormatInt(time.Now().UnixNano(), 10) + "\n")
+}
+
+// DeleteLibrary deletes s's library from every node c knows, as a node
+// restarted without it would have it.
+func DeleteLibrary(ctx context.Context, s *Store, c rueidis.Client) error {
+	name := "bouncer_" + strings.TrimPrefix(s.lib.check, "bouncer_check_")
+	for _, n := range c.Nodes() {
+		err := n.Do(ctx, n.B().FunctionDelete().LibraryName(name).Build()).Error()
+		if e, ok := rueidis.IsRedisErr(err); err != nil && !(ok && strings.HasPrefix(e.Error(), "READONLY")) {
+			return err
+		}
+	}
+	return nil
+}

@@ -23,7 +23,7 @@ import (
 // failure_servers_test.go): Redis stopped, frozen and restarted under each
 // StoreErrorPolicy; restarted under the load of the three modes; a
 // Cluster master killed; a slot migrated while checks
-// run; a paused master. Exactness is not required while Redis fails, but every decision
+// run; a paused master; an exchange of async shares on a frozen server. Exactness is not required while Redis fails, but every decision
 // must follow the policy and return by its deadline.
 func TestFailure(t *testing.T) {
 	pr := startPrivateRedis(t)
@@ -33,6 +33,7 @@ func TestFailure(t *testing.T) {
 	t.Run("FrozenReconnect", func(t *testing.T) { testFailureFrozenReconnect(t, pr) })
 	t.Run("FrozenCheckEach", func(t *testing.T) { testFailureFrozenCheckEach(t, pr) })
 	t.Run("PausedLane", func(t *testing.T) { testFailurePausedLane(t, pr) })
+	t.Run("Shares", func(t *testing.T) { testFailureShares(t, pr) })
 	t.Run("ClusterMasterKilled", func(t *testing.T) { testFailureClusterMasterKilled(t, pr) })
 	t.Run("ClusterSlotMigration", func(t *testing.T) { testFailureClusterSlotMigration(t, pr) })
 }

@@ -12,7 +12,7 @@ type Health struct {
 	Connected    bool         // false until the store first connects
 	ConnectError error        // while not connected: why the last attempt failed
 	SetupError   error        // why the store, connected, cannot decide in Redis: a permission its user lacks, a server without functions (found when it connects; nil once a call succeeds)
-	Calls        uint64       // checks, refunds and resets sent to Redis (a batched call of n checks counts n)
+	Calls        uint64       // checks, refunds, resets and exchanges of shares sent to Redis (a batched call of n checks counts n; an exchange, one)
 	Failures     uint64       // calls that ended in an error
 	SlowN        uint64       // calls that missed their deadline
 	DegradedN    uint64       // checks decided by policy without Redis (Decision.Degraded)
@@ -82,7 +82,7 @@ type NodeHealth struct {
 	Slow     bool      // at least 10 calls of the last 10 s missed their deadline, and 1 % of those since the first
 	Since    time.Time // open, or slow, since then
 	Reason   string    // why it is open or slow
-	Calls    uint64    // checks and refunds sent to it (a batch of n counts n)
+	Calls    uint64    // checks, refunds and exchanges of shares sent to it (a batch of n checks counts n; an exchange that reached it, one)
 	Failures uint64    // calls that ended in an error
 	SlowN    uint64    // calls that missed their deadline
 	Opens    uint64    // times its breaker opened

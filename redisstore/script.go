@@ -15,7 +15,7 @@ import (
 // The store's Lua is one Redis function library (Redis 7 and later),
 // composed from the files of lua/: the call's clock, the algorithms (one file each, each the twin of its Go definition in
 // package algo), how states are stored, and one function per operation
-// (check, refund, reset). A library is loaded once per node, so a call
+// (check, refund, reset, and the exchange of async shares). A library is loaded once per node, so a call
 // (FCALL) runs only the function, where a script sent with EVALSHA would
 // define the whole library again on every call (docs/redis.md measures
 // what that costs). Every key a function touches is among
@@ -34,7 +34,7 @@ var luaLibrary = []string{
 }
 
 // luaEntries are the entry points, and register.lua names them.
-var luaEntries = []string{"check.lua", "refund.lua", "reset.lua"}
+var luaEntries = []string{"check.lua", "refund.lua", "reset.lua", "shares.lua"}
 
 func luaSource(name string) string {
 	src, err := luaFiles.ReadFile("lua/" + name)
@@ -46,8 +46,8 @@ func luaSource(name string) string {
 
 // library is the function library the store loads and calls.
 type library struct {
-	source               string // for FUNCTION LOAD
-	check, refund, reset string // its functions' names
+	source                       string // for FUNCTION LOAD
+	check, refund, reset, shares string // its functions' names
 }
 
 // newLibrary composes the library, with call (call.lua, or a test's
@@ -68,6 +68,7 @@ func newLibrary(call string) *library {
 		check:  "bouncer_check_" + version,
 		refund: "bouncer_refund_" + version,
 		reset:  "bouncer_reset_" + version,
+		shares: "bouncer_shares_" + version,
 	}
 }
 
@@ -94,7 +95,12 @@ func (lib *library) load(ctx context.Context, c rueidis.Client) error {
 
 // fcall calls the function fn with keys and args.
 func fcall(ctx context.Context, c rueidis.Client, fn string, keys, args []string) rueidis.RedisResult {
-	return c.Do(ctx, c.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	return c.Do(ctx, fcallCmd(c, fn, keys, args))
+}
+
+// fcallCmd is the command that calls the function fn with keys and args.
+func fcallCmd(c rueidis.Client, fn string, keys, args []string) rueidis.Completed {
+	return c.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
 // missingFunction reports whether r says the node has not got the

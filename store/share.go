@@ -12,7 +12,8 @@ import (
 // hybrid) tells the others of one (key, limit) pair at each sync: how
 // much it is asked for, and how much it may admit before its next sync.
 type Share struct {
-	// Instance names the instance, uniquely among those sharing a store.
+	// Instance names the instance, uniquely among those sharing a store:
+	// at most MaxInstanceName bytes, any bytes.
 	Instance string
 	// Demand is the units a second the instance was asked for lately,
 	// admitted or not.
@@ -46,15 +47,25 @@ type Sharer interface {
 	// (a request of one key and one limit), to expire after ttl on the
 	// store's clock, and returns in others[i] the shares of the other
 	// instances for that pair that have not expired, in no particular
-	// order. A share recorded again replaces the instance's last one. It
+	// order. A share recorded again replaces the instance's last one. A
+	// pair keeps at most MaxShareInstances shares: recording one more
+	// drops those that expire first (never the one just recorded). It
 	// fails as a whole (err != nil) when the store cannot answer.
 	ExchangeShares(ctx context.Context, ttl time.Duration, pairs []bouncer.Request, mine []Share) (others [][]Share, err error)
 }
 
+// Bounds of what ExchangeShares keeps.
+const (
+	// MaxInstanceName is the longest instance name, in bytes.
+	MaxInstanceName = 128
+	// MaxShareInstances is the most shares a pair keeps.
+	MaxShareInstances = 1024
+)
+
 // ValidateShares reports an error wrapping bouncer.ErrInvalidRequest if
 // ExchangeShares cannot take pairs and mine: as many shares as pairs,
 // each pair a valid request of exactly one key and one limit, each share
-// naming its instance.
+// naming its instance in at most MaxInstanceName bytes.
 func ValidateShares(pairs []bouncer.Request, mine []Share) error {
 	if len(pairs) != len(mine) {
 		return fmt.Errorf("%w: %d pairs and %d shares", bouncer.ErrInvalidRequest, len(pairs), len(mine))
@@ -65,6 +76,9 @@ func ValidateShares(pairs []bouncer.Request, mine []Share) error {
 		}
 		if mine[i].Instance == "" {
 			return fmt.Errorf("%w: share %d names no instance", bouncer.ErrInvalidRequest, i)
+		}
+		if len(mine[i].Instance) > MaxInstanceName {
+			return fmt.Errorf("%w: share %d: an instance name of %d bytes, over %d", bouncer.ErrInvalidRequest, i, len(mine[i].Instance), MaxInstanceName)
 		}
 		if err := Validate(r); err != nil {
 			return err

@@ -22,6 +22,11 @@
 // reference Model. A store that is not a Charger skips the settle steps,
 // saying so.
 //
+// A store that implements store.Sharer also runs Shares, with a
+// SharerFactory: the exchange of async instances' shares (others
+// returned, one's own never, a share recorded again replaces the last,
+// expiry on the store's clock, pairs apart, the bounds, invalid input).
+//
 // The same tables and models drive the tests of package algo, so that the
 // algorithms, every store and the fuzz targets share one definition of
 // behaviour.

@@ -21,7 +21,7 @@ func newRedisCollector(s *redisstore.Store) *redisCollector {
 		connected: prometheus.NewDesc("bouncer_redis_connected", "1 once the store has connected to Redis; 0 while it has not yet (it decides by policy meanwhile).", nil, nil),
 		open:      prometheus.NewDesc("bouncer_redis_breaker_open", "Per Redis node: 1 while its circuit breaker is open (its keys decide by policy without calling it), 0.5 while a trial call is in flight, 0 when closed.", node, nil),
 		slow:      prometheus.NewDesc("bouncer_redis_node_slow", "Per Redis node: 1 while at least 10 calls of the last 10 s missed the store's deadline, and 1% of the calls since the first of them.", node, nil),
-		calls:     prometheus.NewDesc("bouncer_redis_calls_total", "Per Redis node: checks and refunds sent (a batched call of n checks counts n).", node, nil),
+		calls:     prometheus.NewDesc("bouncer_redis_calls_total", "Per Redis node: checks, refunds and exchanges of async shares sent (a batched call of n checks counts n; an exchange, one).", node, nil),
 		failures:  prometheus.NewDesc("bouncer_redis_call_failures_total", "Per Redis node: calls that ended in an error (no connection, an error reply).", node, nil),
 		slowCalls: prometheus.NewDesc("bouncer_redis_slow_calls_total", "Per Redis node: calls whose reply had not come by the store's deadline; their checks decided by policy.", node, nil),
 		opens:     prometheus.NewDesc("bouncer_redis_breaker_opens_total", "Per Redis node: times its circuit breaker opened.", node, nil),

@@ -4,3 +4,4 @@
 redis.register_function('bouncer_check_@VERSION@', checkCall)
 redis.register_function('bouncer_refund_@VERSION@', refundCall)
 redis.register_function('bouncer_reset_@VERSION@', resetCall)
+redis.register_function('bouncer_shares_@VERSION@', sharesCall)

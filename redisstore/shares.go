@@ -1,0 +1,250 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
+)
+
+// Async shares (store.Sharer). A pair's shares are one Redis hash, the
+// pair's shares key: its one-word state hash's name (hashKey), then
+// ":shares:" and the key's field in hex. It has the prefix, the limit's
+// id and the hash tag of the pair's state, so it is as bounded as the
+// state's keys, and in its slot. Its fields are the instances; its values
+// "<until> <demand> <allowance> <window>", until the share's expiry in
+// Unix µs on Redis's clock (lua/shares.lua).
+
+var _ store.Sharer = (*Store)(nil)
+
+// maxShareTTL bounds a share's TTL in µs, so that an expiry stays below
+// 2⁵³ in the library's doubles: 2⁵² µs is over 142 years.
+const maxShareTTL = 1 << 52
+
+// sharesCall is one call of the shares function: the pairs of one group
+// (all of them on a standalone server).
+type sharesCall struct {
+	group      int
+	pairs      []int // their indexes in the exchange
+	keys, args []string
+	node       *nodeCall // set by allowShares
+}
+
+// ExchangeShares implements store.Sharer. An exchange is one round trip:
+// one call of the library's shares function per group of its pairs'
+// keys, pipelined (one call on a standalone server; on a Cluster, at most
+// Groups, each to its slot's master), within the store's Timeout. It
+// counts as one call in Health's Calls, and as one in the Calls of each
+// node it reaches. It answers to the breakers of those nodes: while one
+// of them is open, it fails at once, without calling Redis; its outcome
+// counts towards their health as a check's does. It fails as a whole when
+// a call fails, though the calls that succeeded have recorded their
+// shares. Shares expire on Redis's clock.
+func (s *Store) ExchangeShares(ctx context.Context, ttl time.Duration, pairs []bouncer.Request, mine []store.Share) ([][]store.Share, error) {
+	if err := store.ValidateShares(pairs, mine); err != nil {
+		return nil, err
+	}
+	if len(pairs) == 0 {
+		return [][]store.Share{}, nil
+	}
+	if !s.ready.Load() {
+		return nil, s.errConnecting()
+	}
+	calls, err := s.planShares(ttl, pairs, mine)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, wrap(err)
+	}
+	nodes, err := s.allowShares(calls)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	s.calls.Add(1)
+	rs := s.doShares(cctx, calls)
+	for i := range calls {
+		if n := calls[i].node; n.err == nil {
+			n.err = rs[i].Error()
+		}
+	}
+	for _, n := range nodes {
+		s.finish(ctx, n.b, n.trial, n.err)
+		if n.err != nil {
+			err = wrap(n.err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeShares(len(pairs), calls, rs)
+}
+
+// planShares validates the pairs' limits and makes the exchange's calls.
+func (s *Store) planShares(ttl time.Duration, pairs []bouncer.Request, mine []store.Share) ([]sharesCall, error) {
+	us := int64(0)
+	if ttl > 0 {
+		us = min((int64(ttl)+999)/1000, maxShareTTL)
+	}
+	var pinned string
+	if s.now != nil {
+		pinned = strconv.FormatInt(s.now().UnixNano(), 10)
+	}
+	head := []string{pinned, strconv.FormatInt(us, 10), strconv.Itoa(store.MaxShareInstances)}
+	var calls []sharesCall
+	for i, r := range pairs {
+		k := r.Keys[0]
+		li := s.info(&k.Limits[0])
+		if li.err != nil {
+			return nil, li.err
+		}
+		d := digestOf(k.Key, s.buckets)
+		g := 0
+		if s.cluster {
+			g = s.groupOf(d.bucket)
+		}
+		ci := 0
+		for ci < len(calls) && calls[ci].group != g {
+			ci++
+		}
+		if ci == len(calls) {
+			calls = append(calls, sharesCall{group: g, args: append([]string(nil), head...)})
+		}
+		c := &calls[ci]
+		c.pairs = append(c.pairs, i)
+		c.keys = append(c.keys, s.sharesKey(li.id, d))
+		c.args = append(c.args, mine[i].Instance, encodeShare(mine[i]))
+	}
+	return calls, nil
+}
+
+// sharesKey is the hash of a pair's shares.
+func (s *Store) sharesKey(lid string, d digest) string {
+	var a [160]byte
+	b := s.appendHashKey(a[:0], lid, d.bucket)
+	b = append(b, ":shares:"...)
+	b = hex.AppendEncode(b, d.field[:])
+	return string(b)
+}
+
+// nodeCall is what an exchange asks of one node's breaker, and the error
+// of its calls to that node.
+type nodeCall struct {
+	b     *breaker
+	trial bool
+	err   error
+}
+
+// allowShares asks the breakers of the nodes the calls go to, once a
+// node; when one of them refuses, it returns errBreakerOpen and lets the
+// others go.
+func (s *Store) allowShares(calls []sharesCall) ([]*nodeCall, error) {
+	var nodes []*nodeCall
+	for i := range calls {
+		b := s.breakerOf(&part{group: calls[i].group})
+		for _, n := range nodes {
+			if n.b == b {
+				calls[i].node = n
+			}
+		}
+		if calls[i].node != nil {
+			continue
+		}
+		ok, trial := b.allow()
+		if !ok {
+			for _, n := range nodes {
+				n.b.done(abandoned, n.trial, nil)
+			}
+			return nil, errBreakerOpen
+		}
+		calls[i].node = &nodeCall{b: b, trial: trial}
+		nodes = append(nodes, calls[i].node)
+	}
+	return nodes, nil
+}
+
+// doShares makes the calls in one pipeline, through guarded; it loads
+// the library on the nodes that miss it.
+func (s *Store) doShares(ctx context.Context, calls []sharesCall) []rueidis.RedisResult {
+	return guarded(s, ctx, func() []rueidis.RedisResult {
+		cmds := make(rueidis.Commands, len(calls))
+		for i := range calls {
+			cmds[i] = fcallCmd(s.client, s.lib.shares, calls[i].keys, calls[i].args)
+		}
+		rs := s.client.DoMulti(ctx, cmds...)
+		for i := range rs {
+			if missingFunction(rs[i]) {
+				s.lib.load(ctx, s.client)
+				rs[i] = fcall(ctx, s.client, s.lib.shares, calls[i].keys, calls[i].args)
+			}
+			s.noteTrouble(ctx, rs[i])
+		}
+		return rs
+	}, func(err error) []rueidis.RedisResult {
+		rs := make([]rueidis.RedisResult, len(calls))
+		for i := range rs {
+			rs[i] = rueidis.NewErrorResult(err)
+		}
+		return rs
+	})
+}
+
+// encodeShare is a share's value without its expiry.
+func encodeShare(sh store.Share) string {
+	b := strconv.AppendFloat(make([]byte, 0, 48), sh.Demand, 'g', -1, 64)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, sh.Allowance, 10)
+	b = append(b, ' ')
+	return string(strconv.AppendInt(b, sh.Window, 10))
+}
+
+// decodeShares reads the calls' replies into the others' shares of each
+// of n pairs.
+func decodeShares(n int, calls []sharesCall, rs []rueidis.RedisResult) ([][]store.Share, error) {
+	others := make([][]store.Share, n)
+	for i := range calls {
+		perKey, err := rs[i].ToArray()
+		if err != nil || len(perKey) != len(calls[i].pairs) {
+			return nil, fmt.Errorf("%w: shares: %d lists for %d pairs (%v)", errMalformed, len(perKey), len(calls[i].pairs), err)
+		}
+		for j, p := range calls[i].pairs {
+			flat, err := perKey[j].AsStrSlice()
+			if err != nil || len(flat)%2 != 0 {
+				return nil, fmt.Errorf("%w: shares: %v", errMalformed, err)
+			}
+			for f := 0; f < len(flat); f += 2 {
+				sh, err := decodeShare(flat[f], flat[f+1])
+				if err != nil {
+					return nil, err
+				}
+				others[p] = append(others[p], sh)
+			}
+		}
+	}
+	return others, nil
+}
+
+// decodeShare reads a stored value, "<until> <demand> <allowance>
+// <window>", of instance inst.
+func decodeShare(inst, v string) (store.Share, error) {
+	w := strings.Fields(v)
+	if len(w) != 4 {
+		return store.Share{}, fmt.Errorf("%w: share %q of %q", errMalformed, v, inst)
+	}
+	d, err1 := strconv.ParseFloat(w[1], 64)
+	a, err2 := strconv.ParseInt(w[2], 10, 64)
+	win, err3 := strconv.ParseInt(w[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return store.Share{}, fmt.Errorf("%w: share %q of %q", errMalformed, v, inst)
+	}
+	return store.Share{Instance: inst, Demand: d, Allowance: a, Window: win}, nil
+}
