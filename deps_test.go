@@ -55,7 +55,7 @@ var allowedImports = map[string][]string{
 	"gateway/transcode":    {"internal/urlpath", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 	"cmd/bouncer": {"", "algo", "memstore", "redisstore", "hybrid", "rules", "rls", "rlqs", "jsonapi", "admin", "metrics", "tracing", "header", "go.opentelemetry.io/otel",
 		"github.com/redis/rueidis", "github.com/prometheus/client_golang", "google.golang.org/grpc",
-		"gateway", "gateway/auth", "gateway/route", "gateway/tlsreload", "internal/yamlconf", "internal/filewatch", "internal/bearer", "internal/simulate"},
+		"gateway", "gateway/auth", "gateway/route", "gateway/tlsreload", "internal/yamlconf", "internal/filewatch", "internal/bearer", "internal/simulate", "store"},
 	"gateway": {"", "header", "clientip", "rules", "internal/edge", "internal/recorder", "internal/yamlconf", "gateway/auth", "gateway/route", "gateway/tlsreload", "gateway/transcode",
 		"github.com/prometheus/client_golang", "google.golang.org/grpc", "go.yaml.in/yaml/v3", "go.opentelemetry.io/otel"},
 	"internal/...": {""},

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,8 +20,8 @@ import (
 // ":shares:" and the key's field in hex. It has the prefix, the limit's
 // id and the hash tag of the pair's state, so it is as bounded as the
 // state's keys, and in its slot. Its fields are the instances; its values
-// "<until> <demand> <allowance> <window>", until the share's expiry in
-// Unix µs on Redis's clock (lua/shares.lua).
+// "<until> <demand> <allowance> <window> <used> <at> <region>", until the
+// share's expiry in Unix µs on Redis's clock (lua/shares.lua).
 
 var _ store.Sharer = (*Store)(nil)
 
@@ -200,11 +201,13 @@ func (s *Store) doShares(ctx context.Context, calls []sharesCall) []rueidis.Redi
 
 // encodeShare is a share's value without its expiry.
 func encodeShare(sh store.Share) string {
-	b := strconv.AppendFloat(make([]byte, 0, 48), sh.Demand, 'g', -1, 64)
+	b := strconv.AppendFloat(make([]byte, 0, 64+len(sh.Region)), sh.Demand, 'g', -1, 64)
+	for _, n := range []int64{sh.Allowance, sh.Window, sh.Used, sh.At} {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, n, 10)
+	}
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, sh.Allowance, 10)
-	b = append(b, ' ')
-	return string(strconv.AppendInt(b, sh.Window, 10))
+	return string(append(b, sh.Region...))
 }
 
 // decodeShares reads the calls' replies into the others' shares of each
@@ -234,17 +237,22 @@ func decodeShares(n int, calls []sharesCall, rs []rueidis.RedisResult) ([][]stor
 }
 
 // decodeShare reads a stored value, "<until> <demand> <allowance>
-// <window>", of instance inst.
+// <window> <used> <at> <region>", of instance inst. The region is last,
+// and may hold spaces.
 func decodeShare(inst, v string) (store.Share, error) {
-	w := strings.Fields(v)
-	if len(w) != 4 {
+	w := strings.SplitN(v, " ", 7)
+	if len(w) != 7 {
 		return store.Share{}, fmt.Errorf("%w: share %q of %q", errMalformed, v, inst)
 	}
-	d, err1 := strconv.ParseFloat(w[1], 64)
-	a, err2 := strconv.ParseInt(w[2], 10, 64)
-	win, err3 := strconv.ParseInt(w[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
+	d, err := strconv.ParseFloat(w[1], 64)
+	var n [4]int64
+	for k := range n {
+		var e error
+		n[k], e = strconv.ParseInt(w[2+k], 10, 64)
+		err = errors.Join(err, e)
+	}
+	if err != nil {
 		return store.Share{}, fmt.Errorf("%w: share %q of %q", errMalformed, v, inst)
 	}
-	return store.Share{Instance: inst, Demand: d, Allowance: a, Window: win}, nil
+	return store.Share{Instance: inst, Demand: d, Allowance: n[0], Window: n[1], Used: n[2], At: n[3], Region: w[6]}, nil
 }

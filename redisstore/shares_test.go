@@ -23,7 +23,7 @@ func sharePairs(n int, prefix string) ([]bouncer.Request, []store.Share) {
 	pairs, mine := make([]bouncer.Request, n), make([]store.Share, n)
 	for i := range pairs {
 		pairs[i] = bouncer.Request{Keys: []bouncer.KeyLimits{{Key: fmt.Sprintf("%s-%d", prefix, i), Limits: []bouncer.Limit{shareLimit}}}, Cost: 1}
-		mine[i] = store.Share{Instance: "a", Demand: 1.5, Allowance: 10, Window: 7}
+		mine[i] = store.Share{Instance: "a", Demand: 1.5, Allowance: 10, Window: 7, Used: 90, At: 12, Region: "eu west"}
 	}
 	return pairs, mine
 }
@@ -70,7 +70,7 @@ func TestSharesHash(t *testing.T) {
 		exchange("a", time.Minute)
 		v, err := c.Do(ctx, c.B().Hget().Key(key).Field("a").Build()).ToString()
 		at := storetest.Start.UnixMicro()
-		if want := fmt.Sprintf("%d 1.5 10 7", at+time.Minute.Microseconds()); err != nil || v != want {
+		if want := fmt.Sprintf("%d 1.5 10 7 90 12 eu west", at+time.Minute.Microseconds()); err != nil || v != want {
 			t.Errorf("a's value: got %q, %v, want %q", v, err, want)
 		}
 		if ms := pttl(); ms <= 55000 || ms > 60000 {

@@ -65,7 +65,8 @@ const (
 // ValidateShares reports an error wrapping bouncer.ErrInvalidRequest if
 // ExchangeShares cannot take pairs and mine: as many shares as pairs,
 // each pair a valid request of exactly one key and one limit, each share
-// naming its instance in at most MaxInstanceName bytes.
+// naming its instance, and its region if any, in at most MaxInstanceName
+// bytes each.
 func ValidateShares(pairs []bouncer.Request, mine []Share) error {
 	if len(pairs) != len(mine) {
 		return fmt.Errorf("%w: %d pairs and %d shares", bouncer.ErrInvalidRequest, len(pairs), len(mine))
@@ -79,6 +80,9 @@ func ValidateShares(pairs []bouncer.Request, mine []Share) error {
 		}
 		if len(mine[i].Instance) > MaxInstanceName {
 			return fmt.Errorf("%w: share %d: an instance name of %d bytes, over %d", bouncer.ErrInvalidRequest, i, len(mine[i].Instance), MaxInstanceName)
+		}
+		if len(mine[i].Region) > MaxInstanceName {
+			return fmt.Errorf("%w: share %d: a region name of %d bytes, over %d", bouncer.ErrInvalidRequest, i, len(mine[i].Region), MaxInstanceName)
 		}
 		if err := Validate(r); err != nil {
 			return err

@@ -32,6 +32,7 @@ import (
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/rlqs"
 	"github.com/bouncerhq/bouncer/rules"
+	bstore "github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/tracing"
 )
 
@@ -423,12 +424,33 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 	}
 	// Limits in lease or async mode are decided by the hybrid limiter;
 	// strict ones pass through it to Redis as they are.
-	hy := hybrid.New(rs, nil, hybrid.Options{OnStoreError: o.policy})
+	ho := hybrid.Options{OnStoreError: o.policy, Region: c.region, RegionTTL: c.regionTTL}
+	var peers []*redisstore.Store
+	for name, co := range o.peers {
+		ps, err := redisstore.New(redisstore.Options{Client: co, TLS: o.redisTLS, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log.With("region", name)})
+		if err != nil {
+			closeAll(peers)
+			rs.Close()
+			return store{}, fmt.Errorf("--region-peers %s: %v", name, err)
+		}
+		if ho.Peers == nil {
+			ho.Peers = map[string]bstore.Sharer{}
+		}
+		ho.Peers[name] = ps
+		peers = append(peers, ps)
+	}
+	hy := hybrid.New(rs, nil, ho)
 	reg.MustRegister(newRedisCollector(rs), newHybridCollector(hy))
 	return store{
-		lim: hy, closer: closeBoth{hy, rs}, demands: rs,
+		lim: hy, closer: closeBoth{hy, rs, peers}, demands: rs,
 		degraded: func() []string { return rs.Health().Degraded() },
 	}, nil
+}
+
+func closeAll(ss []*redisstore.Store) {
+	for _, s := range ss {
+		s.Close()
+	}
 }
 
 // startWait bounds how long a service waits at start for Redis to
@@ -438,12 +460,14 @@ const startWait = 2 * time.Second
 // closeBoth closes the hybrid limiter, which gives its leases back, then
 // the Redis store under it.
 type closeBoth struct {
-	hy *hybrid.Limiter
-	rs *redisstore.Store
+	hy    *hybrid.Limiter
+	rs    *redisstore.Store
+	peers []*redisstore.Store // the other regions' (--region-peers)
 }
 
 func (c closeBoth) Close() error {
 	c.hy.Close()
+	closeAll(c.peers)
 	return c.rs.Close()
 }
 

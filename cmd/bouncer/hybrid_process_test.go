@@ -130,3 +130,82 @@ func TestServeHybridThreeProcesses(t *testing.T) {
 	}
 	t.Logf("lease admitted %d, async %d (bound %d); %v Redis calls for %d checks", leased, synced, asyncBound, calls, 2*checks)
 }
+
+// Three bouncer serve processes on one Redis, a hot key in async mode
+// offered three times its limit, skewed 70/20/10 between them, for six
+// one-second windows: once the processes share what is left by their
+// demand (bouncer_hybrid_share_exchanges_total), every window after the
+// first two admits the limit and at most a unit a process more, give or
+// take the checks whose answer crossed a window's edge. Each admitting
+// what its own view allowed, they admitted what the others admitted in a
+// sync interval more: 10 % over.
+func TestServeAsyncSharesThreeProcesses(t *testing.T) {
+	addr := redistest.Addr(t)
+	domain := fmt.Sprintf("shares-%d-%d", os.Getpid(), time.Now().UnixNano())
+	const rate, windows = 100, 6
+	cfg := fmt.Sprintf("domain: %s\nrules:\n  - name: hot\n    match: [{key: team}]\n    mode: async\n    limits: [{rate: %d, period: 1s, algorithm: fixed_window}]\n", domain, rate)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "shares.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var clients []pb.RateLimitServiceClient
+	var admins []string
+	for range 3 {
+		grpcAddr, admin := freeAddr(t), freeAddr(t)
+		startServe(t, "--config", dir, "--store", "redis://"+addr, "--grpc-addr", grpcAddr, "--http-addr", "", "--admin-addr", admin)
+		clients, admins = append(clients, rlsClient(t, grpcAddr)), append(admins, admin)
+	}
+	for _, a := range admins {
+		deadline := time.Now().Add(30 * time.Second)
+		for sumMetric(t, a, "bouncer_redis_connected") != 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("a process's Redis store has not connected after 30s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	rng := rand.New(rand.NewPCG(42, 9))
+	start := time.Now().Truncate(time.Second).Add(time.Second)
+	admitted := make([]int, windows)
+	pace := time.NewTicker(time.Second / (3 * rate))
+	defer pace.Stop()
+	for now := range pace.C {
+		if now.Before(start) {
+			continue
+		}
+		i := 0
+		switch x := rng.Float64(); {
+		case x >= 0.9:
+			i = 2
+		case x >= 0.7:
+			i = 1
+		}
+		resp, degraded, err := decide(t.Context(), clients[i], domain, "team=t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if degraded {
+			t.Fatal("a decision was degraded with Redis healthy")
+		}
+		w := int(time.Since(start) / time.Second)
+		if w >= windows {
+			break
+		}
+		if resp.OverallCode == pb.RateLimitResponse_OK {
+			admitted[w]++
+		}
+	}
+	exchanges := 0.0
+	for _, a := range admins {
+		exchanges += sumMetric(t, a, "bouncer_hybrid_share_exchanges_total")
+	}
+	if exchanges == 0 {
+		t.Error("no process exchanged shares")
+	}
+	for w := 2; w < windows; w++ {
+		if admitted[w] > rate+3+2 {
+			t.Errorf("window %d admitted %d, over the limit %d and a unit a process (and 2 across the edges)", w, admitted[w], rate)
+		}
+	}
+	t.Logf("admitted per window %v (limit %d); %v exchanges", admitted, rate, exchanges)
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/admin"
 	"github.com/bouncerhq/bouncer/header"
+	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/internal/bearer"
 	"github.com/bouncerhq/bouncer/jsonapi"
 	"github.com/bouncerhq/bouncer/redisstore"
@@ -46,6 +47,9 @@ type serveConfig struct {
 	storeTLS        redisstore.TLSFiles // --store-tls-ca and the other TLS flags
 	storeClientName string
 	storeTimeout    time.Duration
+	region          string        // --region
+	regionPeers     string        // --region-peers
+	regionTTL       time.Duration // --region-ttl
 	onStoreError    string
 	mode            string
 	headers         string
@@ -101,6 +105,9 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.storeClientName, "store-client-name", "", "the name of every Redis connection (CLIENT SETNAME, seen in CLIENT LIST); unset: bouncer-<hostname>-<pid>")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call; a check whose reply has not come by then decides by policy")
 	fs.StringVar(&c.onStoreError, "on-store-error", "local", "when Redis cannot answer, for rules that say nothing: local (each instance limits on its own), allow or deny")
+	fs.StringVar(&c.region, "region", "", "with Redis: this instance's region, when regions with a Redis each share their async fixed windows (--region-peers names the others'); see docs/regions.md")
+	fs.StringVar(&c.regionPeers, "region-peers", "", "with --region: the other regions' Redis, as NAME=URL separated by spaces (the URLs of --store; rediss:// ones use the TLS files of --store-tls-ca and the others)")
+	fs.DurationVar(&c.regionTTL, "region-ttl", hybrid.DefaultRegionTTL, "with --region: how long this instance's shares live in the other regions' Redis; a region not heard from for longer is held to its static share")
 	fs.StringVar(&c.mode, "mode", "strict", "with Redis, how limits whose rule names no mode are shared: strict (every check asks Redis), lease (quota taken in leases, spent locally) or async (counted locally, synced every 100ms); see docs/hybrid.md")
 	fs.StringVar(&c.headers, "headers", "", "rate-limit headers to return: all, ietf, x-ratelimit or off; unset: all, but off in gRPC answers for domains in envoyproxy/ratelimit's format, as that project answers")
 	fs.StringVar(&c.unknownDomain, "unknown-domain", "allow", "requests for a domain no config defines: allow (no limits, as envoyproxy/ratelimit) or error (NOT_FOUND / 404)")
@@ -168,6 +175,7 @@ type serveOptions struct {
 	envoyHeaders  header.Mode // RLS answers for domains in envoyproxy/ratelimit's format
 	policy        bouncer.StoreErrorPolicy
 	mode          bouncer.Mode
+	peers         map[string]rueidis.ClientOption // the other regions' Redis (--region-peers)
 	rejectUnknown bool
 	redis         *rueidis.ClientOption // nil: the memory store
 	redisTLS      *redisstore.TLSFiles  // nil: no TLS, or rediss:// verified against the system's roots
@@ -243,7 +251,58 @@ func (c serveConfig) validate() (serveOptions, error) {
 			return o, err
 		}
 	}
+	if o.peers, err = c.regionOptions(); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// regionOptions reads --region and --region-peers: the other regions'
+// Redis options, by region name.
+func (c serveConfig) regionOptions() (map[string]rueidis.ClientOption, error) {
+	if c.region == "" {
+		if c.regionPeers != "" {
+			return nil, errors.New("--region-peers needs --region: the name of this instance's region")
+		}
+		return nil, nil
+	}
+	if c.store == "memory" {
+		return nil, errors.New("--region needs a Redis --store: a region's instances share their counts in it")
+	}
+	if !validRegion(c.region) {
+		return nil, fmt.Errorf("--region %q: want 1 to 32 letters, digits, '-' or '_'", c.region)
+	}
+	if c.regionTTL <= 0 {
+		return nil, fmt.Errorf("--region-ttl: want a positive duration, got %v", c.regionTTL)
+	}
+	peers := map[string]rueidis.ClientOption{}
+	for _, p := range strings.Fields(c.regionPeers) {
+		name, url, ok := strings.Cut(p, "=")
+		switch {
+		case !ok || !validRegion(name):
+			return nil, fmt.Errorf("--region-peers: want NAME=URL, NAME 1 to 32 letters, digits, '-' or '_', got %q", redactURL(p))
+		case name == c.region:
+			return nil, fmt.Errorf("--region-peers: %q is this instance's own region", name)
+		}
+		if _, dup := peers[name]; dup {
+			return nil, fmt.Errorf("--region-peers: region %q named twice", name)
+		}
+		co, err := redisstore.ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("--region-peers %s=%q: %v", name, redactURL(url), strings.TrimPrefix(err.Error(), "redisstore: "))
+		}
+		peers[name] = co
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("--region needs --region-peers: the other regions' Redis, as NAME=URL")
+	}
+	return peers, nil
+}
+
+func validRegion(s string) bool {
+	return len(s) >= 1 && len(s) <= 32 && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	})
 }
 
 // redisOptions reads --store (a Redis URL), --store-client-name and the
