@@ -152,7 +152,7 @@ func (h *Limiter) pending() (ps []push, waiting *push) {
 			// pass); the rest stays a debt for the next.
 			total := e.pending + e.debt
 			n := min(total, e.lim.Capacity())
-			if n > 0 || share {
+			if n > 0 || share && !e.spent(now) {
 				ps = append(ps, push{id: i, e: e, sh: sh, n: n, debt: min(e.debt, n), share: share})
 			}
 			e.pending, e.debt = 0, total-n
@@ -236,6 +236,14 @@ func (e *entry) canWait(now int64) bool {
 		return false
 	}
 	return e.pending*waitShare < e.roomNow(now)
+}
+
+// spent reports that e's fixed window had nothing left at its last push
+// in this window, and the instance no allowance: until the window ends a
+// push or an exchange of the pair would learn nothing.
+func (e *entry) spent(now int64) bool {
+	w := window(&e.lim, now)
+	return e.lim.Algorithm == bouncer.FixedWindow && e.pushed && e.roomWin == w && e.room <= 0 && e.allowWin == w && e.allow <= 0
 }
 
 // roomNow is what e's limit had left at its last push: in a fixed window
