@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/bouncerhq/bouncer"
@@ -14,7 +15,7 @@ import (
 )
 
 func checkUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] CONFIG")
+	fmt.Fprintln(w, "usage: bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] [--regions N] CONFIG")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Validates a config file, or every *.yaml file of a directory, as `bouncer serve`")
 	fmt.Fprintln(w, "would load it, or a gateway config and its rules file as `bouncer gateway` would,")
@@ -23,13 +24,16 @@ func checkUsage(w io.Writer) {
 	fmt.Fprintln(w, "through Redis can admit in its mode (its own, or --mode's as bouncer serve --mode")
 	fmt.Fprintln(w, "would give it), and how far while Redis is down, under the limit's on_store_error")
 	fmt.Fprintln(w, "(its own, or --on-store-error's, local by default, as bouncer serve).")
+	fmt.Fprintln(w, "With --regions N, it also prints how far over each limit N regions admit")
+	fmt.Fprintln(w, "together, as bouncer serve --region gives them (docs/regions.md).")
 }
 
 // checkFlags are bouncer check's flags: each takes a value, as
 // "--name value" or "--name=value".
 type checkFlags struct {
-	load   rules.LoadOptions
-	policy bouncer.StoreErrorPolicy
+	load    rules.LoadOptions
+	policy  bouncer.StoreErrorPolicy
+	regions int // --regions: how many regions share the limits; 0 or 1: one
 }
 
 // parse reads the flags at the front of args and returns the rest.
@@ -37,7 +41,7 @@ func (f *checkFlags) parse(args []string) ([]string, error) {
 	f.policy = bouncer.StoreErrorLocal
 	for len(args) > 0 && strings.HasPrefix(args[0], "--") {
 		name, v, inline := strings.Cut(strings.TrimPrefix(args[0], "--"), "=")
-		if name != "mode" && name != "on-store-error" {
+		if name != "mode" && name != "on-store-error" && name != "regions" {
 			break
 		}
 		args = args[1:]
@@ -57,6 +61,12 @@ func (f *checkFlags) parse(args []string) ([]string, error) {
 				return nil, fmt.Errorf("--on-store-error: want local, allow or deny, got %q", v)
 			}
 			f.policy = p
+		case "regions":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 64 {
+				return nil, fmt.Errorf("--regions: want 1 to 64, got %q", v)
+			}
+			f.regions = n
 		}
 	}
 	return args, nil
@@ -77,7 +87,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		checkUsage(stderr)
 		return exitUsage
 	case len(args) == 1 && args[0] != "" && args[0][0] == '-':
-		fmt.Fprintf(stderr, "bouncer check takes no flag but --mode and --on-store-error; got %s\n\n", args[0])
+		fmt.Fprintf(stderr, "bouncer check takes no flag but --mode, --on-store-error and --regions; got %s\n\n", args[0])
 		checkUsage(stderr)
 		return exitUsage
 	case len(args) == 0 || args[0] == "":
@@ -92,7 +102,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return exitFail
 	}
-	printRules(stdout, c, f.policy)
+	printRules(stdout, c, f)
 	fmt.Fprintf(stdout, "ok: config version %s\n", c.Version)
 	return exitOK
 }
@@ -114,14 +124,14 @@ func printConfigError(w io.Writer, err error) {
 // guarantees, in units, at the hybrid limiter's defaults, and what it
 // admits at worst while Redis is down, under its store-error policy (def
 // for a limit that names none).
-func printModes(w io.Writer, r *rules.Rule, def bouncer.StoreErrorPolicy) {
+func printModes(w io.Writer, r *rules.Rule, def bouncer.StoreErrorPolicy, regions int) {
 	print := func(plan string, ls []bouncer.Limit) {
 		for _, l := range ls {
 			name := r.Label()
 			if plan != "" {
 				name += " (plan " + plan + ")"
 			}
-			fmt.Fprintf(w, "  %s:%d: %s, limit %s: %s; %s\n", r.File, r.Line, name, l.Name, modeBound(l), outageBound(l, def))
+			fmt.Fprintf(w, "  %s:%d: %s, limit %s: %s; %s%s\n", r.File, r.Line, name, l.Name, modeBound(l), outageBound(l, def), regionBound(l, regions))
 		}
 	}
 	print("", r.Limits)
@@ -157,6 +167,19 @@ func modeBound(l bouncer.Limit) string {
 		steady = fmt.Sprintf("1 more a sync (every %v) an instance", hybrid.DefaultSyncInterval)
 	}
 	return fmt.Sprintf("async: near the limit, instances share %s by demand: at most %s; a key new to an instance, at most (instances - 1) x %d more (what one instance can admit on its own between syncs)", what, steady, n)
+}
+
+// regionBound says in one sentence, after a "; ", what n regions admit
+// of l together (nothing for one region).
+func regionBound(l bouncer.Limit, n int) string {
+	if n <= 1 {
+		return ""
+	}
+	what := limitWords(l)
+	if l.Mode == bouncer.Async && l.Algorithm == bouncer.FixedWindow {
+		return fmt.Sprintf("; across %d regions, global: near the limit the regions share %s by demand, as the instances of one do; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, l.Rate/int64(n))
+	}
+	return fmt.Sprintf("; across %d regions, each region's own (only async fixed windows are global): up to %d x %s in all", n, n, what)
 }
 
 // outageBound says in one sentence what l admits at worst while its

@@ -40,7 +40,7 @@ func TestCheckTeaches(t *testing.T) {
 		stderr string
 	}{
 		{"two paths", []string{"a.yaml", "dir/"}, exitUsage, "bouncer check takes one path, a file or a directory; got 2\n\n"},
-		{"a flag", []string{"-v"}, exitUsage, "bouncer check takes no flag but --mode and --on-store-error; got -v\n\n"},
+		{"a flag", []string{"-v"}, exitUsage, "bouncer check takes no flag but --mode, --on-store-error and --regions; got -v\n\n"},
 		{"misspelt rules", []string{rulez}, exitFail, rulez + `:2: top level: unknown field "rulez" (did you mean rules?); read as envoyproxy/ratelimit's format: the file has no top-level rules` + "\n"},
 		{"fractional rate", []string{frac}, exitFail, frac + ":5: rules[0].limits[0].rate: want a whole number, got 0.5: for 0.5 per 1s write rate: 1, period: 2s\n"},
 		{"unknown algorithm on a rule, once at its line", []string{algo}, exitFail, algo + `:4: rules[0].algorithm: unknown algorithm "tokenbucket" (did you mean token_bucket?); want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter` + "\n"},
@@ -121,6 +121,27 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 		got, _, _ := strings.Cut(stdout.String(), "ok: ")
 		if got != c.want {
 			t.Errorf("%v: got\n%s\nwant\n%s", c.args, got, c.want)
+		}
+	}
+	// Across three regions an async fixed window is global; a lease limit
+	// is each region's own.
+	var stdout, stderr strings.Builder
+	if code := runCheck([]string{"--mode", "async", "--regions", "3", p}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("--regions 3: exit %d, stderr %q", code, stderr.String())
+	}
+	for _, want := range []string{
+		"limit m: async: near the limit, instances share 100 per 1m0s by demand",
+		"; across 3 regions, global: near the limit the regions share 100 per 1m0s by demand, as the instances of one do; a region cut off keeps its last share, past --region-ttl its static share of 33\n",
+		"limit w: lease: never more than 1000 per 1h0m0s; while Redis is down, with on_store_error deny: only what the leases already taken hold, within the bound above; across 3 regions, each region's own (only async fixed windows are global): up to 3 x 1000 per 1h0m0s in all\n",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("--regions 3: output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	for _, bad := range []string{"0", "65", "x"} {
+		var stdout, stderr strings.Builder
+		if code := runCheck([]string{"--regions", bad, p}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--regions: want 1 to 64") {
+			t.Errorf("--regions %s: exit %d, stderr %q", bad, code, stderr.String())
 		}
 	}
 	for _, bad := range [][]string{{"--mode=fast", p}, {"--on-store-error", "open", p}, {"--on-store-error=", p}} {

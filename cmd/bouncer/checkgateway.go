@@ -7,7 +7,6 @@ import (
 	"os"
 	"regexp"
 
-	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/gateway"
 	"github.com/bouncerhq/bouncer/rules"
 )
@@ -57,7 +56,7 @@ func checkGateway(path string, f checkFlags, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		engine, version = rules.NewEngine(rc, nil), rc.Version
-		printRules(stdout, rc, f.policy)
+		printRules(stdout, rc, f)
 	}
 	g, err := gateway.New(cfg, gateway.Options{Engine: engine, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -76,11 +75,11 @@ func printGatewayError(w io.Writer, path string, err error) {
 }
 
 // printRules writes each domain of c and the bounds of its rules' limits.
-func printRules(w io.Writer, c *rules.Config, policy bouncer.StoreErrorPolicy) {
+func printRules(w io.Writer, c *rules.Config, f checkFlags) {
 	for _, d := range c.Domains() {
 		fmt.Fprintf(w, "domain %s (%s semantics): %d rules, from %s\n", d.Name, d.Semantics, len(d.Rules), d.File)
 		for _, r := range d.Rules {
-			printModes(w, r, policy)
+			printModes(w, r, f.policy, f.regions)
 		}
 	}
 }

@@ -1374,8 +1374,8 @@ func TestCheckCommand(t *testing.T) {
 		{"good config lists its domains", []string{"check", good}, exitOK, "domain edge (envoy semantics): 10 rules", ""},
 		{"bad config", []string{"check", bad}, exitFail, "", bad + ":8: descriptors[2].rate_limit.unit: invalid rate limit unit 'fortnight'"},
 		{"missing config", []string{"check", filepath.Join(good, "nope.yaml")}, exitFail, "", "no such file"},
-		{"no argument", []string{"check"}, exitUsage, "", "usage: bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] CONFIG"},
-		{"a flag", []string{"check", "-v"}, exitUsage, "", "usage: bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] CONFIG"},
+		{"no argument", []string{"check"}, exitUsage, "", "usage: bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] [--regions N] CONFIG"},
+		{"a flag", []string{"check", "-v"}, exitUsage, "", "usage: bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] [--regions N] CONFIG"},
 	})
 }
 

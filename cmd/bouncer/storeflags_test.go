@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -71,6 +72,49 @@ func TestStoreFlags(t *testing.T) {
 			}
 			if strings.Contains(got, "hunter") {
 				t.Errorf("a password is printed: %q", got)
+			}
+		})
+	}
+}
+
+// --region, --region-peers and --region-ttl, as validate reads them.
+func TestRegionFlags(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string // the error's text, or the peers accepted
+	}{
+		{"none", nil, ""},
+		{"two peers", []string{"--store", "redis://h:1", "--region", "eu", "--region-peers", "us=redis://u:1  ap=rediss://a:2"}, "ap=a:2 us=u:1"},
+		{"peers without a region", []string{"--store", "redis://h:1", "--region-peers", "us=redis://u:1"}, "--region-peers needs --region"},
+		{"region on memory", []string{"--region", "eu", "--region-peers", "us=redis://u:1"}, "--region needs a Redis --store"},
+		{"bad region", []string{"--store", "redis://h:1", "--region", "eu west", "--region-peers", "us=redis://u:1"}, `--region "eu west": want 1 to 32 letters`},
+		{"no peers", []string{"--store", "redis://h:1", "--region", "eu"}, "--region needs --region-peers"},
+		{"own region", []string{"--store", "redis://h:1", "--region", "eu", "--region-peers", "eu=redis://u:1"}, `--region-peers: "eu" is this instance's own region`},
+		{"twice", []string{"--store", "redis://h:1", "--region", "eu", "--region-peers", "us=redis://u:1 us=redis://v:1"}, `--region-peers: region "us" named twice`},
+		{"not NAME=URL", []string{"--store", "redis://h:1", "--region", "eu", "--region-peers", "redis://u:1"}, "--region-peers: want NAME=URL"},
+		{"bad URL, password hidden", []string{"--store", "redis://h:1", "--region", "eu", "--region-peers", "us=redis://x:secret@u"}, `--region-peers us="redis://x:xxxxx@u": address "u" has no port`},
+		{"bad ttl", []string{"--store", "redis://h:1", "--region", "eu", "--region-peers", "us=redis://u:1", "--region-ttl", "0s"}, "--region-ttl: want a positive duration"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var c serveConfig
+			if err := serveFlags(&c, io.Discard).Parse(append([]string{"--config", "c.yaml"}, tt.args...)); err != nil {
+				t.Fatal(err)
+			}
+			o, err := c.validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else {
+				var peers []string
+				for name, co := range o.peers {
+					peers = append(peers, name+"="+strings.Join(co.InitAddress, ","))
+				}
+				slices.Sort(peers)
+				got = strings.Join(peers, " ")
+			}
+			if !strings.HasPrefix(got, tt.want) || tt.want == "" && got != "" {
+				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
 	}

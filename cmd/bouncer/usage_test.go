@@ -21,7 +21,7 @@ func TestHelpPrintsDoubleDashFlags(t *testing.T) {
 		{"serve", []string{"\n  --config string\n", "\n  --grpc-addr string\n", `(default "127.0.0.1:8081")`, "(env BOUNCER_CONFIG)", "\n  --watch\n", "(default true)"}},
 		{"gateway", []string{"\n  --config ", "\n  --store-timeout duration\n", "(env BOUNCER_STORE)"}},
 		{"simulate", []string{"--algorithm NAME"}},
-		{"check", []string{"bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] CONFIG"}},
+		{"check", []string{"bouncer check [--mode strict|lease|async] [--on-store-error local|allow|deny] [--regions N] CONFIG"}},
 		{"version", []string{"bouncer version"}},
 	}
 	for _, tt := range tests {
