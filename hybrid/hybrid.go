@@ -210,7 +210,7 @@ func (h *Limiter) Close() error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		h.sync(ctx)
+		h.sync(ctx, true)
 		h.endLeases(ctx, true)
 		h.view.Close()
 		if h.ownLocal != nil {
@@ -224,7 +224,7 @@ func (h *Limiter) Close() error {
 // before the next tick. The limiter's goroutine calls it every
 // SyncInterval; with Options.Manual the caller does.
 func (h *Limiter) Tick(ctx context.Context) {
-	h.sync(ctx)
+	h.sync(ctx, false)
 	h.endLeases(ctx, false)
 	if h.stop == nil {
 		for _, p := range h.peers {

@@ -849,3 +849,26 @@ func TestLeaseLocalPolicyChargesTheCost(t *testing.T) {
 		t.Errorf("with the store down, the local limit of %d admitted %d checks of 1; want between %d and %d", burst, admitted, burst-demand, burst)
 	}
 }
+
+// Close pushes what async limits admitted, the units that were waiting
+// far below their limit included: another instance's view then counts
+// them.
+func TestClosePushesWaitingUnits(t *testing.T) {
+	f := newFleet(t, 1, hybrid.Options{})
+	h := f.ins[0]
+	l := bouncer.Limit{Name: "w", Algorithm: bouncer.FixedWindow, Rate: 160, Period: time.Hour, Mode: bouncer.Async}
+	strict := l
+	strict.Mode = bouncer.Strict
+	for range 5 {
+		check(t, h, one("k", 1, l))
+	}
+	h.Tick(context.Background())
+	peek := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "k", Limits: []bouncer.Limit{strict}}}, Peek: true}
+	if d := check(t, f.shared.Limiter, peek); d.Remaining != l.Rate {
+		t.Fatalf("5 of 160 pending: the shared store counts %d, want them waiting", l.Rate-d.Remaining)
+	}
+	h.Close()
+	if d := check(t, f.shared.Limiter, peek); d.Remaining != l.Rate-5 {
+		t.Errorf("after Close the shared store counts %d, want the 5 waiting units", l.Rate-d.Remaining)
+	}
+}

@@ -28,8 +28,8 @@ type push struct {
 // shared limit takes it; the pair admits nothing meanwhile. So every
 // unit admitted is counted in the shared store in the end, and an
 // instance is never more than one interval's admissions ahead of it.
-func (h *Limiter) sync(ctx context.Context) {
-	ps, waiting := h.pending()
+func (h *Limiter) sync(ctx context.Context, closing bool) {
+	ps, waiting := h.pending(closing)
 	if len(ps) == 0 {
 		h.probe(ctx, waiting)
 		return
@@ -120,8 +120,8 @@ func (h *Limiter) probe(ctx context.Context, waiting *push) {
 }
 
 // pending takes the async pairs' pending units, and returns a pair whose
-// push waits, if one does.
-func (h *Limiter) pending() (ps []push, waiting *push) {
+// push waits, if one does; when closing, none waits.
+func (h *Limiter) pending(closing bool) (ps []push, waiting *push) {
 	now := h.now().UnixNano()
 	for s := range h.shards {
 		sh := &h.shards[s]
@@ -136,7 +136,7 @@ func (h *Limiter) pending() (ps []push, waiting *push) {
 			if window(&e.lim, now) != e.pendingWin {
 				e.pending, e.debt = 0, 0 // its window is over
 			}
-			if e.canWait(now) {
+			if !closing && e.canWait(now) {
 				e.dirty = true
 				again = append(again, i)
 				if waiting == nil {
