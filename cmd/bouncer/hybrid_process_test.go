@@ -43,20 +43,13 @@ func sumMetric(t *testing.T, admin, name string) float64 {
 	return sum
 }
 
-// Three bouncer serve processes on one Redis, with a seeded load skewed
-// between them: a fixed window in lease mode admits at most its rate, in
-// async mode at most its rate and (instances - 1) × AsyncBound more, and
-// the processes send Redis far fewer checks than they answer. The
-// windows are an hour long; a run during which an hour began is made
-// again with other keys.
-func TestServeHybridThreeProcesses(t *testing.T) {
-	addr := redistest.Addr(t)
-	domain := fmt.Sprintf("hybrid-%d-%d", os.Getpid(), time.Now().UnixNano()) // Redis outlives the test
-	const rate = 40
-	cfg := fmt.Sprintf("domain: %s\nrules:\n  - name: leased\n    match: [{key: user}]\n    mode: lease\n    limits: [{rate: %d, period: 1h, algorithm: fixed_window}]\n"+
-		"  - name: synced\n    match: [{key: team}]\n    mode: async\n    limits: [{rate: %d, period: 1h, algorithm: fixed_window}]\n", domain, rate, rate)
+// startThreeServes starts three bouncer serve processes of config cfg on
+// the Redis at addr, and returns their RLS clients and admin addresses
+// once each has connected to Redis.
+func startThreeServes(t *testing.T, addr, cfg string) ([]pb.RateLimitServiceClient, []string) {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "hybrid.yaml"), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var clients []pb.RateLimitServiceClient
@@ -75,6 +68,22 @@ func TestServeHybridThreeProcesses(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	return clients, admins
+}
+
+// Three bouncer serve processes on one Redis, with a seeded load skewed
+// between them: a fixed window in lease mode admits at most its rate, in
+// async mode at most its rate and (instances - 1) × AsyncBound more, and
+// the processes send Redis far fewer checks than they answer. The
+// windows are an hour long; a run during which an hour began is made
+// again with other keys.
+func TestServeHybridThreeProcesses(t *testing.T) {
+	addr := redistest.Addr(t)
+	domain := fmt.Sprintf("hybrid-%d-%d", os.Getpid(), time.Now().UnixNano()) // Redis outlives the test
+	const rate = 40
+	cfg := fmt.Sprintf("domain: %s\nrules:\n  - name: leased\n    match: [{key: user}]\n    mode: lease\n    limits: [{rate: %d, period: 1h, algorithm: fixed_window}]\n"+
+		"  - name: synced\n    match: [{key: team}]\n    mode: async\n    limits: [{rate: %d, period: 1h, algorithm: fixed_window}]\n", domain, rate, rate)
+	clients, admins := startThreeServes(t, addr, cfg)
 	callsBefore := 0.0
 	for _, a := range admins {
 		callsBefore += sumMetric(t, a, "bouncer_redis_calls_total")
@@ -144,26 +153,7 @@ func TestServeAsyncSharesThreeProcesses(t *testing.T) {
 	domain := fmt.Sprintf("shares-%d-%d", os.Getpid(), time.Now().UnixNano())
 	const rate, windows = 100, 6
 	cfg := fmt.Sprintf("domain: %s\nrules:\n  - name: hot\n    match: [{key: team}]\n    mode: async\n    limits: [{rate: %d, period: 1s, algorithm: fixed_window}]\n", domain, rate)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "shares.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var clients []pb.RateLimitServiceClient
-	var admins []string
-	for range 3 {
-		grpcAddr, admin := freeAddr(t), freeAddr(t)
-		startServe(t, "--config", dir, "--store", "redis://"+addr, "--grpc-addr", grpcAddr, "--http-addr", "", "--admin-addr", admin)
-		clients, admins = append(clients, rlsClient(t, grpcAddr)), append(admins, admin)
-	}
-	for _, a := range admins {
-		deadline := time.Now().Add(30 * time.Second)
-		for sumMetric(t, a, "bouncer_redis_connected") != 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("a process's Redis store has not connected after 30s")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	clients, admins := startThreeServes(t, addr, cfg)
 	rng := rand.New(rand.NewPCG(42, 9))
 	start := time.Now().Truncate(time.Second).Add(time.Second)
 	admitted := make([]int, windows)
