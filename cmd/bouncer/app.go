@@ -427,7 +427,7 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 	ho := hybrid.Options{OnStoreError: o.policy, Region: c.region, RegionTTL: c.regionTTL}
 	var peers []*redisstore.Store
 	for name, co := range o.peers {
-		ps, err := redisstore.New(redisstore.Options{Client: co, TLS: o.redisTLS, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log.With("region", name)})
+		ps, err := redisstore.New(redisstore.Options{Client: co, TLS: o.redisTLS, Timeout: peerTimeout, OnStoreError: o.policy, Logger: log.With("region", name)})
 		if err != nil {
 			closeAll(peers)
 			rs.Close()
@@ -446,6 +446,12 @@ func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.R
 		degraded: func() []string { return rs.Health().Degraded() },
 	}, nil
 }
+
+// peerTimeout is the deadline of a call to another region's Redis: a
+// relay of shares, never on a request's path, over a link whose round
+// trip may be a few hundred milliseconds (--store-timeout's 50 ms would
+// time every relay out).
+const peerTimeout = time.Second
 
 func closeAll(ss []*redisstore.Store) {
 	for _, s := range ss {
