@@ -302,6 +302,7 @@ type entry struct {
 	allow, allowWin     int64
 	demands             []float64
 	static              float64 // the static shares of silent regions (see division)
+	paces               map[string]*regionPace
 }
 
 type shard struct {

@@ -111,8 +111,10 @@ type division struct {
 	win      int64 // the fixed window now
 	interval time.Duration
 	joining  bool
-	region   string   // this instance's region; "" for one region
-	peers    []string // the other regions
+	region   string             // this instance's region; "" for one region
+	peers    []string           // the other regions
+	paces    map[string]float64 // the other regions' admissions a ns (see entry.pace)
+	now      int64
 }
 
 // allowance is what this instance may admit of the pool until its next
@@ -167,21 +169,79 @@ func (d *division) allowance() (a int64, demands []float64, static float64) {
 	shares := divide(max(pool-static, 0), demands)
 	var fresh []float64
 	held := static
+	remote, newest := map[string]float64{}, map[string]int64{}
 	for k, o := range others {
-		if d.l.Algorithm != bouncer.FixedWindow || o.Window == d.win {
+		switch {
+		case d.l.Algorithm == bouncer.FixedWindow && o.Window != d.win:
+			if fresh == nil {
+				fresh = divide(float64(d.l.Rate)-static, demands)
+			}
+			held += float64(ceilUnits(fresh[k+1]))
+		case o.Region != d.region:
+			remote[o.Region] += float64(o.Allowance)
+			newest[o.Region] = max(newest[o.Region], o.At)
+		default:
 			held += float64(o.Allowance)
-			continue
 		}
-		if fresh == nil {
-			fresh = divide(float64(d.l.Rate)-static, demands)
-		}
-		held += float64(ceilUnits(fresh[k+1]))
+	}
+	// Another region's shares are as old as the link: since them its
+	// instances may have renewed their allowances. It holds what they
+	// reported, or what it admits at its pace from then until this
+	// allowance ends, if more.
+	for r, allowed := range remote {
+		age := float64(max(d.now-newest[r], 0) + int64(d.interval))
+		held += max(allowed, d.paces[r]*age)
 	}
 	a = ceilUnits(shares[0])
 	if !d.joining {
 		a = min(a, int64(max(pool-held, 0)))
 	}
 	return max(a, 0), demands, static
+}
+
+// regionPace is what an instance has seen of another region's count of a
+// fixed window: its newest report, and the pace it grows at.
+type regionPace struct {
+	used, at, win int64
+	rate          float64 // units a ns
+}
+
+// pace updates e's paces of the other regions from their shares, and
+// returns them: each region's count, as its newest share reports it,
+// over the time between two reports, in one window, halved with the
+// pace before at each new report. The shard must be locked.
+func (e *entry) pace(region string, others []store.Share, win int64) map[string]float64 {
+	if region == "" || e.lim.Algorithm != bouncer.FixedWindow {
+		return nil
+	}
+	newest := map[string]store.Share{}
+	for _, o := range others {
+		if n, ok := newest[o.Region]; o.Region != region && o.Window == win && (!ok || o.At > n.At || o.At == n.At && o.Used > n.Used) {
+			newest[o.Region] = o
+		}
+	}
+	if e.paces == nil {
+		e.paces = map[string]*regionPace{}
+	}
+	out := map[string]float64{}
+	for r, o := range newest {
+		p := e.paces[r]
+		switch {
+		case p == nil:
+			p = &regionPace{}
+			e.paces[r] = p
+		case p.win == o.Window && o.At > p.at && o.Used >= p.used:
+			p.rate = (p.rate + float64(o.Used-p.used)/float64(o.At-p.at)) / 2
+		}
+		p.used, p.at, p.win = o.Used, o.At, o.Window
+		out[r] = p.rate
+	}
+	for r, p := range e.paces {
+		if _, ok := out[r]; !ok {
+			out[r] = p.rate
+		}
+	}
+	return out
 }
 
 // pool is what pair p can admit from its push until the next sync: a
@@ -251,10 +311,10 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 	h.stats.exchanges.Add(1)
 	for k, p := range at {
 		win := window(&p.e.lim, now)
-		d := division{l: &p.e.lim, pool: h.pool(&p.e.lim, p.rem), mine: mine[k].Demand, others: others[k], win: win,
-			interval: h.interval, joining: p.joining, region: h.region, peers: h.peerNames}
-		a, demands, static := d.allowance()
 		p.sh.mu.Lock()
+		d := division{l: &p.e.lim, pool: h.pool(&p.e.lim, p.rem), mine: mine[k].Demand, others: others[k], win: win,
+			interval: h.interval, joining: p.joining, region: h.region, peers: h.peerNames, paces: p.e.pace(h.region, others[k], win), now: now}
+		a, demands, static := d.allowance()
 		e := p.e
 		if !e.sharing {
 			e.sharing, e.allowWin = true, win
