@@ -32,7 +32,6 @@ type peer struct {
 	store  store.Sharer
 	latest atomic.Pointer[relayed]
 	wake   chan struct{}
-	sent   atomic.Int64 // when the last relay to it succeeded (ns); 0: never
 }
 
 // relayed is a batch of this instance's shares of global pairs.
@@ -74,9 +73,7 @@ func (h *Limiter) send(ctx context.Context, p *peer) {
 	}
 	if _, err := p.store.ExchangeShares(ctx, h.regionTTL, b.pairs, b.mine); err != nil {
 		p.latest.CompareAndSwap(nil, b) // sent again with the next, unless newer came
-		return
 	}
-	p.sent.Store(h.now().UnixNano())
 }
 
 // relays runs a peer's relay until ctx ends.
