@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,10 +112,13 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 // its own (started by the benchmark on free loopback ports) and two
 // instances: hybrid.New(redisstore.New(…), nil, hybrid.Options{Region,
 // Peers}), each with stores of its own, all else at the defaults (real
-// clock, background goroutines, the stores' deadline, RegionTTL). An
+// clock, background goroutines, the store's deadline, RegionTTL). An
 // instance's peers are stores of the other regions' Redis reached
 // through a linkproxy a directed link that adds 50 ms each way (100 ms a
-// round trip). The limit is an async fixed window of 300 a second.
+// round trip), with the deadline the case names: peer-timeout=default,
+// the store's 50 ms, which is what bouncer serve gives them (its
+// --store-timeout), and peer-timeout=1s, above the round trip. The limit
+// is an async fixed window of 300 a second.
 //
 // One op is one run of a seeded open-loop Poisson stream of checks of
 // one key at three times the limit's rate, each check made on the wall
@@ -138,6 +142,8 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 //	p99/base       p99-µs over base-p99-µs
 //	relay-slow-%   the relays to other regions that missed the peer
 //	               store's deadline, over those sent
+//	peers-open     the peer stores (12) whose circuit breaker was not
+//	               closed at the end of the run
 //
 // Each window's admissions by region, and what each region's first
 // instance last knew of the regions (Regions), are logged. -short (make
@@ -154,14 +160,34 @@ func BenchmarkRegions(b *testing.B) {
 			base = append(base, a)
 		}
 	}
-	run := 0
-	for b.Loop() {
-		run++
-		prefix := fmt.Sprintf("bouncer-%s-regions%d", runID, run)
-		without := regionRun(b, servers, prefix+"-base", false, base, nil)
-		with := regionRun(b, servers, prefix, true, stream, phases)
-		regionReport(b, phases, with, without)
+	timeouts := regionPeerTimeouts
+	if testing.Short() {
+		timeouts = timeouts[:1]
 	}
+	run := 0
+	for _, pt := range timeouts {
+		b.Run("peer-timeout="+pt.name, func(b *testing.B) {
+			for b.Loop() {
+				run++
+				prefix := fmt.Sprintf("bouncer-%s-regions%d", runID, run)
+				without := regionRun(b, servers, prefix+"-base", 0, base, nil)
+				with := regionRun(b, servers, prefix, pt.timeout, stream, phases)
+				regionReport(b, phases, with, without)
+			}
+		})
+	}
+}
+
+// regionPeerTimeouts are the deadlines of the stores of other regions'
+// Redis that BenchmarkRegions runs with: the store's default, which is
+// what bouncer serve gives them (its --store-timeout), and one above the
+// links' round trip.
+var regionPeerTimeouts = []struct {
+	name    string
+	timeout time.Duration
+}{
+	{"default", 0},
+	{"1s", time.Second},
 }
 
 // startRegionServers starts a redis-server a region and returns their
@@ -197,8 +223,9 @@ type regionWorld struct {
 
 // newRegionWorld makes the instances over servers (a region's each),
 // their keys under prefix; with regions, each names its region and its
-// peers, through a link a direction between two regions.
-func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool) *regionWorld {
+// peers, stores with the deadline peerTimeout (0: the default) through a
+// link a direction between two regions.
+func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool, peerTimeout time.Duration) *regionWorld {
 	b.Helper()
 	w := &regionWorld{links: map[[2]int]*linkproxy.Proxy{}}
 	for r := range regionNames {
@@ -220,24 +247,27 @@ func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool)
 				o.Region, o.Peers = name, map[string]store.Sharer{}
 				for q, other := range regionNames {
 					if q != r {
-						ps := openRegionStore(b, w.links[[2]int{r, q}].Addr(), prefix)
+						ps := openRegionStore(b, w.links[[2]int{r, q}].Addr(), prefix, peerTimeout)
 						o.Peers[other], w.peers = ps, append(w.peers, ps)
 					}
 				}
 			}
-			s := openRegionStore(b, servers[r], prefix)
+			s := openRegionStore(b, servers[r], prefix, 0)
 			w.stores, w.hs = append(w.stores, s), append(w.hs, hybrid.New(s, nil, o))
 		}
 	}
 	return w
 }
 
-// openRegionStore opens a store of the Redis at addr at its defaults
-// (but under -short, when the rest of make test shares the machine) and
-// waits until it has connected.
-func openRegionStore(b *testing.B, addr, prefix string) *redisstore.Store {
+// openRegionStore opens a store of the Redis at addr with the deadline
+// timeout, 0 meaning the default (but under -short, when the rest of make
+// test shares the machine), and waits until it has connected.
+func openRegionStore(b *testing.B, addr, prefix string, timeout time.Duration) *redisstore.Store {
 	b.Helper()
-	s, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption([]string{addr}), Prefix: prefix, Timeout: smokeTimeout()})
+	if timeout == 0 {
+		timeout = smokeTimeout()
+	}
+	s, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption([]string{addr}), Prefix: prefix, Timeout: timeout})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -274,15 +304,17 @@ type regionResult struct {
 	degraded, failed int64
 	firstErr         error
 	relays, slow     uint64
+	peersOpen        int
 	views            [][][]hybrid.RegionStats
 }
 
 // regionRun runs stream through a new regionWorld from the start of the
-// next second; phases (nil without regions) say when the last region is
-// cut off.
-func regionRun(b *testing.B, servers []string, prefix string, regions bool, stream []regionArrival, phases []regionPhase) regionResult {
+// next second; phases (nil: without regions) say when the last region is
+// cut off; peerTimeout is the deadline of the peers' stores (0: the
+// default).
+func regionRun(b *testing.B, servers []string, prefix string, peerTimeout time.Duration, stream []regionArrival, phases []regionPhase) regionResult {
 	b.Helper()
-	w := newRegionWorld(b, servers, prefix, regions)
+	w := newRegionWorld(b, servers, prefix, phases != nil, peerTimeout)
 	windows := stream[len(stream)-1].window + 1
 	res := regionResult{checks: make([][3]int64, windows), allowed: make([][3]int64, windows), views: make([][][]hybrid.RegionStats, windows)}
 	start := time.Now().Truncate(time.Second).Add(time.Second)
@@ -319,7 +351,11 @@ func regionRun(b *testing.B, servers []string, prefix string, regions bool, stre
 		res.degraded += int64(s.Health().DegradedN)
 	}
 	for _, s := range w.peers {
-		res.relays, res.slow = res.relays+s.Health().Calls, res.slow+s.Health().SlowN
+		h := s.Health()
+		res.relays, res.slow = res.relays+h.Calls, res.slow+h.SlowN
+		if slices.ContainsFunc(h.Nodes, func(n redisstore.NodeHealth) bool { return n.Breaker != redisstore.BreakerClosed }) {
+			res.peersOpen++
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -373,6 +409,7 @@ func regionReport(b *testing.B, phases []regionPhase, with, without regionResult
 	if with.failed+without.failed > 0 {
 		b.Fatalf("%d decisions failed (first error: %v)", with.failed+without.failed, cmp.Or(with.firstErr, without.firstErr))
 	}
+	var log strings.Builder
 	win := 0
 	for _, p := range phases {
 		if p.name != "warm-up" && p.name != "heal" {
@@ -385,10 +422,11 @@ func regionReport(b *testing.B, phases []regionPhase, with, without regionResult
 			b.ReportMetric(float64(sum)/float64(p.windows)/float64(regionLimit.Rate), p.name+"-mean/limit")
 		}
 		for k := win; k < win+p.windows; k++ {
-			b.Logf("window %d (%s): checks %v, allowed %v by region; each region's first instance knew %+v", k, p.name, with.checks[k], with.allowed[k], with.views[k])
+			fmt.Fprintf(&log, "\nwindow %d (%s): checks %v, allowed %v by region; each region's first instance knew %+v", k, p.name, with.checks[k], with.allowed[k], with.views[k])
 		}
 		win += p.windows
 	}
+	b.Log(log.String())
 	b.ReportMetric(float64(with.degraded+without.degraded), "degraded")
 	if with.degraded+without.degraded > 0 {
 		b.Errorf("%d decisions degraded with regions, %d without: not a valid run", with.degraded, without.degraded)
@@ -404,5 +442,6 @@ func regionReport(b *testing.B, phases []regionPhase, with, without regionResult
 	if with.relays > 0 {
 		b.ReportMetric(100*float64(with.slow)/float64(with.relays), "relay-slow-%")
 	}
+	b.ReportMetric(float64(with.peersOpen), "peers-open")
 	b.Logf("without regions, per window: checks %v, allowed %v by region", without.checks, without.allowed)
 }
