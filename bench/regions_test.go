@@ -136,9 +136,9 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 //	degraded       decisions made without Redis, in every phase: 0, or
 //	               the run fails
 //	p50-µs p99-µs  a check's latency, steady and moving windows
-//	base-p50-µs    the same on the same instances without regions (no
-//	base-p99-µs    Region, no Peers: each region on its own) and the
-//	               same stream's steady and moving windows
+//	base-p50-µs    the same in one region: the six instances on one
+//	base-p99-µs    Redis without Region or Peers, the same stream's
+//	               warm-up, steady and moving windows
 //	p99/base       p99-µs over base-p99-µs
 //	relay-slow-%   the relays to other regions that missed the peer
 //	               store's deadline, over those sent
@@ -221,10 +221,11 @@ type regionWorld struct {
 	links  map[[2]int]*linkproxy.Proxy // [from, to]
 }
 
-// newRegionWorld makes the instances over servers (a region's each),
-// their keys under prefix; with regions, each names its region and its
-// peers, stores with the deadline peerTimeout (0: the default) through a
-// link a direction between two regions.
+// newRegionWorld makes the instances, their keys under prefix. With
+// regions, each region's over its server of servers, each instance
+// naming its region and its peers, stores with the deadline peerTimeout
+// (0: the default) through a link a direction between two regions;
+// without, one region: every instance over the first server.
 func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool, peerTimeout time.Duration) *regionWorld {
 	b.Helper()
 	w := &regionWorld{links: map[[2]int]*linkproxy.Proxy{}}
@@ -252,7 +253,11 @@ func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool,
 					}
 				}
 			}
-			s := openRegionStore(b, servers[r], prefix, 0)
+			own := servers[0] // one region: every instance on one Redis
+			if regions {
+				own = servers[r]
+			}
+			s := openRegionStore(b, own, prefix, 0)
 			w.stores, w.hs = append(w.stores, s), append(w.hs, hybrid.New(s, nil, o))
 		}
 	}
@@ -403,7 +408,7 @@ func regionDrive(w *regionWorld, stream []regionArrival, start time.Time, res *r
 }
 
 // regionReport reports a run of BenchmarkRegions: with regions, and the
-// same instances without on the first phases of the same stream.
+// same instances in one region on the first phases of the same stream.
 func regionReport(b *testing.B, phases []regionPhase, with, without regionResult) {
 	b.Helper()
 	if with.failed+without.failed > 0 {
@@ -443,5 +448,5 @@ func regionReport(b *testing.B, phases []regionPhase, with, without regionResult
 		b.ReportMetric(100*float64(with.slow)/float64(with.relays), "relay-slow-%")
 	}
 	b.ReportMetric(float64(with.peersOpen), "peers-open")
-	b.Logf("without regions, per window: checks %v, allowed %v by region", without.checks, without.allowed)
+	b.Logf("in one region, per window: checks %v, allowed %v by the instances of each region", without.checks, without.allowed)
 }
