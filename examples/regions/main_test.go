@@ -8,8 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/bouncerhq/bouncer/internal/redistest"
 )
+
+// The six instances and their eighteen stores stop every goroutine they
+// start when the example ends.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The example against the test Redis (scripts/redis-up.sh; make test
 // starts it): every second after the first admits at most 1.1 times the
@@ -22,7 +28,8 @@ func TestRegions(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	rows := regexp.MustCompile(`(?m)^ +(\d) +(even|mostly ap|mostly eu|mostly us) +(\d+) +(\d+) +(\d+) +(\d+) +\d\.\d\d  ap \d+, eu \d+ \(\d+ms old\), us \d+ \(\d+ms old\)$`).FindAllStringSubmatch(got, -1)
+	rows := regexp.MustCompile(`(?m)^ +(\d) +(even|mostly ap|mostly eu|mostly us) +(\d+) +(\d+) +(\d+) +(\d+) +\d\.\d\d  (.*)$`).FindAllStringSubmatch(got, -1)
+	heard := regexp.MustCompile(`^ap \d+, eu \d+ \(\d+ms old\), us \d+ \(\d+ms old\)$`)
 	if len(rows) != len(seconds) {
 		t.Fatalf("got %d rows of a second, want %d, in\n%s", len(rows), len(seconds), got)
 	}
@@ -36,6 +43,9 @@ func TestRegions(t *testing.T) {
 		}
 		if s > 0 && float64(n[3]) > 1.1*float64(global.Rate) {
 			t.Errorf("second %d: admitted %d in all, over 1.1 × %d", s+1, n[3], global.Rate)
+		}
+		if !heard.MatchString(row[7]) {
+			t.Errorf("second %d: ap's first instance knew %q, want every region's count and how old the news of eu and us was", s+1, row[7])
 		}
 		if r := strings.TrimPrefix(row[2], "mostly "); r != row[2] {
 			most := map[string]int{"ap": 0, "eu": 1, "us": 2}[r]
