@@ -147,9 +147,9 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 //
 // Each window's admissions by region, and how old the oldest news of
 // another region was that each region's first instance had at the
-// window's end (Regions), are logged. -short (make
-// test's bench-check) runs one steady and one moving window, and no
-// partition.
+// window's end (Regions), are logged, a line a phase. -short (make
+// test's bench-check) runs one steady and one moving window, the peers
+// at their default deadline, and no partition.
 func BenchmarkRegions(b *testing.B) {
 	redisAddrs(b, redisTopologies[0]) // runs with the other Redis benchmarks
 	servers := startRegionServers(b)
