@@ -139,6 +139,17 @@ bench-redis:
 bench-shares:
 	cd bench && BOUNCER_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^BenchmarkAsyncShares$$' -benchtime 1x .
 
+# Three regions, a redis-server each (started by the benchmark) and two
+# async instances a region, 100 ms links between them: the global limit
+# per window at steady state, while demand moves, during a partition and
+# after it, and a check's latency against the same instances without
+# regions (bench/regions_test.go, docs/benchmarks.md#regions). About a
+# minute and a half.
+.PHONY: bench-regions
+
+bench-regions:
+	cd bench && BOUNCER_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^BenchmarkRegions$$' -benchtime 1x .
+
 # The rate limit services side by side over gRPC: bouncer serve,
 # envoyproxy/ratelimit on Redis and gubernator in memory (bench/rls_test.go;
 # the first run builds the references, which takes a few minutes).

@@ -64,6 +64,9 @@ var allowedImports = map[string][]string{
 	"examples/transcode": {"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/api", "google.golang.org/genproto/googleapis/rpc"},
 	// An RLQS server and its clients in one process.
 	"examples/rlqsfleet": {"memstore", "rules", "rlqs", "storetest", "google.golang.org/grpc"},
+	// Three regions: hybrid.Options.Peers names the other regions' stores
+	// as store.Sharer.
+	"examples/regions": {"", "redisstore", "hybrid", "store"},
 }
 
 type listedPackage struct {

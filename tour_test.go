@@ -60,6 +60,7 @@ var tourSteps = []tourStep{
 	{block: "bash scripts/redis-up.sh --standalone", skip: defaultRedisMissing, want: []match{
 		{`instance [12]: allowed \(redis\)`, 5}, {`instance [12]: denied \(redis\)`, 2},
 		some(`no redis  : allowed \(local\)`), once(`admitted: 100 \(never more than the limit: true\)`),
+		once(`every second after the first within 1\.1 × the limit: true`), once(`degraded decisions: 0`),
 	}},
 	{block: "make gateway-demo", ready: []string{"127.0.0.1:8088", "127.0.0.1:8089", "127.0.0.1:9001"}},
 	{block: "curl -si localhost:8088/api/hello | head -1", want: []match{
