@@ -301,8 +301,10 @@ func sharesReportWindows(b *testing.B, l bouncer.Limit, run, strict sharesRun) {
 	b.ReportMetric(float64(strictSum)/windows/capacity, "strict-mean/limit")
 	b.ReportMetric(overStrict, "max/strict")
 	b.ReportMetric(100*float64(falseDenials)/float64(checks), "false-denials-%")
-	b.Logf("per window (warm-up first): checks %v; allowed %v; strict allowed %v; each limiter's hybrid.Stats %+v",
-		run.checks, run.allowed, strict.allowed, run.stats)
+	b.Logf("per window (warm-up first): checks %v; allowed %v; strict allowed %v", run.checks, run.allowed, strict.allowed)
+	if run.stats != nil {
+		b.Logf("each limiter's hybrid.Stats %+v", run.stats)
+	}
 }
 
 // sharesRun is what a run decided of one stream, per window (0 is the
