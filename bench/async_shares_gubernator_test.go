@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
+	"time"
 
 	guber "github.com/gubernator-io/gubernator/v2"
 	"google.golang.org/grpc"
@@ -87,4 +89,40 @@ func gubernatorLimit(l bouncer.Limit, key string) (*guber.RateLimitReq, error) {
 		return nil, fmt.Errorf("gubernator has no limit like %+v", l)
 	}
 	return r, nil
+}
+
+// TestGubernatorLimit checks the gubernator limits BenchmarkAsyncShares
+// sets beside async's: the window as gubernator's token bucket of the
+// same rate and period, the bucket as its leaky bucket of the same rate,
+// period and burst, and nothing for a limit gubernator has no twin of.
+func TestGubernatorLimit(t *testing.T) {
+	tests := []struct {
+		l                      bouncer.Limit
+		alg                    guber.Algorithm
+		limit, duration, burst int64
+	}{
+		{sharesLimits[0], guber.Algorithm_TOKEN_BUCKET, 300, 2000, 0},
+		{sharesLimits[1], guber.Algorithm_LEAKY_BUCKET, 150, 1000, 150},
+	}
+	for _, tt := range tests {
+		r, err := gubernatorLimit(tt.l, "k")
+		if err != nil {
+			t.Fatalf("gubernatorLimit(%v): %v", tt.l.Algorithm, err)
+		}
+		if r.GetAlgorithm() != tt.alg || r.GetLimit() != tt.limit || r.GetDuration() != tt.duration || r.GetBurst() != tt.burst {
+			t.Errorf("gubernatorLimit(%v) = %v %d per %d ms, burst %d; want %v %d per %d ms, burst %d", tt.l.Algorithm,
+				r.GetAlgorithm(), r.GetLimit(), r.GetDuration(), r.GetBurst(), tt.alg, tt.limit, tt.duration, tt.burst)
+		}
+		if r.GetBehavior() != guber.Behavior_GLOBAL || r.GetHits() != 1 || r.GetUniqueKey() != "k" {
+			t.Errorf("gubernatorLimit(%v): behaviour %v, %d hits, key %q; want GLOBAL, 1, %q", tt.l.Algorithm, r.GetBehavior(), r.GetHits(), r.GetUniqueKey(), "k")
+		}
+	}
+	for _, l := range []bouncer.Limit{
+		{Name: "x", Algorithm: bouncer.GCRA, Rate: 150, Period: time.Second, Burst: 150},
+		{Name: "x", Algorithm: bouncer.TokenBucket, Rate: 150, Period: time.Second, Burst: 300},
+	} {
+		if _, err := gubernatorLimit(l, "k"); err == nil {
+			t.Errorf("gubernatorLimit(%v, burst %d): no error, want one", l.Algorithm, l.Burst)
+		}
+	}
 }
