@@ -133,11 +133,13 @@ bench-redis:
 # instances, beside strict mode on the same seeded stream, on the
 # standalone Redis of BOUNCER_REDIS_ADDR (`. .redis/env` first; nothing
 # else may use that server during the run): bench/async_shares_test.go,
-# docs/benchmarks.md#async-shares. About three and a half minutes.
+# docs/benchmarks.md#async-shares. With gubernator GLOBAL beside async on
+# the same streams (-tags gubernator; the first run builds gubernator,
+# which takes minutes). About four and a half minutes.
 .PHONY: bench-shares
 
 bench-shares:
-	cd bench && BOUNCER_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^BenchmarkAsyncShares$$' -benchtime 1x .
+	cd bench && BOUNCER_REQUIRE_REDIS=1 $(GO) test -tags gubernator -run '^$$' -bench '^BenchmarkAsyncShares$$' -benchtime 1x .
 
 # Three regions, a redis-server each (started by the benchmark) and two
 # async instances a region, 100 ms links between them: the global limit

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/bench/refsvc"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/redisstore"
 )
@@ -150,8 +151,19 @@ func sharesCapacity(l bouncer.Limit) int64 {
 // (Tick) and closed; a run in which the server counted more calls than
 // the stores sent checks (another client used the server) fails. The
 // per-window admissions of both modes and each limiter's hybrid.Stats
-// are logged. -short (make test's bench-check) runs one case of
-// each algorithm, one measured window.
+// are logged.
+//
+// Beside async, the same streams at 3× (spread=even and skew) go to a
+// cluster of three gubernator nodes (refsvc.Gubernator.StartCluster),
+// arrival i's instance being node i, each check a request of behaviour
+// GLOBAL (server=gubernator-global/…): for the window, gubernator's
+// TOKEN_BUCKET of 300 per 2 s; for the bucket, its LEAKY_BUCKET of 150 a
+// second, burst 150 (see gubernatorLimit). They report the same figures
+// but the Redis calls, and need a build with -tags gubernator (they skip
+// without it).
+//
+// -short (make test's bench-check) runs one case of each algorithm, one
+// measured window, and no gubernator.
 func BenchmarkAsyncShares(b *testing.B) {
 	addrs := redisAddrs(b, redisTopologies[0])
 	admin := redis.NewClient(&redis.Options{Addr: addrs[0]})
@@ -160,6 +172,7 @@ func BenchmarkAsyncShares(b *testing.B) {
 	if testing.Short() {
 		cases = cases[:1]
 	}
+	guber, whyNot := sharesStartGubernator(b)
 	run := 0
 	prefix := func() string {
 		run++
@@ -188,42 +201,110 @@ func BenchmarkAsyncShares(b *testing.B) {
 					}
 				})
 			}
+			for i, c := range cases {
+				if c.load != 3 || c.spread == "moving" {
+					continue
+				}
+				b.Run(fmt.Sprintf("server=gubernator-global/load=%.1fx/spread=%s", c.load, c.spread), func(b *testing.B) {
+					if guber == nil {
+						b.Skip(whyNot)
+					}
+					for b.Loop() {
+						sharesReportWindows(b, l, sharesMeasureGubernator(b, guber, prefix(), l, streams[i]), strict[i])
+					}
+				})
+			}
 		})
 	}
+}
+
+// sharesGubernator returns a sharesChecker of l on the gubernator nodes
+// at addrs (node i is instance i), each check of key a request of
+// behaviour GLOBAL on prefix+key, and a func that closes its
+// connections. It is nil in a build without -tags gubernator
+// (async_shares_gubernator_test.go sets it).
+var sharesGubernator func(addrs []string, prefix string, l bouncer.Limit) (sharesChecker, func(), error)
+
+// sharesStartGubernator starts BenchmarkAsyncShares's gubernator cluster
+// of three nodes, stopped when b ends, and returns their addresses; or
+// nil and why there is none: under -short, in a build without -tags
+// gubernator, or when the cluster cannot start here.
+func sharesStartGubernator(b *testing.B) ([]string, string) {
+	switch {
+	case testing.Short():
+		return nil, "-short leaves gubernator out"
+	case sharesGubernator == nil:
+		return nil, "gubernator needs a build with -tags gubernator"
+	}
+	nodes, err := refsvc.Gubernator{}.StartCluster(context.Background(), sharesInstances)
+	if err != nil {
+		return nil, "gubernator: " + err.Error()
+	}
+	var addrs []string
+	for _, s := range nodes {
+		b.Cleanup(s.Stop)
+		addrs = append(addrs, s.Addr)
+	}
+	return addrs, ""
+}
+
+// sharesMeasureGubernator runs stream through the gubernator nodes at
+// addrs under l (sharesGubernator), on a key under prefix, from the next
+// window's start (sharesStart). It fails b if a check failed.
+func sharesMeasureGubernator(b *testing.B, addrs []string, prefix string, l bouncer.Limit, stream []arrival) sharesRun {
+	check, closeConns, err := sharesGubernator(addrs, prefix, l)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeConns()
+	runs, errs := sharesDriveAll(check, [][]arrival{stream}, sharesStart(time.Now()))
+	if errs.failed > 0 {
+		b.Fatalf("%d checks failed (first error: %v)", errs.failed, errs.first)
+	}
+	return runs[0]
 }
 
 // sharesReport reports a run of BenchmarkAsyncShares: async's run of a
 // stream, strict's run of the same, and async's Redis calls.
 func sharesReport(b *testing.B, l bouncer.Limit, async, strict sharesRun, calls int64, strictPer1000 float64) {
-	capacity := float64(sharesCapacity(l))
-	var most, sum, strictSum, falseDenials, checks int64
-	overStrict := 0.0
-	for w := 1; w < len(async.checks); w++ {
-		most = max(most, async.allowed[w])
-		if strict.allowed[w] > 0 {
-			overStrict = max(overStrict, float64(async.allowed[w])/float64(strict.allowed[w]))
-		}
-		sum += async.allowed[w]
-		strictSum += strict.allowed[w]
-		denied, strictDenied := async.checks[w]-async.allowed[w], strict.checks[w]-strict.allowed[w]
-		falseDenials += max(denied-strictDenied, 0)
-		checks += async.checks[w]
-	}
-	windows := float64(len(async.checks) - 1)
+	sharesReportWindows(b, l, async, strict)
 	per1000 := float64(calls) * 1000 / float64(async.made)
-	b.ReportMetric(float64(most)/capacity, "max/limit")
-	b.ReportMetric(float64(sum)/windows/capacity, "mean/limit")
-	b.ReportMetric(float64(strictSum)/windows/capacity, "strict-mean/limit")
-	b.ReportMetric(overStrict, "max/strict")
-	b.ReportMetric(100*float64(falseDenials)/float64(checks), "false-denials-%")
 	b.ReportMetric(per1000, "fcalls/1000")
 	b.ReportMetric(strictPer1000, "strict-fcalls/1000")
 	if per1000 > 0 {
 		b.ReportMetric(strictPer1000/per1000, "x-fewer-calls")
 	}
 	b.ReportMetric(0, "degraded")
-	b.Logf("per window (warm-up first): checks %v; async allowed %v; strict allowed %v; each instance's hybrid.Stats %+v",
-		async.checks, async.allowed, strict.allowed, async.stats)
+}
+
+// sharesReportWindows reports what run admitted per measured window,
+// against l's capacity and against strict's run of the same stream, and
+// logs both runs' windows.
+func sharesReportWindows(b *testing.B, l bouncer.Limit, run, strict sharesRun) {
+	capacity := float64(sharesCapacity(l))
+	var most, sum, strictSum, falseDenials, checks int64
+	overStrict := 0.0
+	for w := 1; w < len(run.checks); w++ {
+		most = max(most, run.allowed[w])
+		if strict.allowed[w] > 0 {
+			overStrict = max(overStrict, float64(run.allowed[w])/float64(strict.allowed[w]))
+		}
+		sum += run.allowed[w]
+		strictSum += strict.allowed[w]
+		denied, strictDenied := run.checks[w]-run.allowed[w], strict.checks[w]-strict.allowed[w]
+		falseDenials += max(denied-strictDenied, 0)
+		checks += run.checks[w]
+	}
+	windows := float64(len(run.checks) - 1)
+	b.ReportMetric(float64(most)/capacity, "max/limit")
+	b.ReportMetric(float64(sum)/windows/capacity, "mean/limit")
+	b.ReportMetric(float64(strictSum)/windows/capacity, "strict-mean/limit")
+	b.ReportMetric(overStrict, "max/strict")
+	b.ReportMetric(100*float64(falseDenials)/float64(checks), "false-denials-%")
+	b.Logf("per window (warm-up first): checks %v; allowed %v; strict allowed %v", run.checks, run.allowed, strict.allowed)
+	if run.stats != nil {
+		b.Logf("each limiter's hybrid.Stats %+v", run.stats)
+	}
 }
 
 // sharesRun is what a run decided of one stream, per window (0 is the
@@ -274,7 +355,7 @@ func sharesMeasure(b *testing.B, admin *redis.Client, addrs []string, prefix str
 	}
 	sentBefore, _ := sent()
 	before := commandStats(b, admin)
-	runs, errs := sharesDriveAll(hs, streams, l, sharesStart(time.Now()))
+	runs, errs := sharesDriveAll(hybridChecker(hs, l), streams, sharesStart(time.Now()))
 	for _, h := range hs {
 		h.Tick(ctx)
 		h.Close()
@@ -319,14 +400,28 @@ type sharesErrs struct {
 	first            error
 }
 
-// sharesDriveAll runs each of streams on a key of its own through hs
+// sharesChecker decides a check of cost 1 of key on instance i (0, 1
+// or 2) of one limit: whether it was allowed, and whether it was decided
+// without the shared state (degraded).
+type sharesChecker func(ctx context.Context, i int, key string) (allowed, degraded bool, err error)
+
+// hybridChecker is the sharesChecker of hs under l: instance i is hs[i].
+func hybridChecker(hs []*hybrid.Limiter, l bouncer.Limit) sharesChecker {
+	return func(ctx context.Context, i int, key string) (bool, bool, error) {
+		r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1}
+		d, err := hs[i].Check(ctx, r)
+		return d.Allowed, d.Degraded, err
+	}
+}
+
+// sharesDriveAll runs each of streams on a key of its own through check
 // from start, all at once, as sharesDrive does.
-func sharesDriveAll(hs []*hybrid.Limiter, streams [][]arrival, l bouncer.Limit, start time.Time) ([]sharesRun, sharesErrs) {
+func sharesDriveAll(check sharesChecker, streams [][]arrival, start time.Time) ([]sharesRun, sharesErrs) {
 	runs := make([]sharesRun, len(streams))
 	errs := make([]sharesErrs, len(streams))
 	var wg sync.WaitGroup
 	for i, s := range streams {
-		wg.Go(func() { runs[i], errs[i] = sharesDrive(hs, s, "k"+strconv.Itoa(i), l, start) })
+		wg.Go(func() { runs[i], errs[i] = sharesDrive(check, s, "k"+strconv.Itoa(i), start) })
 	}
 	wg.Wait()
 	var all sharesErrs
@@ -339,19 +434,18 @@ func sharesDriveAll(hs []*hybrid.Limiter, streams [][]arrival, l bouncer.Limit, 
 	return runs, all
 }
 
-// sharesDrive makes stream's checks of key under l, each of cost 1, on
-// the instance the arrival names, at start plus its offset, open loop:
+// sharesDrive makes stream's checks of key with check, each of cost 1,
+// on the instance the arrival names, at start plus its offset, open loop:
 // each in a goroutine of its own, whatever the earlier ones' answers.
 // An arrival whose time passed before the run began is not made. Each
 // check counts in the window (from start) of the time it was made.
-func sharesDrive(hs []*hybrid.Limiter, stream []arrival, key string, l bouncer.Limit, start time.Time) (sharesRun, sharesErrs) {
+func sharesDrive(check sharesChecker, stream []arrival, key string, start time.Time) (sharesRun, sharesErrs) {
 	type outcome struct {
 		window                  int
 		made, allowed, degraded bool
 		err                     error
 	}
 	out := make([]outcome, len(stream))
-	r := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{l}}}, Cost: 1}
 	begun := time.Now()
 	var wg sync.WaitGroup
 	for k, a := range stream {
@@ -360,11 +454,10 @@ func sharesDrive(hs []*hybrid.Limiter, stream []arrival, key string, l bouncer.L
 			continue
 		}
 		time.Sleep(time.Until(at))
-		h := hs[a.instance]
 		wg.Go(func() {
 			made := time.Now()
-			d, err := h.Check(context.Background(), r)
-			out[k] = outcome{int(made.Sub(start) / sharesSpan), true, d.Allowed, d.Degraded, err}
+			allowed, degraded, err := check(context.Background(), a.instance, key)
+			out[k] = outcome{int(made.Sub(start) / sharesSpan), true, allowed, degraded, err}
 		})
 	}
 	wg.Wait()
