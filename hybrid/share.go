@@ -244,6 +244,28 @@ func (e *entry) pace(region string, others []store.Share, win int64) map[string]
 	return out
 }
 
+// record records this instance's new allowances: for ttl, but those of
+// the pairs spent (the indexes of spent) for spentTTL.
+func (h *Limiter) record(ctx context.Context, sharer store.Sharer, ttl, spentTTL time.Duration, pairs []bouncer.Request, mine []store.Share, spent []int) {
+	if len(spent) == 0 {
+		_, _ = sharer.ExchangeShares(ctx, ttl, pairs, mine)
+		return
+	}
+	var live, gone []bouncer.Request
+	var liveMine, goneMine []store.Share
+	for k := range pairs {
+		if len(spent) > 0 && spent[0] == k {
+			gone, goneMine, spent = append(gone, pairs[k]), append(goneMine, mine[k]), spent[1:]
+			continue
+		}
+		live, liveMine = append(live, pairs[k]), append(liveMine, mine[k])
+	}
+	if len(live) > 0 {
+		_, _ = sharer.ExchangeShares(ctx, ttl, live, liveMine)
+	}
+	_, _ = sharer.ExchangeShares(ctx, spentTTL, gone, goneMine)
+}
+
 // pool is what pair p can admit from its push until the next sync: a
 // window's units left, a bucket's tokens and what it refills meanwhile.
 func (h *Limiter) pool(l *bouncer.Limit, remaining int64) float64 {
@@ -309,6 +331,8 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 		return
 	}
 	h.stats.exchanges.Add(1)
+	var spent []int
+	var spentTTL time.Duration
 	for k, p := range at {
 		win := window(&p.e.lim, now)
 		p.sh.mu.Lock()
@@ -325,9 +349,16 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 		}
 		e.demands, e.static = demands, static
 		mine[k].Allowance, mine[k].Window = e.allow, e.allowWin
+		if e.spent(now) {
+			// No exchange of the pair until its window ends (see pending):
+			// its share lives until then, so that the others still count
+			// its demand at the next window's start.
+			spentTTL = max(spentTTL, time.Duration(int64(e.lim.Period)-now%int64(e.lim.Period))+ttl)
+			spent = append(spent, k)
+		}
 		p.sh.mu.Unlock()
 	}
-	_, _ = sharer.ExchangeShares(ctx, ttl, pairs, mine)
+	h.record(ctx, sharer, ttl, spentTTL, pairs, mine, spent)
 	h.noteRegions(now, at, others, mine)
 	h.relay(pairs, mine)
 }

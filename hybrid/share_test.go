@@ -132,32 +132,37 @@ var (
 	shareBucket = bouncer.Limit{Name: "b", Algorithm: bouncer.TokenBucket, Rate: 300, Period: 2 * time.Second, Burst: 150, Mode: bouncer.Async}
 )
 
-// At three times its rate, spread evenly, skewed 70/20/10 or moving
-// between instances, a hot key in async mode admits at most 1.05 times
-// its limit in every window after the first (steady state: each
+// At three and twenty times its rate, spread evenly, skewed 70/20/10 or
+// moving between instances, a hot key in async mode admits at most 1.05
+// times its limit in every window after the first (steady state: each
 // instance admits its share of what is left), where each instance
-// admitting what its own view allows admitted up to 1.8 times.
+// admitting what its own view allows admitted up to 1.14 times at three
+// times the rate. (At twenty, the shares of instances whose window was
+// spent lapsed before the next began, until they lived as long as the
+// window: 1.14-1.38 times.)
 func TestAsyncSharesKeepTheLimit(t *testing.T) {
-	for _, l := range []bouncer.Limit{shareWindow, shareBucket} {
-		for _, sp := range spreads(l.Period) {
-			t.Run(fmt.Sprintf("%s/%s", l.Algorithm, sp.name), func(t *testing.T) {
-				r := shareRun{l: l, load: 3, weights: sp.weights, duration: 20 * l.Period, seed: 11}.run(t)
-				worst := 0.0
-				for span := 1; span < len(r.async); span++ {
-					// The strict store at three times its rate admits what
-					// the limit allows in the span: the rate, or the bucket's
-					// refill and what it held.
-					ratio := float64(r.async[span]) / float64(r.strict[span])
-					worst = max(worst, ratio)
-					if ratio > 1.05 {
-						t.Errorf("span %d admitted %d, strict %d: %.3f× the limit, want at most 1.05×", span, r.async[span], r.strict[span], ratio)
+	for _, load := range []float64{3, 20} {
+		for _, l := range []bouncer.Limit{shareWindow, shareBucket} {
+			for _, sp := range spreads(l.Period) {
+				t.Run(fmt.Sprintf("%s/%.0fx/%s", l.Algorithm, load, sp.name), func(t *testing.T) {
+					r := shareRun{l: l, load: load, weights: sp.weights, duration: 20 * l.Period, seed: 11}.run(t)
+					worst := 0.0
+					for span := 1; span < len(r.async); span++ {
+						// The strict store at three times its rate admits what
+						// the limit allows in the span: the rate, or the bucket's
+						// refill and what it held.
+						ratio := float64(r.async[span]) / float64(r.strict[span])
+						worst = max(worst, ratio)
+						if ratio > 1.05 {
+							t.Errorf("span %d admitted %d, strict %d: %.3f× the limit, want at most 1.05×", span, r.async[span], r.strict[span], ratio)
+						}
 					}
-				}
-				if r.stats.Exchanges == 0 {
-					t.Errorf("no shares were exchanged: %+v", r.stats)
-				}
-				t.Logf("worst span %.3f× strict; %d checks; exchanges %d, share denials %d, over-admitted %d", worst, r.checks, r.stats.Exchanges, r.stats.ShareDenied, r.stats.OverAdmitted)
-			})
+					if r.stats.Exchanges == 0 {
+						t.Errorf("no shares were exchanged: %+v", r.stats)
+					}
+					t.Logf("worst span %.3f× strict; %d checks; exchanges %d, share denials %d, over-admitted %d", worst, r.checks, r.stats.Exchanges, r.stats.ShareDenied, r.stats.OverAdmitted)
+				})
+			}
 		}
 	}
 }

@@ -78,6 +78,7 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 			h.noteRoom(p, d.Remaining)
 		default:
 			p.answered = true
+			h.noteRoom(p, 0)
 			fits := max(d.Remaining, 0)
 			h.stats.overAdmitted.Add(max(p.n-fits-p.debt, 0))
 			if fits > 0 {
