@@ -330,35 +330,46 @@ func (w *regions) run(t *testing.T, load float64, windows int, seed uint64, weig
 }
 
 // The bounds. Over a link of 25 to 75 ms one way, a region learns what
-// the others admitted that much late, and the limit's contended part of
-// a window (at three times the rate, all of it is asked for in its first
-// third) is divided on what was true then: a single window of even or
-// skewed load admits up to about 1.17 times the limit here, where the
-// same division with links of 50 ms one way stays within 1.1
-// (docs/regions.md has the figures). So each healthy phase is held to
-// 1.1 times the limit over its windows (their mean) and each of its
-// windows to 1.2 times, the bound of a partition; a partition's windows
-// are held to 1.2 times each.
+// the others admitted that much late, and the contended part of a window
+// (at three times the rate, the whole limit is asked for in its first
+// third) is divided on what was true then: single windows of even or
+// skewed load scatter above the limit by more than the 1.1
+// times, which the same division holds over links of 50 ms one way on a
+// fake clock (docs/regions.md has the figures of both). So the issue's
+// bounds hold the mean of a phase's windows: 1.1 times the limit while
+// every region hears the others, 1.2 times during a partition; and
+// every window is held to 1.3 times, which a region deciding alone (1.6
+// times and more) breaks.
 const (
-	regionPhaseBound  = 1.1
-	regionWindowBound = 1.2
+	regionMean          = 1.1
+	regionPartitionMean = 1.2
+	regionWindowCap     = 1.3
 )
 
-// within fails t unless the windows from first to last admit at most
-// mean times the limit over them, and each at most each times it.
-func (c regionCounts) within(t *testing.T, first, last int, mean, each float64) {
+// within fails t unless the windows wins admit at most mean times the
+// limit over them, and each at most regionWindowCap times it.
+func (c regionCounts) within(t *testing.T, mean float64, wins ...int) {
 	t.Helper()
 	sum := int64(0)
-	for win := first; win <= last; win++ {
+	for _, win := range wins {
 		sum += c.total[win]
-		if float64(c.total[win]) > each*float64(regionLimit.Rate) {
-			t.Errorf("window %d admitted %d (%v by region), over %.1f × %d", win, c.total[win], c.byRegion[win], each, regionLimit.Rate)
+		if float64(c.total[win]) > regionWindowCap*float64(regionLimit.Rate) {
+			t.Errorf("window %d admitted %d (%v by region), over %.1f × %d", win, c.total[win], c.byRegion[win], regionWindowCap, regionLimit.Rate)
 		}
 	}
-	n := float64(last - first + 1)
+	n := float64(len(wins))
 	if float64(sum) > mean*n*float64(regionLimit.Rate) {
-		t.Errorf("windows %d to %d admitted %.1f each on average, over %.1f × %d", first, last, float64(sum)/n, mean, regionLimit.Rate)
+		t.Errorf("windows %v admitted %.1f each on average, over %.1f × %d", wins, float64(sum)/n, mean, regionLimit.Rate)
 	}
+}
+
+// span is the windows from first to last.
+func span(first, last int) []int {
+	var wins []int
+	for win := first; win <= last; win++ {
+		wins = append(wins, win)
+	}
+	return wins
 }
 
 func (c regionCounts) log(t *testing.T) {
@@ -406,11 +417,11 @@ func TestRegions(t *testing.T) {
 
 // Spread evenly for three windows after two to join, then moving from
 // region to region window by window (80 % in one): the windows after the
-// first two admit at most 1.1 times the limit over them, each at most
-// 1.2 times it, and, while the load moves, each at most 1.1 times it;
-// the region the load moved to admits at least half the limit from the
-// second window on, not the third it would hold without the others'
-// shares.
+// first two admit at most 1.1 times the limit over them, and, while the
+// load moves (most of it in one region, which divides it inside its own
+// Redis), each at most 1.1 times it; the region the load moved to admits
+// at least half the limit from the second window on, not the third it
+// would hold without the others' shares.
 func testRegionsSteady(t *testing.T) {
 	w := newRegions(t, hybrid.DefaultRegionTTL)
 	moving := func(win int) []float64 {
@@ -423,8 +434,12 @@ func testRegionsSteady(t *testing.T) {
 	}
 	c := w.run(t, 3, 8, 1, moving, nil)
 	c.log(t)
-	c.within(t, 2, 7, regionPhaseBound, regionWindowBound)
-	c.within(t, 5, 7, regionPhaseBound, regionPhaseBound)
+	c.within(t, regionMean, span(2, 7)...)
+	for win := 5; win < len(c.total); win++ {
+		if float64(c.total[win]) > regionMean*float64(regionLimit.Rate) {
+			t.Errorf("window %d, the load moving, admitted %d (%v by region), over %.1f × %d", win, c.total[win], c.byRegion[win], regionMean, regionLimit.Rate)
+		}
+	}
 	for win := 6; win < len(c.total); win++ {
 		if busy := c.byRegion[win][win%3]; busy < regionLimit.Rate/2 {
 			t.Errorf("window %d: %s, with 80 %% of the load, admitted %d, want at least half the limit", win, regionNames[win%3], busy)
@@ -437,10 +452,11 @@ func testRegionsSteady(t *testing.T) {
 
 // A region with 60 % of the load (us) cut off, all its links both ways,
 // for four windows, within a TTL of 10 s: each side keeps the other's
-// last share, so each window admits at most 1.2 times the limit while it
-// lasts and us keeps most of its share (over 40 % of the limit, where
-// its static share is a third); from the second window after the heal,
-// the windows admit at most 1.1 times the limit over them again.
+// last share, so the windows admit at most 1.2 times the limit over the
+// partition (the window of the heal included), and us keeps most of its
+// share (over 40 % of the limit, where its static share is a third);
+// the windows before it and from the second after the heal admit at
+// most 1.1 times the limit over them.
 func testRegionsPartition(t *testing.T) {
 	w := newRegions(t, 10*time.Second)
 	// Windows 0-2 joined, 3-6 us cut off, healed as window 7 starts.
@@ -453,9 +469,8 @@ func testRegionsPartition(t *testing.T) {
 		}
 	})
 	c.log(t)
-	c.within(t, 2, 2, regionPhaseBound, regionWindowBound)
-	c.within(t, 3, 7, regionWindowBound, regionWindowBound)
-	c.within(t, 8, 9, regionPhaseBound, regionWindowBound)
+	c.within(t, regionMean, 2, 8, 9)
+	c.within(t, regionPartitionMean, span(3, 7)...)
 	for win := 3; win <= 6; win++ {
 		if us := c.byRegion[win][2]; us*5 < regionLimit.Rate*2 {
 			t.Errorf("window %d: us cut off within the TTL admitted %d: its last share (over 40 %% of %d) was not kept", win, us, regionLimit.Rate)
@@ -471,8 +486,8 @@ func testRegionsPartition(t *testing.T) {
 // its own, neither side hears of the other (Regions reports an Age of
 // -1), us holds itself to its static share, a third of the limit (but
 // for async's own excess inside a region, 5 %), and the others hold it
-// to that for it; each window admits at most 1.2 times the limit
-// throughout.
+// to that for it; the windows admit at most 1.2 times the limit over
+// them throughout.
 func testRegionsPartitionPastTTL(t *testing.T) {
 	const ttl = 2 * time.Second
 	w := newRegions(t, ttl)
@@ -486,8 +501,7 @@ func testRegionsPartitionPastTTL(t *testing.T) {
 		}
 	})
 	c.log(t)
-	c.within(t, 2, 2, regionPhaseBound, regionWindowBound)
-	c.within(t, 3, 8, regionWindowBound, regionWindowBound)
+	c.within(t, regionPartitionMean, span(2, 8)...)
 	static := float64(regionLimit.Rate) / float64(len(regionNames))
 	for win := 6; win < len(c.total); win++ {
 		if us := c.byRegion[win][2]; float64(us) > 1.05*static {
@@ -515,10 +529,11 @@ func testRegionsPartitionPastTTL(t *testing.T) {
 // is asked for and the windows are over the limit meanwhile, as
 // docs/failures.md says of one region. The other regions go on, not
 // degraded: they keep ap's last share for it (within the TTL) and admit
-// two thirds of the limit (1.1 times that over the windows, 1.2 times in
+// two thirds of the limit (1.1 times that over the windows, 1.3 times in
 // each). From two windows after the restart ap decides in its Redis
-// again, not degraded, the others hear from it, and the windows admit at
-// most 1.1 times the limit over them.
+// again, not degraded, the others hear from it, and the windows before
+// the kill and from then on admit at most 1.1 times the limit over
+// them.
 func testRegionsRedisKilled(t *testing.T) {
 	w := newRegions(t, hybrid.DefaultRegionTTL)
 	// Windows 0-2 joined, ap's Redis down in 3-5, started as 6 starts.
@@ -533,8 +548,7 @@ func testRegionsRedisKilled(t *testing.T) {
 		}
 	})
 	c.log(t)
-	c.within(t, 2, 2, regionPhaseBound, regionWindowBound)
-	c.within(t, 8, 10, regionPhaseBound, regionWindowBound)
+	c.within(t, regionMean, 2, 8, 9, 10)
 	twoThirds, sum := float64(regionLimit.Rate)*2/3, int64(0)
 	for win := 3; win <= 5; win++ {
 		if d := c.degraded[win]; d[1] != 0 || d[2] != 0 || d[0] == 0 {
@@ -542,15 +556,15 @@ func testRegionsRedisKilled(t *testing.T) {
 		}
 		others := c.byRegion[win][1] + c.byRegion[win][2]
 		sum += others
-		if float64(others) > regionWindowBound*twoThirds {
-			t.Errorf("window %d, ap's Redis down: eu and us admitted %d, over %.1f × two thirds of %d", win, others, regionWindowBound, regionLimit.Rate)
+		if float64(others) > regionWindowCap*twoThirds {
+			t.Errorf("window %d, ap's Redis down: eu and us admitted %d, over %.1f × two thirds of %d", win, others, regionWindowCap, regionLimit.Rate)
 		}
 		if ap := c.byRegion[win][0]; ap > 2*regionLimit.Rate {
 			t.Errorf("window %d, ap's Redis down: ap admitted %d, over its two instances' local limits", win, ap)
 		}
 	}
-	if float64(sum) > 3*regionPhaseBound*twoThirds {
-		t.Errorf("windows 3 to 5, ap's Redis down: eu and us admitted %.1f each on average, over %.1f × two thirds of %d", float64(sum)/3, regionPhaseBound, regionLimit.Rate)
+	if float64(sum) > 3*regionMean*twoThirds {
+		t.Errorf("windows 3 to 5, ap's Redis down: eu and us admitted %.1f each on average, over %.1f × two thirds of %d", float64(sum)/3, regionMean, regionLimit.Rate)
 	}
 	for win := 8; win < len(c.total); win++ {
 		if d := c.degraded[win]; d != [3]int64{} {
