@@ -334,12 +334,12 @@ func (w *regions) run(t *testing.T, load float64, windows int, seed uint64, weig
 // (at three times the rate, the whole limit is asked for in its first
 // third) is divided on what was true then: single windows of even or
 // skewed load scatter above the limit by more than the 1.1
-// times, which the same division holds over links of 50 ms one way on a
-// fake clock (docs/regions.md has the figures of both). So the issue's
-// bounds hold the mean of a phase's windows: 1.1 times the limit while
-// every region hears the others, 1.2 times during a partition; and
-// every window is held to 1.3 times, which a region deciding alone (1.6
-// times and more) breaks.
+// times, to which the same division keeps them, nearly always, over
+// links of 50 ms one way on a fake clock (docs/regions.md has the
+// figures of both). So the bounds hold the mean of a phase's
+// windows: 1.1 times the limit while every region hears the others, 1.2
+// times during a partition; and every window is held to 1.3 times,
+// which a region deciding alone (1.6 times and more) breaks.
 const (
 	regionMean          = 1.1
 	regionPartitionMean = 1.2
