@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os/exec"
 	"strconv"
@@ -201,6 +202,7 @@ func (w *regions) peerStores(t *testing.T, prefix string) (peers [3][2]map[strin
 		err   error
 	}
 	out := make(chan made)
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
 	n := 0
 	for r := range regionNames {
 		for i := range peers[r] {
@@ -214,7 +216,7 @@ func (w *regions) peerStores(t *testing.T, prefix string) (peers [3][2]map[strin
 					m := made{r: r, i: i, other: other}
 					m.c, m.err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{w.links[[2]int{r, o}].Addr()}, DisableCache: true})
 					if m.err == nil {
-						o := redisstore.Options{Prefix: prefix, Timeout: regionLinkTimeout}
+						o := redisstore.Options{Prefix: prefix, Timeout: regionLinkTimeout, Logger: logger.With("region", other)}
 						redisstore.UseClient(&o, m.c)
 						m.s, m.err = redisstore.New(o)
 					}
