@@ -25,7 +25,7 @@ func checkUsage(w io.Writer) {
 	fmt.Fprintln(w, "would give it), and how far while Redis is down, under the limit's on_store_error")
 	fmt.Fprintln(w, "(its own, or --on-store-error's, local by default, as bouncer serve).")
 	fmt.Fprintln(w, "With --regions N, it also prints how far over each limit N regions admit")
-	fmt.Fprintln(w, "together, as bouncer serve --region gives them (docs/regions.md).")
+	fmt.Fprintln(w, "together, as bouncer serve gives them with regions (docs/regions.md).")
 }
 
 // checkFlags are bouncer check's flags: each takes a value, as

@@ -61,7 +61,7 @@ func commandFlags() map[string][]string {
 		"serve":    names(serveFlags(&sc, io.Discard)),
 		"gateway":  names(gatewayFlags(&gc, io.Discard)),
 		"simulate": names(sim),
-		"check":    {"mode", "on-store-error"},
+		"check":    {"mode", "on-store-error", "regions"},
 		"version":  nil,
 	}
 	for name := range out {
