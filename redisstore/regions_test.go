@@ -334,18 +334,18 @@ func (w *regions) run(t *testing.T, load float64, windows int, seed uint64, weig
 // The bounds. Over a link of 25 to 75 ms one way, a region learns what
 // the others admitted that much late, and the contended part of a window
 // (at three times the rate, the whole limit is asked for in its first
-// third) is divided on what was true then: single windows of even or
-// skewed load scatter above the limit by more than the 1.1
-// times, to which the same division keeps them, nearly always, over
-// links of 50 ms one way on a fake clock (docs/regions.md has the
-// figures of both). So the bounds hold the mean of a phase's
-// windows: 1.1 times the limit while every region hears the others, 1.2
-// times during a partition; and every window is held to 1.3 times,
-// which a region deciding alone (1.6 times and more) breaks.
+// third) is divided on what was true then: a single window can pass the
+// issue's 1.1 times (20 of 405 windows did, up to 1.21 times, before an
+// instance held for another region what it admits at its pace while its
+// news is old; 0 of the 40 linked windows of four runs since, at most
+// 1.07 times). So the bounds hold the mean of a phase's windows:
+// 1.1 times the limit while every region hears the others, 1.2 times
+// during a partition; and every window is held to 1.2 times, which a
+// region deciding alone (1.6 times and more) breaks.
 const (
 	regionMean          = 1.1
 	regionPartitionMean = 1.2
-	regionWindowCap     = 1.3
+	regionWindowCap     = 1.2
 )
 
 // within fails t unless the windows wins admit at most mean times the
@@ -535,7 +535,7 @@ func testRegionsPartitionPastTTL(t *testing.T) {
 // is asked for and the windows are over the limit meanwhile, as
 // docs/failures.md says of one region. The other regions go on, not
 // degraded: they keep ap's last share for it (within the TTL) and admit
-// two thirds of the limit (1.1 times that over the windows, 1.3 times in
+// two thirds of the limit (1.1 times that over the windows, 1.2 times in
 // each). From two windows after the restart ap decides in its Redis
 // again, not degraded, the others hear from it, and the windows before
 // the kill and from then on admit at most 1.1 times the limit over
