@@ -294,7 +294,9 @@ func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool,
 	}
 	wg.Wait()
 	for i, s := range own { // every store opened closes with w
-		w.stores = append(w.stores, s)
+		if s != nil {
+			w.stores = append(w.stores, s)
+		}
 		for _, ps := range peers[i] {
 			if ps != nil {
 				w.peers = append(w.peers, ps)
