@@ -144,9 +144,9 @@ bench-shares:
 # Three regions, a redis-server each (started by the benchmark) and two
 # async instances a region, 100 ms links between them: the global limit
 # per window at steady state, while demand moves, during a partition and
-# after it, and a check's latency against the same instances without
-# regions (bench/regions_test.go, docs/benchmarks.md#regions). About a
-# minute and a half.
+# after it, and a check's latency against the same servers, links and
+# instances without regions, in interleaved rounds (bench/regions_test.go,
+# docs/benchmarks.md#regions). About two minutes.
 .PHONY: bench-regions
 
 bench-regions:

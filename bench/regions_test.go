@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -70,6 +70,16 @@ func regionPhases() []regionPhase {
 	}
 }
 
+// regionLatencyPhases are the windows of a run of BenchmarkRegions's
+// latency rounds: a warm-up window, then steady and moving windows, whose
+// checks' latencies are kept; under -short one of each.
+func regionLatencyPhases() []regionPhase {
+	if testing.Short() {
+		return []regionPhase{{"warm-up", 1, evenRegions, false}, {"steady", 1, evenRegions, false}, {"moving", 1, movingRegions, false}}
+	}
+	return []regionPhase{{"warm-up", 1, evenRegions, false}, {"steady", 2, evenRegions, false}, {"moving", 3, movingRegions, false}}
+}
+
 // regionArrival is one check of BenchmarkRegions's stream: at its offset
 // from the run's start, on one instance (two a region, region r's are
 // 2r and 2r+1), in a window of a phase.
@@ -108,23 +118,24 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 }
 
 // BenchmarkRegions measures how close three regions keep one global
-// limit (issue 37, docs/regions.md), each region with a redis-server of
-// its own (started by the benchmark on free loopback ports) and two
-// instances: hybrid.New(redisstore.New(…), nil, hybrid.Options{Region,
-// Peers}), each with stores of its own, all else at the defaults (real
-// clock, background goroutines, the store's deadline, RegionTTL). An
-// instance's peers are stores of the other regions' Redis reached
-// through a linkproxy a directed link that adds 50 ms each way (100 ms a
-// round trip), with the deadline the case names: peer-timeout=default,
-// the store's 50 ms, which is what bouncer serve gives them (its
-// --store-timeout), and peer-timeout=1s, above the round trip. The limit
-// is an async fixed window of 300 a second.
+// limit (issue 37, docs/regions.md), and what the regions' exchange adds
+// to a check's latency. Each region has a redis-server of its own
+// (started by the benchmark on free loopback ports) and two instances:
+// hybrid.New(redisstore.New(…), nil, hybrid.Options{Region, Peers}), each
+// with stores of its own, all else at the defaults (real clock,
+// background goroutines, the store's deadline, RegionTTL). An instance's
+// peers are stores of the other regions' Redis reached through a
+// linkproxy a directed link that adds 50 ms each way (100 ms a round
+// trip), with the deadline the case names: peer-timeout=default, the
+// store's 50 ms, and peer-timeout=1s, above the round trip, which is what
+// bouncer serve gives them. The limit is an async fixed window of 300 a
+// second.
 //
-// One op is one run of a seeded open-loop Poisson stream of checks of
-// one key at three times the limit's rate, each check made on the wall
-// clock at its time, spread over the regions (evenly over a region's
-// instances) phase by phase, in windows of a second aligned as the
-// limit's: a warm-up window; 4 windows spread evenly (steady); 6 with
+// One op first makes one run of a seeded open-loop Poisson stream of
+// checks of one key at three times the limit's rate, each check made on
+// the wall clock at its time, spread over the regions (evenly over a
+// region's instances) phase by phase, in windows of a second aligned as
+// the limit's: a warm-up window; 4 windows spread evenly (steady); 6 with
 // 80 % of the demand on one region, the next each window (moving); 2
 // with 20/20/60 (skewed); 4 more so with the 60 % region cut off both
 // ways (partition); the window in which the links heal, at its start;
@@ -133,62 +144,72 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 // phase, the most and the mean a window admitted over the limit
 // (steady-max/limit, steady-mean/limit, ...), and
 //
-//	degraded       decisions made without Redis, in every phase: 0, or
+//	degraded       decisions made without Redis, in every run: 0, or
 //	               the run fails
-//	p50-µs p99-µs  a check's latency, steady and moving windows
-//	base-p50-µs    the same in one region: the six instances on one
-//	base-p99-µs    Redis without Region or Peers, the same stream's
-//	               warm-up, steady and moving windows
-//	p99/base       p99-µs over base-p99-µs
 //	relay-slow-%   the relays to other regions that missed the peer
 //	               store's deadline, over those sent
 //	peers-open     the peer stores (12) whose circuit breaker was not
 //	               closed at the end of the run
 //
+// Then, in the peer-timeout=1s case, latency rounds (regionLatency): in
+// each, the same world without regions (the baseline) and with them run
+// the same stream, one after the other, and it reports medians over the
+// rounds of
+//
+//	p50-µs p99-µs  a check's latency with regions, steady and moving
+//	               windows
+//	base-p50-µs    the same in the baseline
+//	base-p99-µs
+//	p99/base       a round's p99-µs over its base-p99-µs; and the
+//	p99/base-min   least and the most of them
+//	p99/base-max
+//
 // Each window's admissions by region, and how old the oldest news of
 // another region was that each region's first instance had at the
-// window's end (Regions), are logged, a line a phase. -short (make
-// test's bench-check) runs one steady and one moving window, the peers
-// at their default deadline, and no partition.
+// window's end (Regions), are logged, a line a phase, and the rounds'
+// latencies on one line. -short (make test's bench-check) runs the
+// peer-timeout=1s case only, its first run with one steady and one moving
+// window and no partition, and one latency round of one window of each.
 func BenchmarkRegions(b *testing.B) {
 	redisAddrs(b, redisTopologies[0]) // runs with the other Redis benchmarks
 	servers := startRegionServers(b)
 	phases := regionPhases()
 	stream := regionStream(phases, 3, 1)
-	var base []regionArrival
-	for _, a := range stream {
-		if a.phase == "warm-up" || a.phase == "steady" || a.phase == "moving" {
-			base = append(base, a)
-		}
-	}
-	timeouts := regionPeerTimeouts
+	cases := regionCases
 	if testing.Short() {
-		timeouts = timeouts[:1]
+		cases = []regionCase{{"1s", time.Second, 1}}
 	}
 	run := 0
-	for _, pt := range timeouts {
-		b.Run("peer-timeout="+pt.name, func(b *testing.B) {
+	for _, c := range cases {
+		b.Run("peer-timeout="+c.name, func(b *testing.B) {
 			for b.Loop() {
 				run++
 				prefix := fmt.Sprintf("bouncer-%s-regions%d", runID, run)
-				without := regionRun(b, servers, prefix+"-base", 0, base, nil)
-				with := regionRun(b, servers, prefix, pt.timeout, stream, phases)
-				regionReport(b, phases, with, without)
+				regionReport(b, phases, regionRun(b, servers, prefix, c.peerTimeout, stream, phases))
+				if c.rounds > 0 {
+					regionLatency(b, servers, prefix, c)
+				}
 			}
 		})
 	}
 }
 
-// regionPeerTimeouts are the deadlines of the stores of other regions'
-// Redis that BenchmarkRegions runs with: the store's default, which is
-// what bouncer serve gives them (its --store-timeout), and one above the
-// links' round trip.
-var regionPeerTimeouts = []struct {
-	name    string
-	timeout time.Duration
-}{
-	{"default", 0},
-	{"1s", time.Second},
+// regionCase is a case of BenchmarkRegions: the deadline of the stores
+// of other regions' Redis (0: the store's default) and how many latency
+// rounds it runs after its run of every phase.
+type regionCase struct {
+	name        string
+	peerTimeout time.Duration
+	rounds      int
+}
+
+// regionCases are BenchmarkRegions's cases: the peers at the store's
+// default deadline, and at one above the links' round trip, which is
+// what bouncer serve gives them (its --region-peers), with the latency
+// rounds.
+var regionCases = []regionCase{
+	{"default", 0, 0},
+	{"1s", time.Second, 5},
 }
 
 // startRegionServers starts a redis-server a region and returns their
@@ -217,73 +238,122 @@ func startRegionServers(b *testing.B) []string {
 // order of regionNames, and the links between the regions.
 type regionWorld struct {
 	hs     []*hybrid.Limiter
+	limit  bouncer.Limit               // what the instances check
 	stores []*redisstore.Store         // each instance's, of its region
 	peers  []*redisstore.Store         // the instances' stores of other regions
 	links  map[[2]int]*linkproxy.Proxy // [from, to]
+	closed sync.Once
 }
 
-// newRegionWorld makes the instances, their keys under prefix. With
-// regions, each region's over its server of servers, each instance
-// naming its region and its peers, stores with the deadline peerTimeout
-// (0: the default) through a link a direction between two regions;
-// without, one region: every instance over the first server.
+// newRegionWorld makes the instances, their keys under prefix, each
+// region's over its server of servers, and for each instance stores of
+// the other regions' Redis with the deadline peerTimeout (0: the
+// default), through a link a direction between two regions. With
+// regions, each instance names its region and those stores as its peers,
+// and checks regionLimit; without, the same servers, links and stores
+// are there but unused, and each region is on its own with a third of
+// regionLimit, so that together they admit and deny as much. Its stores
+// and links close with b or at close, whichever comes first.
 func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool, peerTimeout time.Duration) *regionWorld {
 	b.Helper()
-	w := &regionWorld{links: map[[2]int]*linkproxy.Proxy{}}
+	w := &regionWorld{limit: regionLimit, links: map[[2]int]*linkproxy.Proxy{}}
+	if !regions {
+		w.limit.Rate /= int64(len(regionNames))
+	}
+	b.Cleanup(w.close)
 	for r := range regionNames {
 		for o := range regionNames {
-			if regions && o != r {
+			if o != r {
 				p, err := linkproxy.New(servers[o], linkproxy.Options{Delay: regionLinkDelay})
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Cleanup(func() { p.Close() })
 				w.links[[2]int{r, o}] = p
 			}
 		}
 	}
-	for r, name := range regionNames {
-		for range 2 {
-			o := hybrid.Options{}
-			if regions {
-				o.Region, o.Peers = name, map[string]store.Sharer{}
-				for q, other := range regionNames {
-					if q != r {
-						ps := openRegionStore(b, w.links[[2]int{r, q}].Addr(), prefix, peerTimeout)
-						o.Peers[other], w.peers = ps, append(w.peers, ps)
-					}
+	own, peers := make([]*redisstore.Store, 2*len(regionNames)), make([][]*redisstore.Store, 2*len(regionNames))
+	var open []func() error // each opens one store
+	for i := range own {
+		r := i / 2
+		open = append(open, func() (err error) { own[i], err = openRegionStore(servers[r], prefix, 0); return err })
+		peers[i] = make([]*redisstore.Store, len(regionNames))
+		for q := range regionNames {
+			if q != r {
+				open = append(open, func() (err error) {
+					peers[i][q], err = openRegionStore(w.links[[2]int{r, q}].Addr(), prefix, peerTimeout)
+					return err
+				})
+			}
+		}
+	}
+	errs := make([]error, len(open))
+	var wg sync.WaitGroup
+	for k, f := range open {
+		wg.Go(func() { errs[k] = f() })
+	}
+	wg.Wait()
+	for i, s := range own { // every store opened closes with w
+		if s != nil {
+			w.stores = append(w.stores, s)
+		}
+		for _, ps := range peers[i] {
+			if ps != nil {
+				w.peers = append(w.peers, ps)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	for i, s := range own {
+		o := hybrid.Options{}
+		if regions {
+			o.Region, o.Peers = regionNames[i/2], map[string]store.Sharer{}
+			for q, ps := range peers[i] {
+				if ps != nil {
+					o.Peers[regionNames[q]] = ps
 				}
 			}
-			own := servers[0] // one region: every instance on one Redis
-			if regions {
-				own = servers[r]
-			}
-			s := openRegionStore(b, own, prefix, 0)
-			w.stores, w.hs = append(w.stores, s), append(w.hs, hybrid.New(s, nil, o))
 		}
+		w.hs = append(w.hs, hybrid.New(s, nil, o))
 	}
 	return w
 }
 
+// close closes w's stores, all at once, then its links; once.
+func (w *regionWorld) close() {
+	w.closed.Do(func() {
+		var wg sync.WaitGroup
+		for _, s := range append(slices.Clone(w.stores), w.peers...) {
+			wg.Go(func() { s.Close() })
+		}
+		wg.Wait()
+		for _, p := range w.links {
+			p.Close()
+		}
+	})
+}
+
 // openRegionStore opens a store of the Redis at addr with the deadline
 // timeout, 0 meaning the default (but under -short, when the rest of make
-// test shares the machine), and waits until it has connected.
-func openRegionStore(b *testing.B, addr, prefix string, timeout time.Duration) *redisstore.Store {
-	b.Helper()
+// test shares the machine), and waits until it has connected. The caller
+// closes it.
+func openRegionStore(addr, prefix string, timeout time.Duration) (*redisstore.Store, error) {
 	if timeout == 0 {
 		timeout = smokeTimeout()
 	}
 	s, err := redisstore.New(redisstore.Options{Client: redisstore.ClientOption([]string{addr}), Prefix: prefix, Timeout: timeout})
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
-	b.Cleanup(func() { s.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.WaitConnected(ctx); err != nil {
-		b.Fatalf("store of %s: %v", addr, err)
+		s.Close()
+		return nil, fmt.Errorf("store of %s: %w", addr, err)
 	}
-	return s
+	return s, nil
 }
 
 // partition cuts region r off from the others, both ways, or heals it.
@@ -315,9 +385,9 @@ type regionResult struct {
 }
 
 // regionRun runs stream through a new regionWorld from the start of the
-// next second; phases (nil: without regions) say when the last region is
-// cut off; peerTimeout is the deadline of the peers' stores (0: the
-// default).
+// next second, and closes the world; phases (nil: without regions) say
+// when the last region is cut off; peerTimeout is the deadline of the
+// peers' stores (0: the default).
 func regionRun(b *testing.B, servers []string, prefix string, peerTimeout time.Duration, stream []regionArrival, phases []regionPhase) regionResult {
 	b.Helper()
 	w := newRegionWorld(b, servers, prefix, phases != nil, peerTimeout)
@@ -363,6 +433,7 @@ func regionRun(b *testing.B, servers []string, prefix string, peerTimeout time.D
 			res.peersOpen++
 		}
 	}
+	w.close()
 	mu.Lock()
 	defer mu.Unlock()
 	return res
@@ -374,7 +445,7 @@ func regionRun(b *testing.B, servers []string, prefix string, peerTimeout time.D
 // window (from start) of the time it was made; the latencies of the
 // steady and moving ones are kept.
 func regionDrive(w *regionWorld, stream []regionArrival, start time.Time, res *regionResult) {
-	req := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "global", Limits: []bouncer.Limit{regionLimit}}}, Cost: 1}
+	req := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: "global", Limits: []bouncer.Limit{w.limit}}}, Cost: 1}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, a := range stream {
@@ -408,13 +479,10 @@ func regionDrive(w *regionWorld, stream []regionArrival, start time.Time, res *r
 	wg.Wait()
 }
 
-// regionReport reports a run of BenchmarkRegions: with regions, and the
-// same instances in one region on the first phases of the same stream.
-func regionReport(b *testing.B, phases []regionPhase, with, without regionResult) {
+// regionReport reports BenchmarkRegions's run of every phase.
+func regionReport(b *testing.B, phases []regionPhase, with regionResult) {
 	b.Helper()
-	if with.failed+without.failed > 0 {
-		b.Fatalf("%d decisions failed (first error: %v)", with.failed+without.failed, cmp.Or(with.firstErr, without.firstErr))
-	}
+	regionValid(b, "with regions", with)
 	var log strings.Builder
 	win := 0
 	for _, p := range phases {
@@ -431,24 +499,71 @@ func regionReport(b *testing.B, phases []regionPhase, with, without regionResult
 			win, win+p.windows-1, p.name, with.allowed[win:win+p.windows], with.checks[win:win+p.windows], oldestNews(with.views[win:win+p.windows]))
 		win += p.windows
 	}
-	b.ReportMetric(float64(with.degraded+without.degraded), "degraded")
-	if with.degraded+without.degraded > 0 {
-		b.Errorf("%d decisions degraded with regions, %d without: not a valid run", with.degraded, without.degraded)
-	}
-	slices.Sort(with.latencies)
-	slices.Sort(without.latencies)
-	p99, base99 := percentile(with.latencies, 0.99), percentile(without.latencies, 0.99)
-	b.ReportMetric(micros(percentile(with.latencies, 0.50)), "p50-µs")
-	b.ReportMetric(micros(p99), "p99-µs")
-	b.ReportMetric(micros(percentile(without.latencies, 0.50)), "base-p50-µs")
-	b.ReportMetric(micros(base99), "base-p99-µs")
-	b.ReportMetric(float64(p99)/float64(base99), "p99/base")
+	b.ReportMetric(float64(with.degraded), "degraded")
 	if with.relays > 0 {
 		b.ReportMetric(100*float64(with.slow)/float64(with.relays), "relay-slow-%")
 	}
 	b.ReportMetric(float64(with.peersOpen), "peers-open")
-	fmt.Fprintf(&log, "in one region: allowed by the instances of each region %v of checks %v", without.allowed, without.checks)
-	b.Log(log.String()) // at most 9 lines: go test keeps 10 of a benchmark's
+	b.Log(strings.TrimSuffix(log.String(), "\n")) // at most 9 lines: go test keeps 10 of a benchmark's
+}
+
+// regionValid fails b if a check of res failed, and marks it failed if a
+// check was degraded: not a valid run.
+func regionValid(b *testing.B, what string, res regionResult) {
+	b.Helper()
+	if res.failed > 0 {
+		b.Fatalf("%s: %d decisions failed (first error: %v)", what, res.failed, res.firstErr)
+	}
+	if res.degraded > 0 {
+		b.Errorf("%s: %d decisions degraded: not a valid run", what, res.degraded)
+	}
+}
+
+// regionLatency runs c's latency rounds. Each round runs a stream of
+// regionLatencyPhases (seeded by the round) through a new world without
+// regions (the baseline: the same servers, links and stores, each region
+// on its own) and through a new world with regions, the baseline first in
+// even rounds and last in odd ones, so that neither always runs first.
+// It reports the medians over the rounds of each one's p50 and p99, and
+// of a round's p99 over its baseline's, with their least and most.
+func regionLatency(b *testing.B, servers []string, prefix string, c regionCase) {
+	b.Helper()
+	phases := regionLatencyPhases()
+	var p50, p99, base50, base99, ratio []float64
+	for round := range c.rounds {
+		stream := regionStream(phases, 3, uint64(round)+2)
+		var with, without regionResult
+		basePrefix, withPrefix := fmt.Sprintf("%s-round%d-base", prefix, round), fmt.Sprintf("%s-round%d", prefix, round)
+		if round%2 == 0 {
+			without = regionRun(b, servers, basePrefix, c.peerTimeout, stream, nil)
+			with = regionRun(b, servers, withPrefix, c.peerTimeout, stream, phases)
+		} else {
+			with = regionRun(b, servers, withPrefix, c.peerTimeout, stream, phases)
+			without = regionRun(b, servers, basePrefix, c.peerTimeout, stream, nil)
+		}
+		regionValid(b, fmt.Sprintf("round %d with regions", round), with)
+		regionValid(b, fmt.Sprintf("round %d without", round), without)
+		slices.Sort(with.latencies)
+		slices.Sort(without.latencies)
+		p50, p99 = append(p50, micros(percentile(with.latencies, 0.50))), append(p99, micros(percentile(with.latencies, 0.99)))
+		base50, base99 = append(base50, micros(percentile(without.latencies, 0.50))), append(base99, micros(percentile(without.latencies, 0.99)))
+		ratio = append(ratio, p99[round]/base99[round])
+	}
+	b.Logf("latency rounds, the baseline first in rounds 0, 2, ...: p50 µs with regions %.1f, baseline %.1f; p99 µs with regions %.1f, baseline %.1f; p99/base %.2f",
+		p50, base50, p99, base99, ratio) // one line: go test keeps 10 of a benchmark's
+	b.ReportMetric(median(p50), "p50-µs")
+	b.ReportMetric(median(p99), "p99-µs")
+	b.ReportMetric(median(base50), "base-p50-µs")
+	b.ReportMetric(median(base99), "base-p99-µs")
+	b.ReportMetric(median(ratio), "p99/base")
+	b.ReportMetric(slices.Min(ratio), "p99/base-min")
+	b.ReportMetric(slices.Max(ratio), "p99/base-max")
+}
+
+// median returns the median of xs (of an even count, the upper middle).
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[len(s)/2]
 }
 
 // oldestNews returns, per window of views, how old the oldest news of
