@@ -31,6 +31,9 @@ type Loaded struct {
 // problem, and s is left empty. Past MaxKeys, states are evicted as
 // checks would evict them.
 func (s *Store) Load(path string) (Loaded, error) {
+	if s.sip == nil {
+		return Loaded{}, fmt.Errorf("memstore: load %s: %w", path, errNotPersistent)
+	}
 	if s.Len() > 0 {
 		return Loaded{}, fmt.Errorf("memstore: load %s: %w", path, errEmpty)
 	}
@@ -115,17 +118,17 @@ func (c *countReader) uint64() (uint64, error) {
 	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
-// readBody reads the seed and the sections, and stores their states.
+// readBody reads the hash key and the sections, and stores their states.
 func (s *Store) readBody(r *countReader) (Loaded, error) {
 	var ld Loaded
-	seed, err := r.uint64()
-	if err != nil {
-		return ld, err
+	var key [2]uint64
+	for i := range key {
+		var err error
+		if key[i], err = r.uint64(); err != nil {
+			return ld, err
+		}
 	}
-	if seed == 0 {
-		return ld, errors.New("a zero hash seed")
-	}
-	s.seed = seedOf(seed)
+	*s.sip = key
 	for {
 		tag, err := r.ReadByte()
 		switch {

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"hash/maphash"
 	"io"
 	"os"
 	"path/filepath"
-	"unsafe"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
@@ -18,7 +16,7 @@ import (
 
 // The state file: a header of headerLen bytes (fileMagic, the format's
 // version, the CRC-32C of the body and the body's length, little-endian),
-// then the body: the store's hash seed, then sections of one limit's
+// then the body: the store's SipHash key (see Options.Persistent), then sections of one limit's
 // states, each a tagTable byte, the limit's identity, a count and the
 // states, and a tagEnd byte. A state is its key's hash and the state as
 // the store packs it, in the store's clock's terms (Unix nanoseconds).
@@ -37,24 +35,6 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // renaming it into place; tests kill the process there.
 var testHookBeforeRename func()
 
-// The seed of the store's key hashes is saved with its states, which are
-// held by hash: the store keeps no key strings (they would cost memory on
-// every key). maphash.Seed has no exported form, so it is read and set as
-// the uint64 it holds; these arrays fail to compile if it ever holds
-// anything else, and the round-trip tests fail if its meaning changes.
-var (
-	_ [unsafe.Sizeof(maphash.Seed{}) - 8]byte
-	_ [8 - unsafe.Sizeof(maphash.Seed{})]byte
-)
-
-func seedBits(s maphash.Seed) uint64 { return *(*uint64)(unsafe.Pointer(&s)) }
-
-func seedOf(u uint64) maphash.Seed {
-	var s maphash.Seed
-	*(*uint64)(unsafe.Pointer(&s)) = u
-	return s
-}
-
 // Saved says what Save wrote.
 type Saved struct {
 	States int   // (key, limit) states written: those not back to fresh
@@ -71,6 +51,9 @@ type Saved struct {
 // most for one shard's copy. Save is safe to call concurrently with
 // checks, not with another Save to the same path.
 func (s *Store) Save(path string) (Saved, error) {
+	if s.sip == nil {
+		return Saved{}, fmt.Errorf("memstore: save %s: %w", path, errNotPersistent)
+	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -113,6 +96,8 @@ func syncDir(dir string) error {
 }
 
 // writeState writes the header's room, the body, then the header.
+// The body starts with the store's SipHash key: states are held by their
+// key's hash, and the store keeps no key strings.
 func (s *Store) writeState(f *os.File) (Saved, error) {
 	var saved Saved
 	if _, err := f.Write(make([]byte, headerLen)); err != nil {
@@ -121,7 +106,8 @@ func (s *Store) writeState(f *os.File) (Saved, error) {
 	crc := crc32.New(castagnoli)
 	w := bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)
 	var buf []byte
-	buf = binary.LittleEndian.AppendUint64(buf, seedBits(s.seed))
+	buf = binary.LittleEndian.AppendUint64(buf, s.sip[0])
+	buf = binary.LittleEndian.AppendUint64(buf, s.sip[1])
 	body := int64(0)
 	for i := range s.shards {
 		var n int
@@ -242,6 +228,10 @@ func appendLimit(buf []byte, l *bouncer.Limit) []byte {
 	}
 	return append(buf, flags)
 }
+
+// errNotPersistent is Save's and Load's error on a store made without
+// Options.Persistent.
+var errNotPersistent = errors.New("the store was made without Options.Persistent")
 
 // errEmpty is Load's error on a store that already holds state.
 var errEmpty = errors.New("the store already holds state: load into a new store")

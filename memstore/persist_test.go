@@ -57,7 +57,7 @@ func TestSaveLoadRoundTripEveryScenario(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			for cut := 1; cut < len(sc.Steps); cut++ {
 				clock := storetest.NewClock(storetest.Start)
-				a := memstore.New(memstore.Options{Now: clock.Now, Shards: 4})
+				a := memstore.New(memstore.Options{Now: clock.Now, Shards: 4, Persistent: true})
 				keys := []string{"a", "b" + strconv.Itoa(cut), "user:42"}
 				for _, k := range keys {
 					runSteps(t, a, clock, sc, k, sc.Steps[:cut])
@@ -66,7 +66,7 @@ func TestSaveLoadRoundTripEveryScenario(t *testing.T) {
 				if _, err := a.Save(path); err != nil {
 					t.Fatal(err)
 				}
-				b := memstore.New(memstore.Options{Now: clock.Now, Shards: 64})
+				b := memstore.New(memstore.Options{Now: clock.Now, Shards: 64, Persistent: true})
 				if _, err := b.Load(path); err != nil {
 					t.Fatal(err)
 				}
@@ -89,7 +89,7 @@ var (
 // keeps what was spent.
 func TestLoadLaterInTime(t *testing.T) {
 	clock := &fakeClock{t: start}
-	a := memstore.New(memstore.Options{Now: clock.Now})
+	a := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
 	check(t, a, "k", 30, window)
 	check(t, a, "k", 7, short)
 	check(t, a, "k", 10, bucket)
@@ -105,7 +105,7 @@ func TestLoadLaterInTime(t *testing.T) {
 		t.Fatalf("file size %v (%v), want Saved.Bytes %d", fi.Size(), err, saved.Bytes)
 	}
 	clock.t = clock.t.Add(time.Minute + 500*time.Millisecond)
-	b := memstore.New(memstore.Options{Now: clock.Now})
+	b := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
 	ld, err := b.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestLoadLaterInTime(t *testing.T) {
 	}
 	// Half a second into the bucket's refill, 5 of 10 are back.
 	clock.t = start.Add(500 * time.Millisecond)
-	c := memstore.New(memstore.Options{Now: clock.Now})
+	c := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
 	if _, err := c.Load(path); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestLimitFieldsSaved(t *testing.T) {
 
 func TestLoadRefusesDamagedFiles(t *testing.T) {
 	clock := &fakeClock{t: start}
-	a := memstore.New(memstore.Options{Now: clock.Now})
+	a := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
 	for i := range 100 {
 		check(t, a, "k"+strconv.Itoa(i), 3, window)
 	}
@@ -174,7 +174,7 @@ func TestLoadRefusesDamagedFiles(t *testing.T) {
 			if err := os.WriteFile(path, c.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			b := memstore.New(memstore.Options{Now: clock.Now})
+			b := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
 			_, err := b.Load(path)
 			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Load = %v, want an error naming %s and saying %q", err, path, c.want)
@@ -184,7 +184,7 @@ func TestLoadRefusesDamagedFiles(t *testing.T) {
 			}
 		})
 	}
-	_, err = memstore.New(memstore.Options{}).Load(filepath.Join(dir, "missing"))
+	_, err = memstore.New(memstore.Options{Persistent: true}).Load(filepath.Join(dir, "missing"))
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Load of a missing file = %v, want fs.ErrNotExist", err)
 	}
@@ -201,7 +201,7 @@ const killEnv = "BOUNCER_MEMSTORE_KILLED_SAVE"
 func TestSaveKilledLeavesLastGoodFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state")
 	clock := &fakeClock{t: start}
-	a := memstore.New(memstore.Options{Now: clock.Now})
+	a := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
 	check(t, a, "k", 3, window)
 	if _, err := a.Save(path); err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestSaveKilledLeavesLastGoodFile(t *testing.T) {
 	if len(tmps) != 1 {
 		t.Fatalf("temporary files %v, want the one the killed save wrote", tmps)
 	}
-	b := memstore.New(memstore.Options{Now: clock.Now})
+	b := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
 	if _, err := b.Load(path); err != nil {
 		t.Fatalf("the last good file after a kill: %v", err)
 	}
@@ -247,7 +247,7 @@ func TestSaveKilledHelper(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestSaveKilledLeavesLastGoodFile")
 	}
-	s := memstore.New(memstore.Options{})
+	s := memstore.New(memstore.Options{Persistent: true})
 	for i := range 1000 {
 		check(t, s, "k"+strconv.Itoa(i), 50, window)
 	}
