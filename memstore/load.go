@@ -49,7 +49,7 @@ func (s *Store) Load(path string) (Loaded, error) {
 	if _, err := f.Seek(headerLen, io.SeekStart); err != nil {
 		return Loaded{}, fmt.Errorf("memstore: load %s: %w", path, err)
 	}
-	r := &countReader{r: bufio.NewReaderSize(f, 1<<20)}
+	r := &countReader{r: bufio.NewReaderSize(f, 1<<20), end: bodyLen}
 	ld, err := s.readBody(r)
 	if err == nil && r.n != bodyLen {
 		err = fmt.Errorf("the body ends at byte %d of %d", r.n, bodyLen)
@@ -91,9 +91,11 @@ func checkFile(f *os.File) (int64, error) {
 	return bodyLen, nil
 }
 
+// countReader reads the body, counting its bytes up to end.
 type countReader struct {
-	r *bufio.Reader
-	n int64
+	r   *bufio.Reader
+	n   int64
+	end int64
 }
 
 func (c *countReader) ReadByte() (byte, error) {
@@ -239,8 +241,8 @@ func readState(r *countReader, t *table) (algo.State, error) {
 	if err != nil {
 		return st, err
 	}
-	if n > uint64(t.capacity)+1 {
-		return st, fmt.Errorf("a log of %d entries for a capacity of %d", n, t.capacity)
+	if n > uint64(t.capacity)+1 || n > uint64(r.end-r.n)/2 {
+		return st, fmt.Errorf("a log of %d entries, for a capacity of %d, with %d bytes left", n, t.capacity, r.end-r.n)
 	}
 	st.Log = make([]algo.Entry, n)
 	for i := range st.Log {
