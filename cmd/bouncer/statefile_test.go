@@ -9,6 +9,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bouncerhq/bouncer/memstore"
 )
 
 const stateConfig = "domain: keep\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 10}\n"
@@ -110,4 +114,55 @@ func TestServeStateFileRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A save that fails is logged and counted as an error, and the store's
+// last save at Close reports it.
+func TestStateFileSaveFailure(t *testing.T) {
+	var logs strings.Builder
+	log := newLogger(&logs, "text", 0)
+	reg := prometheus.NewRegistry()
+	ms := memstore.New(memstore.Options{Persistent: true})
+	path := filepath.Join(t.TempDir(), "missing-dir", "bouncer.state")
+	sf, err := openStateFile(ms, path, time.Hour, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sf.Close(); err == nil {
+		t.Fatal("Close saved into a directory that does not exist")
+	}
+	if got := savesTotal(t, reg, "error"); got != 1 {
+		t.Errorf("bouncer_state_saves_total{result=error} = %v, want 1", got)
+	}
+	if got := savesTotal(t, reg, "ok"); got != 0 {
+		t.Errorf("bouncer_state_saves_total{result=ok} = %v, want 0", got)
+	}
+	for _, want := range []string{"no state file yet", "saving the state failed", path} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log does not say %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// savesTotal returns bouncer_state_saves_total{result} as reg gathers it.
+func savesTotal(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "bouncer_state_saves_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no bouncer_state_saves_total{result=%q}", result)
+	return 0
 }
