@@ -258,3 +258,55 @@ func TestSaveKilledHelper(t *testing.T) {
 	_, _ = s.Save(path)
 	t.Fatal("not killed")
 }
+
+// Saves run while checks go on, lock-free (one limit) and locked (two
+// limits, new keys); a last save after the checks holds every count.
+func TestSaveWhileChecking(t *testing.T) {
+	clock := &fakeClock{t: start}
+	s := memstore.New(memstore.Options{Now: clock.Now, Shards: 4, Persistent: true})
+	path := filepath.Join(t.TempDir(), "state")
+	const workers, keys, rounds = 2, 200, 5
+	done := make(chan struct{})
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for r := range rounds {
+				for k := range keys {
+					key := "w" + strconv.Itoa(w) + ":" + strconv.Itoa(k)
+					one := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{window}}}, Cost: 1}
+					two := bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key + ":" + strconv.Itoa(r), Limits: []bouncer.Limit{window, short}}}, Cost: 1}
+					for _, req := range []bouncer.Request{one, two} {
+						if d, err := s.Check(context.Background(), req); err != nil || !d.Allowed {
+							t.Errorf("check %s: %+v, %v", req.Keys[0].Key, d, err)
+						}
+					}
+				}
+			}
+		}()
+	}
+	for range 5 {
+		if _, err := s.Save(path); err != nil {
+			t.Error(err)
+		}
+	}
+	for range workers {
+		<-done
+	}
+	saved, err := s.Save(path)
+	if want := workers * keys * (1 + 2*rounds); err != nil || saved.States != want {
+		t.Fatalf("Save = %+v, %v; want %d states", saved, err, want)
+	}
+	b := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
+	if _, err := b.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	for w := range workers {
+		for k := range keys {
+			key := "w" + strconv.Itoa(w) + ":" + strconv.Itoa(k)
+			d, err := b.Check(context.Background(), bouncer.Request{Keys: []bouncer.KeyLimits{{Key: key, Limits: []bouncer.Limit{window}}}, Peek: true})
+			if err != nil || d.Remaining != 100-rounds {
+				t.Fatalf("%s: Remaining %d after the restore, want %d", key, d.Remaining, 100-rounds)
+			}
+		}
+	}
+}
