@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,7 +21,7 @@ const stateConfig = "domain: keep\ndescriptors:\n  - key: user\n    rate_limit: 
 // spend checks hits for user u on the JSON API and returns what is left.
 func spend(t *testing.T, httpAddr string, hits int) int {
 	t.Helper()
-	body := `{"domain": "keep", "hits_addend": ` + string(rune('0'+hits)) + `, "descriptors": [{"entries": [{"key": "user", "value": "u"}]}]}`
+	body := `{"domain": "keep", "hits_addend": ` + strconv.Itoa(hits) + `, "descriptors": [{"entries": [{"key": "user", "value": "u"}]}]}`
 	resp, err := http.Post("http://"+httpAddr+"/v1/check", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
