@@ -31,6 +31,7 @@ var benchOptions = memstore.Options{}
 
 func init() {
 	flag.DurationVar(&benchOptions.Resolution, "resolution", 0, "memstore clock resolution for BenchmarkCheck (0: the default; negative: read the system clock on every check)")
+	flag.BoolVar(&benchOptions.Persistent, "persistent", false, "BenchmarkCheck's stores are Persistent (SipHash keys)")
 }
 
 func BenchmarkCheck(b *testing.B) {

@@ -2,6 +2,8 @@ package memstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -51,6 +53,13 @@ type Options struct {
 	// 50ms without one); Close stops it at once. Resolution is ignored when
 	// Now is set.
 	Resolution time.Duration
+
+	// Persistent makes the store able to Save its state and Load it in
+	// another process: it hashes keys with SipHash-1-3 under a secret of
+	// its own, kept in the saved file, rather than with hash/maphash, whose
+	// hashes differ in every process. It costs a few nanoseconds a check
+	// (docs/benchmarks.md#persistence).
+	Persistent bool
 }
 
 // Stats are a store's counters.
@@ -64,6 +73,7 @@ type Stats struct {
 // concurrent use.
 type Store struct {
 	seed     maphash.Seed
+	sip      *[2]uint64 // the SipHash key of a persistent store; nil otherwise
 	shards   []shard
 	shift    uint
 	perShard int
@@ -94,6 +104,11 @@ func New(o Options) *Store {
 	}
 	for i := range s.shards {
 		s.shards[i].max = s.perShard
+	}
+	if o.Persistent {
+		var k [16]byte
+		_, _ = rand.Read(k[:]) // never fails (crypto/rand)
+		s.sip = &[2]uint64{binary.LittleEndian.Uint64(k[:]), binary.LittleEndian.Uint64(k[8:])}
 	}
 	s.res = math.MaxInt64
 	switch {
@@ -220,7 +235,7 @@ func (s *Store) Check(_ context.Context, r bouncer.Request) (d bouncer.Decision,
 // validated when its table was made. For the one-word algorithms, a key
 // with state is decided without the shard's lock (see words).
 func (s *Store) checkOne(d *bouncer.Decision, key string, l *bouncer.Limit, cost int64) error {
-	h := fixHash(maphash.String(s.seed, key))
+	h := s.hashKey(key)
 	sh := &s.shards[s.shardOf(h)]
 	if t := sh.find(l); t != nil && t.one != nil {
 		if t.update(h, s, cost, key, d) {
@@ -304,7 +319,7 @@ func (s *Store) Charge(_ context.Context, r bouncer.Request) error {
 		// a check does; a limit with a table was validated when it was
 		// made.
 		l := &r.Keys[0].Limits[0]
-		h := fixHash(maphash.String(s.seed, r.Keys[0].Key))
+		h := s.hashKey(r.Keys[0].Key)
 		if t := s.shards[s.shardOf(h)].find(l); t != nil && t.one != nil && store.Chargeable(t.limit) && t.charge(h, s, r.Cost) {
 			return nil
 		}
@@ -370,9 +385,17 @@ func (s *Store) eachTable(r bouncer.Request, f func(sh *shard, h uint64, t *tabl
 // hash appends the hash of each key to hs.
 func (s *Store) hash(keys []bouncer.KeyLimits, hs []uint64) []uint64 {
 	for _, k := range keys {
-		hs = append(hs, fixHash(maphash.String(s.seed, k.Key)))
+		hs = append(hs, s.hashKey(k.Key))
 	}
 	return hs
+}
+
+// hashKey returns key's hash, never 0.
+func (s *Store) hashKey(key string) uint64 {
+	if s.sip != nil {
+		return fixHash(sipHash(s.sip[0], s.sip[1], 1, 3, key))
+	}
+	return fixHash(maphash.String(s.seed, key))
 }
 
 // lock locks the shards of the hashed keys in increasing order, so that

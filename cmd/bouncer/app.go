@@ -407,8 +407,16 @@ type store struct {
 // by policy.
 func openStore(c serveConfig, o serveOptions, log *slog.Logger, reg prometheus.Registerer) (store, error) {
 	if o.redis == nil {
-		ms := memstore.New(memstore.Options{})
-		return store{lim: ms, closer: ms}, nil
+		ms := memstore.New(memstore.Options{Persistent: c.stateFile != ""})
+		if c.stateFile == "" {
+			return store{lim: ms, closer: ms}, nil
+		}
+		sf, err := openStateFile(ms, c.stateFile, c.stateSaveInterval, log, reg)
+		if err != nil {
+			ms.Close()
+			return store{}, err
+		}
+		return store{lim: ms, closer: sf}, nil
 	}
 	rs, err := redisstore.New(redisstore.Options{Client: *o.redis, TLS: o.redisTLS, Timeout: c.storeTimeout, OnStoreError: o.policy, Logger: log})
 	if err != nil {

@@ -65,6 +65,9 @@ type serveConfig struct {
 	otelSample      float64
 	refMetrics      bool // --reference-metrics
 
+	stateFile         string        // --state-file
+	stateSaveInterval time.Duration // --state-save-interval
+
 	// No flag sets these; tests do.
 	liveByHand bool      // the live page's samples are the test's (admin.History.Sample)
 	started    time.Time // when the live page says the process started; zero: when it did
@@ -104,6 +107,8 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.storeTLS.InsecureSkipVerify, "store-tls-insecure-skip-verify", false, "with a rediss:// --store: accept any certificate from Redis (INSECURE: for a test bench only; logs a warning)")
 	fs.StringVar(&c.storeClientName, "store-client-name", "", "the name of every Redis connection (CLIENT SETNAME, seen in CLIENT LIST); unset: bouncer-<hostname>-<pid>")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "deadline of every Redis call; a check whose reply has not come by then decides by policy")
+	fs.StringVar(&c.stateFile, "state-file", "", "with the memory store: restore its state from this file at start (refusing to start if it is damaged), and save it there every --state-save-interval and at shutdown; unset: state is lost at a restart; see docs/running.md#state-file")
+	fs.DurationVar(&c.stateSaveInterval, "state-save-interval", time.Minute, "with --state-file: how often the memory store's state is saved")
 	fs.StringVar(&c.onStoreError, "on-store-error", "local", "when Redis cannot answer, for rules that say nothing: local (each instance limits on its own), allow or deny")
 	fs.StringVar(&c.region, "region", "", "with Redis: this instance's region, when regions with a Redis each share their async fixed windows (--region-peers names the others'); see docs/regions.md")
 	fs.StringVar(&c.regionPeers, "region-peers", "", "with --region: the other regions' Redis, as NAME=URL separated by spaces (the URLs of --store; rediss:// ones use the TLS files of --store-tls-ca and the others)")
@@ -245,6 +250,12 @@ func (c serveConfig) validate() (serveOptions, error) {
 	}
 	if o.adminToken, err = bearer.Load(c.adminTokenFile, "BOUNCER_ADMIN_TOKEN"); err != nil {
 		return o, fmt.Errorf("--admin-token-file: %v", strings.TrimPrefix(err.Error(), "bearer: "))
+	}
+	if c.stateFile != "" && c.store != "memory" {
+		return o, errors.New("--state-file: only with --store memory (Redis keeps its own state)")
+	}
+	if c.stateFile != "" && c.stateSaveInterval <= 0 {
+		return o, fmt.Errorf("--state-save-interval: want a positive duration, got %v", c.stateSaveInterval)
 	}
 	if c.store != "memory" {
 		if o.redis, o.redisTLS, err = c.redisOptions(); err != nil {
