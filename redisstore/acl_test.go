@@ -3,16 +3,12 @@
 package redisstore_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,6 +21,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/hybrid"
+	"github.com/bouncerhq/bouncer/internal/redistest"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
@@ -78,43 +75,12 @@ func startACLRedis(t *testing.T) *aclRedis {
 }
 
 func runACLRedis(t *testing.T, port int) (*aclRedis, error) {
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	out, err := cmd.StdoutPipe()
+	srv, err := redistest.StartServer(port, t.TempDir())
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready, exited := make(chan struct{}), make(chan struct{})
-	var log bytes.Buffer
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "Ready to accept connections") {
-				close(ready)
-				io.Copy(io.Discard, out)
-			}
-		}
-		cmd.Wait()
-	}()
-	select {
-	case <-ready:
-	case <-exited:
-		return nil, fmt.Errorf("redis-server on port %d exited before it was ready:\n%s", port, log.String())
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-		t.Fatalf("redis-server on port %d not ready within 30s:\n%s", port, log.String())
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	r := &aclRedis{addr: "127.0.0.1:" + strconv.Itoa(port)}
+	t.Cleanup(srv.Kill)
+	r := &aclRedis{addr: srv.Addr()}
 	r.admin = newClient(t, []string{r.addr})
 	return r, nil
 }

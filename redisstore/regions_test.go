@@ -3,17 +3,12 @@
 package redisstore_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +18,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/internal/linkproxy"
+	"github.com/bouncerhq/bouncer/internal/redistest"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/store"
 )
@@ -52,10 +48,9 @@ const regionLinkTimeout = time.Second
 // regionRedis is a region's private redis-server on a loopback port
 // above 20000, which the test kills and starts again on the same port.
 type regionRedis struct {
-	port   int
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
+	port int
+	dir  string
+	srv  *redistest.Server // nil until started
 }
 
 // startRegionRedis starts a server on a free port and kills it when t
@@ -98,53 +93,19 @@ func (r *regionRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port)
 // start starts the server on r.port and returns once it accepts
 // connections.
 func (r *regionRedis) start() error {
-	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir)
-	out, err := r.cmd.StdoutPipe()
+	srv, err := redistest.StartServer(r.port, r.dir)
 	if err != nil {
 		return err
 	}
-	if err := r.cmd.Start(); err != nil {
-		return err
-	}
-	r.exited = make(chan struct{})
-	ready := make(chan struct{})
-	var log bytes.Buffer
-	go func() {
-		defer close(r.exited)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "Ready to accept connections") {
-				close(ready)
-				io.Copy(io.Discard, out)
-			}
-		}
-		r.cmd.Wait()
-	}()
-	select {
-	case <-ready:
-		return nil
-	case <-r.exited:
-		return fmt.Errorf("redis-server on port %d exited before it was ready:\n%s", r.port, log.String())
-	case <-time.After(30 * time.Second):
-		r.kill()
-		return fmt.Errorf("redis-server on port %d not ready within 30s", r.port)
-	}
+	r.srv = srv
+	return nil
 }
 
 // kill kills the server (SIGKILL: a crash) and waits for it to exit.
 func (r *regionRedis) kill() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
+	if r.srv != nil {
+		r.srv.Kill()
 	}
-	select {
-	case <-r.exited:
-		return
-	default:
-	}
-	r.cmd.Process.Kill()
-	<-r.exited
 }
 
 // regions is the three regions, their links, and their instances.

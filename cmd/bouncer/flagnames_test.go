@@ -45,6 +45,11 @@ var notOurs = map[string]string{
 	"pass":               "redis-cli's (internal/redistest)",
 	"no-auth-warning":    "redis-cli's (internal/redistest)",
 	"sentinel":           "redis-server's (internal/redistest): start as a sentinel",
+	"port":               "redis-server's (internal/redistest.StartServer)",
+	"bind":               "redis-server's (internal/redistest.StartServer)",
+	"save":               "redis-server's (internal/redistest.StartServer)",
+	"appendonly":         "redis-server's (internal/redistest.StartServer)",
+	"dir":                "redis-server's (internal/redistest.StartServer)",
 }
 
 // commandFlags returns the flags each command takes, by command name;

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/bouncerhq/bouncer/internal/redistest"
 )
 
 // redisProc is a private redis-server on loopback that a test starts,
@@ -24,8 +25,7 @@ import (
 type redisProc struct {
 	port int
 	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	srv  *redistest.Server
 }
 
 func requireRedisServer(t *testing.T) {
@@ -61,50 +61,17 @@ func (r *redisProc) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 
 func (r *redisProc) start(t *testing.T) {
 	t.Helper()
-	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--enable-debug-command", "local")
-	out, err := r.cmd.StdoutPipe()
+	srv, err := redistest.StartServer(r.port, r.dir, "--enable-debug-command", "local")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.done = make(chan struct{})
-	ready := make(chan struct{})
-	var log bytes.Buffer
-	go func() {
-		defer close(r.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "Ready to accept connections") {
-				close(ready)
-				io.Copy(io.Discard, out)
-				break
-			}
-		}
-		r.cmd.Wait()
-	}()
-	select {
-	case <-ready:
-	case <-r.done:
-		t.Fatalf("redis-server on port %d exited before it was ready:\n%s", r.port, log.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("redis-server on port %d not ready within 30s", r.port)
-	}
+	r.srv = srv
 }
 
 // kill kills the server (SIGKILL) and waits for it to exit.
 func (r *redisProc) kill(t *testing.T) {
 	t.Helper()
-	select {
-	case <-r.done:
-		return
-	default:
-	}
-	r.cmd.Process.Kill()
-	<-r.done
+	r.srv.Kill()
 }
 
 // freeze makes the server sleep for d (DEBUG SLEEP): it accepts
