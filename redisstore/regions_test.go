@@ -465,11 +465,20 @@ func testRegionsPartitionPastTTL(t *testing.T) {
 	})
 	c.log(t)
 	c.within(t, regionPartitionMean, span(2, 7)...)
+	// Held to its static share past the TTL: over the windows, within 5 %
+	// of it; each window within the bound of a window (a loaded CI
+	// machine once read 217 of 200 in one, 200 and 204 around it).
 	static := float64(regionLimit.Rate) / float64(len(regionNames))
+	sum := 0.0
 	for win := 5; win < len(c.total); win++ {
-		if us := c.byRegion[win][2]; float64(us) > 1.05*static {
-			t.Errorf("window %d: us cut off past the TTL admitted %d, over its static share %.0f and 5 %%", win, us, static)
+		us := float64(c.byRegion[win][2])
+		sum += us
+		if us > regionWindowCap*static {
+			t.Errorf("window %d: us cut off past the TTL admitted %.0f, over %.1f × its static share %.0f", win, us, regionWindowCap, static)
 		}
+	}
+	if mean := sum / float64(len(c.total)-5); mean > 1.05*static {
+		t.Errorf("us cut off past the TTL admitted %.0f a window, over its static share %.0f and 5 %%", mean, static)
 	}
 	for _, v := range []struct {
 		h      *hybrid.Limiter
