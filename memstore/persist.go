@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
@@ -53,7 +54,7 @@ type Saved struct {
 // writes a temporary file in the same directory, syncs it, renames it
 // over path and syncs the directory, so that a crash at any point leaves
 // either the old file or the new one (and perhaps a stray temporary file
-// named path.*.tmp). It copies one shard at a time under the shard's lock;
+// named path.*.tmp, which the next save removes). It copies one shard at a time under the shard's lock;
 // checks of keys with state go on meanwhile, and other checks wait at
 // most for one shard's copy. Save is safe to call concurrently with
 // checks, not with another Save to the same path.
@@ -87,7 +88,30 @@ func (s *Store) Save(path string) (Saved, error) {
 	if err := syncDir(dir); err != nil {
 		return Saved{}, fmt.Errorf("memstore: save %s: sync directory: %w", path, err)
 	}
+	removeStray(path)
 	return saved, nil
+}
+
+// removeStray removes the temporary files that saves to path which
+// crashed left behind: saves to one path do not run at once, so once
+// this one's file is in place every other is a leftover.
+func removeStray(path string) {
+	stray, _ := filepath.Glob(globEscape(path) + ".*.tmp")
+	for _, f := range stray {
+		_ = os.Remove(f)
+	}
+}
+
+// globEscape escapes the characters filepath.Match gives a meaning to.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func syncDir(dir string) error {

@@ -238,6 +238,12 @@ func TestSaveKilledLeavesLastGoodFile(t *testing.T) {
 	if d := check(t, b, "k", 1, window); d.Remaining != 96 {
 		t.Fatalf("after the kill, Remaining = %d, want 96 (the last good file's 3 spent, and 1)", d.Remaining)
 	}
+	if _, err := b.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if tmps, _ := filepath.Glob(path + ".*.tmp"); len(tmps) != 0 {
+		t.Errorf("temporary files %v after the next save, want the killed save's removed", tmps)
+	}
 }
 
 // TestSaveKilledHelper is the process TestSaveKilledLeavesLastGoodFile
