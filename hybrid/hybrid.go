@@ -88,8 +88,8 @@ type Limiter struct {
 	policy        bouncer.StoreErrorPolicy
 	perShard      int
 	seed          maphash.Seed
-	sharer        bool   // shared is a store.Sharer: async pairs share
-	instance      string // this limiter's name in shares
+	sharer        store.Sharer // shared, if it keeps shares (async pairs share); nil if not
+	instance      string       // this limiter's name in shares
 	region        string
 	peers         []*peer
 	peerNames     []string
@@ -129,7 +129,7 @@ func New(shared, local bouncer.Limiter, o Options) *Limiter {
 
 		instance: o.Instance,
 	}
-	_, h.sharer = shared.(store.Sharer)
+	h.sharer, _ = shared.(store.Sharer)
 	if h.instance == "" {
 		h.instance = newInstance()
 	}

@@ -20,7 +20,7 @@ import (
 // (the window's remaining units, or the bucket's tokens and what it
 // refills until the next sync), and never more than what the others'
 // allowances leave of it. What the division leaves over, when every
-// demand is met, is split evenly. So the allowances in force add up to
+// demand is met, is split half evenly, half by demand. So the allowances in force add up to
 // at most what is left, and the instances together admit at most the
 // limit but for rounding (a unit an instance).
 //
@@ -136,16 +136,16 @@ type division struct {
 func (d *division) allowance() (a int64, demands []float64, static float64) {
 	global := d.region != "" && d.l.Algorithm == bouncer.FixedWindow
 	var others []store.Share
-	used := map[string]int64{}
+	used, heard := map[string]int64{}, map[string]bool{}
 	for _, o := range d.others {
-		switch {
-		case o.Region == d.region:
-		case !global:
-			continue
-		case o.Window == d.win:
-			used[o.Region] = max(used[o.Region], o.Used)
-		default:
-			used[o.Region] += 0 // heard from, in an earlier window
+		if o.Region != d.region {
+			if !global {
+				continue
+			}
+			heard[o.Region] = true
+			if o.Window == d.win {
+				used[o.Region] = max(used[o.Region], o.Used)
+			}
 		}
 		others = append(others, o)
 	}
@@ -155,7 +155,7 @@ func (d *division) allowance() (a int64, demands []float64, static float64) {
 	}
 	if global {
 		for _, p := range d.peers {
-			if _, heard := used[p]; !heard {
+			if !heard[p] {
 				static += float64(d.l.Rate) / float64(len(d.peers)+1)
 			}
 		}
@@ -302,8 +302,8 @@ func (e *entry) shareDemand(now int64, interval time.Duration) float64 {
 // in force) before the division, so that the others see the demand at
 // once, then with the new allowance.
 func (h *Limiter) exchange(ctx context.Context, ps []push) {
-	sharer, ok := h.shared.(store.Sharer)
-	if !ok {
+	sharer := h.sharer
+	if sharer == nil {
 		return
 	}
 	var pairs []bouncer.Request

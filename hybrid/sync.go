@@ -145,7 +145,7 @@ func (h *Limiter) pending(closing bool) (ps []push, waiting *push) {
 				}
 				continue
 			}
-			share := h.sharer && e.nearLimit(now)
+			share := h.sharer != nil && e.nearLimit(now)
 			if !share {
 				e.sharing = false
 			}
