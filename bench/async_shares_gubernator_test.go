@@ -101,8 +101,8 @@ func TestGubernatorLimit(t *testing.T) {
 		alg                    guber.Algorithm
 		limit, duration, burst int64
 	}{
-		{sharesLimits[0], guber.Algorithm_TOKEN_BUCKET, 300, 2000, 0},
-		{sharesLimits[1], guber.Algorithm_LEAKY_BUCKET, 150, 1000, 150},
+		{sharesLimits[0].l, guber.Algorithm_TOKEN_BUCKET, 300, 2000, 0},
+		{sharesLimits[1].l, guber.Algorithm_LEAKY_BUCKET, 150, 1000, 150},
 	}
 	for _, tt := range tests {
 		r, err := gubernatorLimit(tt.l, "k")

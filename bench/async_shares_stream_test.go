@@ -11,7 +11,7 @@ import (
 // arrivals as the load asks for, spread over the instances as the case
 // says, the same for the same seed.
 func TestSharesStream(t *testing.T) {
-	l := sharesLimits[0]
+	l := sharesLimits[0].l
 	end := time.Duration(1+sharesWindows()) * sharesSpan
 	move := sharesSpan + time.Duration(sharesWindows())*sharesSpan/2
 	tests := []struct {

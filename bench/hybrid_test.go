@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,16 +295,38 @@ func commandStats(b *testing.B, c *redis.Client) map[string]int64 {
 }
 
 func addStats(a, b hybrid.Stats) hybrid.Stats {
-	a.LeasesTaken += b.LeasesTaken
-	a.LeasesReturned += b.LeasesReturned
-	a.LeasesExpired += b.LeasesExpired
-	a.UnitsParked += b.UnitsParked
-	a.Syncs += b.Syncs
-	a.OverAdmitted += b.OverAdmitted
-	a.CacheHits += b.CacheHits
-	a.Throttled += b.Throttled
-	a.Strict += b.Strict
-	a.Lease += b.Lease
-	a.Async += b.Async
+	// Every counter, by reflection: a field added to hybrid.Stats is
+	// summed without a change here (Exchanges and ShareDenied were left
+	// out, and read 0, when they were added).
+	av, bv := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
+	for i := range av.NumField() {
+		switch f := av.Field(i); f.Kind() {
+		case reflect.Uint64:
+			f.SetUint(f.Uint() + bv.Field(i).Uint())
+		case reflect.Int64:
+			f.SetInt(f.Int() + bv.Field(i).Int())
+		default:
+			panic("addStats: hybrid.Stats has a field of kind " + f.Kind().String())
+		}
+	}
 	return a
+}
+
+// addStats sums every counter of hybrid.Stats.
+func TestAddStats(t *testing.T) {
+	var one hybrid.Stats
+	v := reflect.ValueOf(&one).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Uint64 {
+			f.SetUint(uint64(i + 1))
+		} else {
+			f.SetInt(int64(i + 1))
+		}
+	}
+	sum := reflect.ValueOf(addStats(one, one))
+	for i := range sum.NumField() {
+		if got := sum.Field(i).Interface(); fmt.Sprint(got) != fmt.Sprint(2*(i+1)) {
+			t.Errorf("%s: %v, want %d", sum.Type().Field(i).Name, got, 2*(i+1))
+		}
+	}
 }
