@@ -135,10 +135,12 @@ func sharesCapacity(l bouncer.Limit) int64 {
 // store and client of its own, all at their defaults (real clock,
 // background goroutine, the store's deadline), on the standalone Redis
 // of BOUNCER_REDIS_ADDR, which nothing else may use during the run (its
-// INFO commandstats are read before and after each run). Two limits:
+// INFO commandstats are read before and after each run). Three limits:
 //
 //   - algorithm=fixed_window: 300 per 2 s window;
-//   - algorithm=token_bucket: 150 a second, burst 150.
+//   - algorithm=token_bucket: 150 a second, burst 150;
+//   - algorithm=fixed_window/rate=3000: 3 000 per 2 s window, at 3× only
+//     (spread=even and skew), and not under -short.
 //
 // Each case is a seeded open-loop Poisson stream of checks of one key,
 // at 3, 1 or 0.8 times the limit's rate (150 a second), each check made
