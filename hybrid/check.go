@@ -17,7 +17,7 @@ func (h *Limiter) Check(ctx context.Context, r bouncer.Request) (bouncer.Decisio
 	if err := store.Validate(r); err != nil {
 		return bouncer.Decision{}, err
 	}
-	if r.Peek || !hasLocal(r) {
+	if r.Peek || !h.routesLocal(r) {
 		h.stats.strict.Add(1)
 		return h.shared.Check(ctx, r)
 	}
@@ -132,7 +132,9 @@ func (c *call) split(h *Limiter, r bouncer.Request) {
 			switch lim.Mode {
 			case bouncer.Strict:
 				s++
-				continue
+				if !h.shares(lim) {
+					continue
+				}
 			case bouncer.Async:
 				v++
 			}
@@ -190,6 +192,10 @@ func (c *call) check(ctx context.Context, h *Limiter, r bouncer.Request) (bounce
 			return ld, err
 		}
 		c.localCharged, c.ld = true, ld
+	}
+	if d, ok := c.held(h, r.Cost, now); ok {
+		c.undo(ctx, h, r.Cost, now)
+		return d, nil
 	}
 	if d, ok := c.checkView(ctx, h); !ok {
 		c.undo(ctx, h, r.Cost, now)
@@ -272,9 +278,6 @@ func (c *call) checkView(ctx context.Context, h *Limiter) (bouncer.Decision, boo
 			return bouncer.Decision{Capacity: k.Limits[0].Capacity(), RetryAfter: h.interval, Key: k.Key, LimitName: k.Limits[0].Name, Degraded: true}, false
 		}
 	}
-	if d, ok := c.held(h, c.view.Cost, h.now().UnixNano()); ok {
-		return d, false
-	}
 	d, err := h.view.Check(ctx, c.view)
 	if err != nil || !d.Allowed {
 		d.Degraded = c.degraded
@@ -289,15 +292,16 @@ func (c *call) checkView(ctx context.Context, h *Limiter) (bouncer.Decision, boo
 	return d, true
 }
 
-// held returns a denial for the first async part whose pair owes the
-// shared store units it could not take yet, or whose share is spent (see
-// entry.ask). Every async part's demand is noted first; the parts whose
-// allowance paid are marked, for undo.
+// held returns a denial for the first part that shares (see
+// Limiter.shares) whose pair owes the shared store units it could not
+// take yet, or whose share is spent (see entry.ask). Every such part's
+// demand is noted first; the parts whose allowance paid are marked, for
+// undo.
 func (c *call) held(h *Limiter, cost, now int64) (bouncer.Decision, bool) {
 	failing := h.syncFailing.Load()
 	for i := range c.parts {
 		p := &c.parts[i]
-		if p.l.Mode != bouncer.Async {
+		if !h.shares(p.l) {
 			continue
 		}
 		p.sh.mu.Lock()
@@ -575,6 +579,12 @@ func (c *call) settle(h *Limiter, cost, now int64) {
 			h.stats.lease.Add(1)
 		case bouncer.Async:
 			h.stats.async.Add(1)
+		}
+		if h.shares(p.l) {
+			// An async pair's units wait for the next push; a strict or
+			// lease pair's, counted by the shared store already, only tell
+			// whether it nears its limit (see pending), and are never
+			// pushed.
 			p.sh.mu.Lock()
 			if e := h.get(p.sh, p.id, p.l, now); e != nil {
 				if w := window(p.l, now); w != e.pendingWin {
@@ -611,7 +621,7 @@ func (h *Limiter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []boun
 			ds[i], errs[i] = bouncer.Decision{}, err
 			continue
 		}
-		if r.Peek || !hasLocal(r) {
+		if r.Peek || !h.routesLocal(r) {
 			strict, at = append(strict, r), append(at, i)
 			continue
 		}

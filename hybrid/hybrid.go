@@ -59,10 +59,12 @@ type Options struct {
 
 	// Region names this instance's region when instances in several
 	// regions, each region with a shared store of its own, share their
-	// async fixed windows; Peers are the other regions' shared stores, by
-	// region name. With a Region, every async fixed window is global:
-	// near its limit the instances of every region divide it by demand
-	// (docs/regions.md). Each region's instances must name it alike.
+	// fixed windows; Peers are the other regions' shared stores, by
+	// region name. With a Region, every fixed window is global, in every
+	// mode: near its limit the instances of every region divide it by
+	// demand (docs/regions.md); a strict or lease one is decided in the
+	// region's store as without regions, each instance held to its share.
+	// Each region's instances must name it alike.
 	Region string
 	Peers  map[string]store.Sharer
 
@@ -427,6 +429,35 @@ func (h *Limiter) forget(r bouncer.Request, all bool) {
 			sh.mu.Unlock()
 		}
 	}
+}
+
+// shares reports whether l's pairs take part in the division by demand
+// (see exchange): async limits, and with regions the strict and lease
+// fixed windows, which the region's shared store decides as ever while
+// each instance's allowance holds it to its share of the global limit
+// (see docs/regions.md).
+func (h *Limiter) shares(l *bouncer.Limit) bool {
+	return l.Mode == bouncer.Async || h.region != "" && l.Algorithm == bouncer.FixedWindow
+}
+
+// routesLocal reports whether r has a limit the limiter decides itself,
+// in part or whole: a lease or async limit, or with regions a strict
+// fixed window (whose share it keeps).
+func (h *Limiter) routesLocal(r bouncer.Request) bool {
+	if hasLocal(r) {
+		return true
+	}
+	if h.region == "" {
+		return false
+	}
+	for _, k := range r.Keys {
+		for i := range k.Limits {
+			if k.Limits[i].Algorithm == bouncer.FixedWindow {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasLocal reports whether a limit of r is in lease or async mode.

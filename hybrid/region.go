@@ -16,7 +16,9 @@ import (
 const DefaultRegionTTL = 10 * time.Second
 
 // Regions. Instances in several regions, each region with a shared store
-// of its own, share every async fixed window: each instance's shares go
+// of its own, share every fixed window (see Limiter.shares; a strict or
+// lease one is decided in the region's store, its pushes peeks, each
+// instance held to its allowance as an async one): each instance's shares go
 // to its region's store at each exchange, as with one region, and are
 // relayed to the other regions' stores, apart from the exchange, by a
 // goroutine a region that sends only the latest (relay); the others'

@@ -45,7 +45,8 @@ func newInstance() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ask records a check of an async pair for cost: its demand, and, if
+// ask records a check of a pair that shares (an async pair, or with
+// regions a strict or lease fixed window) for cost: its demand, and, if
 // the pair shares and syncs work, its allowance, which the check takes
 // cost of (given back by undo). It returns false if the allowance is too
 // small: the check is denied. The shard must be locked.
@@ -336,7 +337,14 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 	for k, p := range at {
 		win := window(&p.e.lim, now)
 		p.sh.mu.Lock()
-		d := division{l: &p.e.lim, pool: h.pool(&p.e.lim, p.rem), mine: mine[k].Demand, others: others[k], win: win,
+		pool := h.pool(&p.e.lim, p.rem)
+		if p.e.lim.Mode == bouncer.Lease && now < p.e.until {
+			// The units of its lease are counted in its region's store,
+			// not in what the push left: they are this instance's to
+			// spend, and part of what its allowance covers.
+			pool += float64(p.e.units)
+		}
+		d := division{l: &p.e.lim, pool: pool, mine: mine[k].Demand, others: others[k], win: win,
 			interval: h.interval, joining: p.joining, region: h.region, peers: h.peerNames, paces: p.e.pace(h.region, others[k], win), now: now}
 		a, demands, static := d.allowance()
 		e := p.e

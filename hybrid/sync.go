@@ -74,7 +74,9 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 			h.lastPush.Store(&rs[k])
 		case d.Allowed:
 			p.answered, p.rem = true, d.Remaining
-			h.reconcile(ctx, p, d.Remaining)
+			if p.e.lim.Mode == bouncer.Async {
+				h.reconcile(ctx, p, d.Remaining)
+			}
 			h.noteRoom(p, d.Remaining)
 		default:
 			p.answered = true
@@ -150,8 +152,13 @@ func (h *Limiter) pending(closing bool) (ps []push, waiting *push) {
 				e.sharing = false
 			}
 			// A push is at most the limit's capacity (more could never
-			// pass); the rest stays a debt for the next.
+			// pass); the rest stays a debt for the next. A strict or lease
+			// pair that shares pushes nothing: its push is a peek, for
+			// what its region's store has left.
 			total := e.pending + e.debt
+			if e.lim.Mode != bouncer.Async {
+				total = 0
+			}
 			n := min(total, e.lim.Capacity())
 			if n > 0 || share && !e.spent(now) {
 				ps = append(ps, push{id: i, e: e, sh: sh, n: n, debt: min(e.debt, n), share: share})

@@ -113,6 +113,7 @@ type regions struct {
 	redis []*regionRedis
 	links map[[2]int]*linkproxy.Proxy // [from, to]
 	ins   [3][2]*hybrid.Limiter
+	mode  bouncer.Mode // regionLimit's in run
 }
 
 // newRegions starts the regions' servers, links and instances, whose
@@ -120,7 +121,7 @@ type regions struct {
 // prefix: a region's instances and the others' relays meet in its keys.
 func newRegions(t *testing.T, ttl time.Duration) *regions {
 	t.Helper()
-	w := &regions{links: map[[2]int]*linkproxy.Proxy{}}
+	w := &regions{links: map[[2]int]*linkproxy.Proxy{}, mode: regionLimit.Mode}
 	for range regionNames {
 		w.redis = append(w.redis, startRegionRedis(t))
 	}
@@ -252,6 +253,7 @@ type regionCounts struct {
 func (w *regions) run(t *testing.T, load float64, windows int, seed uint64, weights func(win int) []float64, each func(win int)) regionCounts {
 	t.Helper()
 	l := regionLimit
+	l.Mode = w.mode
 	rng := rand.New(rand.NewPCG(seed, 37))
 	c := regionCounts{total: make([]int64, windows), byRegion: make([][3]int64, windows), degraded: make([][3]int64, windows)}
 	start := time.Now().Truncate(l.Period)
@@ -372,10 +374,15 @@ func skewedRegions(int) []float64 { return []float64{0.2, 0.2, 0.6} }
 // TestRegions runs three regions on real Redis through real links, their
 // load three times the global limit.
 func TestRegions(t *testing.T) {
-	t.Run("steady", testRegionsSteady)
-	t.Run("partition", testRegionsPartition)
+	t.Run("steady", func(t *testing.T) { testRegionsSteady(t, bouncer.Async) })
+	t.Run("partition", func(t *testing.T) { testRegionsPartition(t, bouncer.Async) })
 	t.Run("partition-past-ttl", testRegionsPartitionPastTTL)
 	t.Run("redis-killed", testRegionsRedisKilled)
+	// Strict and lease inside each region: the region's Redis decides,
+	// each instance held to its share of the global limit.
+	t.Run("steady-strict", func(t *testing.T) { testRegionsSteady(t, bouncer.Strict) })
+	t.Run("steady-lease", func(t *testing.T) { testRegionsSteady(t, bouncer.Lease) })
+	t.Run("partition-strict", func(t *testing.T) { testRegionsPartition(t, bouncer.Strict) })
 }
 
 // Spread evenly for three windows after two to join, then moving from
@@ -385,8 +392,9 @@ func TestRegions(t *testing.T) {
 // Redis), each at most 1.1 times it; the region the load moved to admits
 // at least half the limit from the second window on, not the third it
 // would hold without the others' shares.
-func testRegionsSteady(t *testing.T) {
+func testRegionsSteady(t *testing.T, mode bouncer.Mode) {
 	w := newRegions(t, hybrid.DefaultRegionTTL)
+	w.mode = mode
 	moving := func(win int) []float64 {
 		if win < 5 {
 			return evenRegions(win)
@@ -420,8 +428,9 @@ func testRegionsSteady(t *testing.T) {
 // share (over 40 % of the limit, where its static share is a third);
 // the windows before it and from the second after the heal admit at
 // most 1.1 times the limit over them.
-func testRegionsPartition(t *testing.T) {
+func testRegionsPartition(t *testing.T, mode bouncer.Mode) {
 	w := newRegions(t, 10*time.Second)
+	w.mode = mode
 	// Windows 0-2 joined, 3-6 us cut off, healed as window 7 starts.
 	c := w.run(t, 3, 10, 2, skewedRegions, func(win int) {
 		switch win {

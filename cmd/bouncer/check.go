@@ -176,10 +176,14 @@ func regionBound(l bouncer.Limit, n int) string {
 		return ""
 	}
 	what := limitWords(l)
-	if l.Mode == bouncer.Async && l.Algorithm == bouncer.FixedWindow {
-		return fmt.Sprintf("; across %d regions, global: near the limit the regions share %s by demand, as the instances of one do; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, l.Rate/int64(n))
+	if l.Algorithm == bouncer.FixedWindow {
+		inside := ""
+		if l.Mode != bouncer.Async {
+			inside = fmt.Sprintf(" (each region's Redis deciding in %s mode, each instance held to its share)", l.Mode)
+		}
+		return fmt.Sprintf("; across %d regions, global: near the limit the regions share %s by demand, as the instances of one do%s; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, inside, l.Rate/int64(n))
 	}
-	return fmt.Sprintf("; across %d regions, each region's own (only async fixed windows are global): up to %d x %s in all", n, n, what)
+	return fmt.Sprintf("; across %d regions, each region's own (only fixed windows are global): up to %d x %s in all", n, n, what)
 }
 
 // outageBound says in one sentence what l admits at worst while its

@@ -123,8 +123,8 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 			t.Errorf("%v: got\n%s\nwant\n%s", c.args, got, c.want)
 		}
 	}
-	// Across three regions an async fixed window is global; a lease limit
-	// is each region's own.
+	// Across three regions a fixed window is global, in async mode and in
+	// lease mode; a lease GCRA limit is each region's own.
 	var stdout, stderr strings.Builder
 	if code := runCheck([]string{"--mode", "async", "--regions", "3", p}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("--regions 3: exit %d, stderr %q", code, stderr.String())
@@ -132,7 +132,8 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 	for _, want := range []string{
 		"limit m: async: near the limit, instances share 100 per 1m0s by demand",
 		"; across 3 regions, global: near the limit the regions share 100 per 1m0s by demand, as the instances of one do; a region cut off keeps its last share, past --region-ttl its static share of 33\n",
-		"limit w: lease: never more than 1000 per 1h0m0s; while Redis is down, with on_store_error deny: only what the leases already taken hold, within the bound above; across 3 regions, each region's own (only async fixed windows are global): up to 3 x 1000 per 1h0m0s in all\n",
+		"limit w: lease: never more than 1000 per 1h0m0s; while Redis is down, with on_store_error deny: only what the leases already taken hold, within the bound above; across 3 regions, global: near the limit the regions share 1000 per 1h0m0s by demand, as the instances of one do (each region's Redis deciding in lease mode, each instance held to its share); a region cut off keeps its last share, past --region-ttl its static share of 333\n",
+		"limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s); while Redis is down, with on_store_error local: up to instances x 10 per 1s with a burst of 20, each instance limiting on its own, plus what the leases already taken hold; across 3 regions, each region's own (only fixed windows are global): up to 3 x 10 per 1s with a burst of 20 in all\n",
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("--regions 3: output lacks %q:\n%s", want, stdout.String())
