@@ -128,8 +128,9 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 // linkproxy a directed link that adds 50 ms each way (100 ms a round
 // trip), with the deadline the case names: peer-timeout=default, the
 // store's 50 ms, and peer-timeout=1s, above the round trip, which is what
-// bouncer serve gives them. The limit is an async fixed window of 300 a
-// second.
+// bouncer serve gives them. The limit is a fixed window of 300 a
+// second, in async mode, and in the cases peer-timeout=1s/mode=strict and
+// mode=lease in those modes inside each region.
 //
 // One op first makes one run of a seeded open-loop Poisson stream of
 // checks of one key at three times the limit's rate, each check made on
@@ -177,7 +178,7 @@ func BenchmarkRegions(b *testing.B) {
 	stream := regionStream(phases, 3, 1)
 	cases := regionCases
 	if testing.Short() {
-		cases = []regionCase{{"1s", time.Second, 1}}
+		cases = []regionCase{{"1s", time.Second, 1, bouncer.Async}}
 	}
 	run := 0
 	for _, c := range cases {
@@ -185,7 +186,7 @@ func BenchmarkRegions(b *testing.B) {
 			for b.Loop() {
 				run++
 				prefix := fmt.Sprintf("bouncer-%s-regions%d", runID, run)
-				regionReport(b, phases, regionRun(b, servers, prefix, c.peerTimeout, stream, phases))
+				regionReport(b, phases, regionRun(b, servers, prefix, c, stream, phases))
 				if c.rounds > 0 {
 					regionLatency(b, servers, prefix, c)
 				}
@@ -201,15 +202,19 @@ type regionCase struct {
 	name        string
 	peerTimeout time.Duration
 	rounds      int
+	mode        bouncer.Mode // the limit's, inside each region
 }
 
 // regionCases are BenchmarkRegions's cases: the peers at the store's
 // default deadline, and at one above the links' round trip, which is
 // what bouncer serve gives them (its --region-peers), with the latency
-// rounds.
+// rounds; and the latter with the limit strict (with latency rounds),
+// and in lease mode, inside each region.
 var regionCases = []regionCase{
-	{"default", 0, 0},
-	{"1s", time.Second, 5},
+	{"default", 0, 0, bouncer.Async},
+	{"1s", time.Second, 5, bouncer.Async},
+	{"1s/mode=strict", time.Second, 3, bouncer.Strict},
+	{"1s/mode=lease", time.Second, 0, bouncer.Lease},
 }
 
 // startRegionServers starts a redis-server a region and returns their
@@ -254,9 +259,10 @@ type regionWorld struct {
 // are there but unused, and each region is on its own with a third of
 // regionLimit, so that together they admit and deny as much. Its stores
 // and links close with b or at close, whichever comes first.
-func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool, peerTimeout time.Duration) *regionWorld {
+func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool, peerTimeout time.Duration, mode bouncer.Mode) *regionWorld {
 	b.Helper()
 	w := &regionWorld{limit: regionLimit, links: map[[2]int]*linkproxy.Proxy{}}
+	w.limit.Mode = mode
 	if !regions {
 		w.limit.Rate /= int64(len(regionNames))
 	}
@@ -384,13 +390,12 @@ type regionResult struct {
 	views            [][][]hybrid.RegionStats
 }
 
-// regionRun runs stream through a new regionWorld from the start of the
-// next second, and closes the world; phases (nil: without regions) say
-// when the last region is cut off; peerTimeout is the deadline of the
-// peers' stores (0: the default).
-func regionRun(b *testing.B, servers []string, prefix string, peerTimeout time.Duration, stream []regionArrival, phases []regionPhase) regionResult {
+// regionRun runs stream through a new regionWorld of case c from the
+// start of the next second, and closes the world; phases (nil: without
+// regions) say when the last region is cut off.
+func regionRun(b *testing.B, servers []string, prefix string, c regionCase, stream []regionArrival, phases []regionPhase) regionResult {
 	b.Helper()
-	w := newRegionWorld(b, servers, prefix, phases != nil, peerTimeout)
+	w := newRegionWorld(b, servers, prefix, phases != nil, c.peerTimeout, c.mode)
 	windows := stream[len(stream)-1].window + 1
 	res := regionResult{checks: make([][3]int64, windows), allowed: make([][3]int64, windows), views: make([][][]hybrid.RegionStats, windows)}
 	start := time.Now().Truncate(time.Second).Add(time.Second)
@@ -535,11 +540,11 @@ func regionLatency(b *testing.B, servers []string, prefix string, c regionCase) 
 		var with, without regionResult
 		basePrefix, withPrefix := fmt.Sprintf("%s-round%d-base", prefix, round), fmt.Sprintf("%s-round%d", prefix, round)
 		if round%2 == 0 {
-			without = regionRun(b, servers, basePrefix, c.peerTimeout, stream, nil)
-			with = regionRun(b, servers, withPrefix, c.peerTimeout, stream, phases)
+			without = regionRun(b, servers, basePrefix, c, stream, nil)
+			with = regionRun(b, servers, withPrefix, c, stream, phases)
 		} else {
-			with = regionRun(b, servers, withPrefix, c.peerTimeout, stream, phases)
-			without = regionRun(b, servers, basePrefix, c.peerTimeout, stream, nil)
+			with = regionRun(b, servers, withPrefix, c, stream, phases)
+			without = regionRun(b, servers, basePrefix, c, stream, nil)
 		}
 		regionValid(b, fmt.Sprintf("round %d with regions", round), with)
 		regionValid(b, fmt.Sprintf("round %d without", round), without)
