@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,17 @@ func (h *Limiter) run() {
 	var relays sync.WaitGroup
 	defer relays.Wait()
 	h.relays(ctx, &relays)
+	// The first tick comes at a random point of the first interval:
+	// instances started together (a deployment, a test) would otherwise
+	// sync at the same moments, each dividing a pair on the others'
+	// allowances of the interval before (docs/regions.md has the figures).
+	phase := time.NewTimer(rand.N(h.interval))
+	select {
+	case <-h.stop:
+		phase.Stop()
+		return
+	case <-phase.C:
+	}
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
 	for {
