@@ -28,6 +28,7 @@ var allowedImports = map[string][]string{
 	"header":               {"", "store"},
 	"internal/storekey":    {},
 	"internal/fairshare":   {},
+	"internal/calendar":    {},
 	"internal/yamlconf":    {"go.yaml.in/yaml/v3"},
 	"internal/filewatch":   {"github.com/fsnotify/fsnotify"},
 	"internal/pemfile":     {"internal/filewatch"},
