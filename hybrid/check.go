@@ -21,6 +21,11 @@ func (h *Limiter) Check(ctx context.Context, r bouncer.Request) (bouncer.Decisio
 		h.stats.strict.Add(1)
 		return h.shared.Check(ctx, r)
 	}
+	if !hasLocal(r) {
+		// Strict limits only, some held to their share (regions): sent to
+		// the shared store as they are, but for the share's denials.
+		h.stats.strict.Add(1)
+	}
 	return h.checkLocal(ctx, r)
 }
 
@@ -624,6 +629,9 @@ func (h *Limiter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []boun
 		if r.Peek || !h.routesLocal(r) {
 			strict, at = append(strict, r), append(at, i)
 			continue
+		}
+		if !hasLocal(r) {
+			h.stats.strict.Add(1) // as in Check
 		}
 		ds[i], errs[i] = h.checkLocal(ctx, r)
 	}

@@ -273,3 +273,24 @@ func testRegionsPartition(t *testing.T, mode bouncer.Mode) {
 		t.Errorf("us's regions after the heal: %+v, want ap heard from within a second", rs)
 	}
 }
+
+// With regions a strict fixed window is held to its share before it goes
+// to the shared store, and each of its checks still counts as strict in
+// the limiter's stats (bouncer_hybrid_decisions_total{mode="strict"}).
+func TestRegionsStrictCounted(t *testing.T) {
+	w := newWorld(t, 50*time.Millisecond, 10*time.Second)
+	l := globalWindow
+	l.Mode = bouncer.Strict
+	h := w.ins[0][0]
+	for range 5 {
+		check(t, h, one("k", 1, l))
+	}
+	rs := make([]bouncer.Request, 3)
+	for i := range rs {
+		rs[i] = one("k", 1, l)
+	}
+	h.CheckEach(context.Background(), rs, make([]bouncer.Decision, 3), make([]error, 3))
+	if st := h.Stats(); st.Strict != 8 {
+		t.Errorf("Stats().Strict = %d after 8 strict checks, want 8 (%+v)", st.Strict, st)
+	}
+}

@@ -13,7 +13,7 @@ type Stats struct {
 	CacheHits      uint64 // checks denied by the over-limit cache
 	Holds          uint64 // over-demanded bucket pairs made to wait for a larger lease
 	Throttled      uint64 // checks denied by the local pre-throttle
-	Strict         uint64 // checks sent to the shared store as they are
+	Strict         uint64 // checks whose limits are all strict, sent to the shared store as they are (with regions, a fixed window held to its share first)
 	Lease          uint64 // allowed lease-mode (key, limit) decisions
 	Async          uint64 // allowed async-mode (key, limit) decisions
 	Exchanges      uint64 // exchanges of async pairs' shares
