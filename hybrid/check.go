@@ -21,16 +21,17 @@ func (h *Limiter) Check(ctx context.Context, r bouncer.Request) (bouncer.Decisio
 		h.stats.strict.Add(1)
 		return h.shared.Check(ctx, r)
 	}
+	return h.checkLocal(ctx, r)
+}
+
+// checkLocal decides a valid r that has lease or async limits, or limits
+// that share (see routesLocal).
+func (h *Limiter) checkLocal(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
 	if !hasLocal(r) {
 		// Strict limits only, some held to their share (regions): sent to
 		// the shared store as they are, but for the share's denials.
 		h.stats.strict.Add(1)
 	}
-	return h.checkLocal(ctx, r)
-}
-
-// checkLocal decides a valid r that has lease or async limits.
-func (h *Limiter) checkLocal(ctx context.Context, r bouncer.Request) (bouncer.Decision, error) {
 	c := h.calls.Get().(*call)
 	defer h.calls.Put(c)
 	return c.check(ctx, h, r)
@@ -629,9 +630,6 @@ func (h *Limiter) CheckEach(ctx context.Context, rs []bouncer.Request, ds []boun
 		if r.Peek || !h.routesLocal(r) {
 			strict, at = append(strict, r), append(at, i)
 			continue
-		}
-		if !hasLocal(r) {
-			h.stats.strict.Add(1) // as in Check
 		}
 		ds[i], errs[i] = h.checkLocal(ctx, r)
 	}

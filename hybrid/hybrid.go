@@ -453,18 +453,12 @@ func (h *Limiter) shares(l *bouncer.Limit) bool {
 }
 
 // routesLocal reports whether r has a limit the limiter decides itself,
-// in part or whole: a lease or async limit, or with regions a strict
-// fixed window (whose share it keeps).
+// in part or whole: a lease or async limit, or one that shares (with
+// regions, a strict fixed window, whose share it keeps).
 func (h *Limiter) routesLocal(r bouncer.Request) bool {
-	if hasLocal(r) {
-		return true
-	}
-	if h.region == "" {
-		return false
-	}
 	for _, k := range r.Keys {
 		for i := range k.Limits {
-			if k.Limits[i].Algorithm == bouncer.FixedWindow {
+			if l := &k.Limits[i]; l.Mode != bouncer.Strict || h.shares(l) {
 				return true
 			}
 		}

@@ -62,7 +62,7 @@ func (h *Limiter) size(e *entry, l *bouncer.Limit, cost, now int64) int64 {
 	if e.granted {
 		n = min(n, e.rem/8)
 	}
-	if e.sharing && l.Mode == bouncer.Lease && l.Algorithm == bouncer.FixedWindow && e.allowWin == window(l, now) {
+	if e.sharing && e.allowWin == window(l, now) {
 		// A pair that shares a global window (regions) spends at most its
 		// allowance until its next sync: a lease larger would park units
 		// its region's store counts as used, and no instance could spend.
