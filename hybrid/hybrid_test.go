@@ -59,6 +59,16 @@ func (c *counting) ExchangeShares(ctx context.Context, ttl time.Duration, pairs 
 	return c.Limiter.(store.Sharer).ExchangeShares(ctx, ttl, pairs, mine)
 }
 
+// SyncShares passes a sync to the memory store under it, its pushes
+// counted as checks, or fails while the store is down.
+func (c *counting) SyncShares(ctx context.Context, ttl time.Duration, pushes []bouncer.Request, ds []bouncer.Decision, shares []store.SyncShare) ([][]store.Share, error) {
+	if c.down.Load() {
+		return nil, errors.New("down")
+	}
+	c.checks.Add(int64(len(pushes)))
+	return c.Limiter.(store.Sharer).SyncShares(ctx, ttl, pushes, ds, shares)
+}
+
 // fleet is n hybrid limiters on one shared store, on one fake clock.
 type fleet struct {
 	clock  *storetest.Clock

@@ -14,9 +14,9 @@ import (
 
 // Shares. With a shared store that keeps them (store.Sharer), an async
 // pair near its limit is divided among the instances deciding it by
-// their demand: at each sync every instance records its demand and its
-// allowance (what it may admit until its next sync) and reads the
-// others'; it then admits at most its max-min fair share of what is left
+// their demand: at each sync every instance records its demand, and
+// then its allowance (what it may admit until its next sync), and reads
+// the others'; it then admits at most its max-min fair share of what is left
 // (the window's remaining units, or the bucket's tokens and what it
 // refills until the next sync), and never more than what the others'
 // allowances leave of it. What the division leaves over, when every
@@ -246,7 +246,7 @@ func (e *entry) pace(region string, others []store.Share, win int64) map[string]
 }
 
 // record records this instance's new allowances: for ttl, but those of
-// the pairs spent (the indexes of spent) for spentTTL.
+// the pairs spent (the indexes of spent, in order) for spentTTL.
 func (h *Limiter) record(ctx context.Context, sharer store.Sharer, ttl, spentTTL time.Duration, pairs []bouncer.Request, mine []store.Share, spent []int) {
 	if len(spent) == 0 {
 		_, _ = sharer.ExchangeShares(ctx, ttl, pairs, mine)
@@ -297,44 +297,55 @@ func (e *entry) shareDemand(now int64, interval time.Duration) float64 {
 	return d
 }
 
-// exchange records this instance's shares of the pushed pairs that share,
-// reads the others', and sets each pair's allowance from what its push
-// left. Shares are recorded twice: with the demand (and the allowance
-// in force) before the division, so that the others see the demand at
-// once, then with the new allowance.
-func (h *Limiter) exchange(ctx context.Context, ps []push) {
-	sharer := h.sharer
-	if sharer == nil {
-		return
+// mine is this instance's shares of the pairs among ps that share, for
+// their sync: each with its demand since the last exchange, and what it
+// may still admit of the allowance in force; the exchange after the
+// sync records the new allowance (see exchange).
+func (h *Limiter) mine(ps []push) []store.SyncShare {
+	if h.sharer == nil {
+		return nil
 	}
-	var pairs []bouncer.Request
-	var mine []store.Share
-	var at []*push
+	var mine []store.SyncShare
 	now := h.now().UnixNano()
 	for k := range ps {
 		p := &ps[k]
-		if !p.share || !p.answered {
+		if !p.share {
 			continue
 		}
 		p.sh.mu.Lock()
-		s := store.Share{Instance: h.instance, Demand: p.e.shareDemand(now, h.interval), Allowance: max(p.e.allow, 0), Window: p.e.allowWin,
-			Region: h.region, Used: used(&p.e.lim, p.rem), At: now}
-		p.joining = !p.e.sharing
+		e := p.e
+		s := store.Share{Instance: h.instance, Demand: e.shareDemand(now, h.interval), Allowance: max(e.allow, 0), Window: e.allowWin,
+			Region: h.region, At: now}
+		if e.roomWin == window(&e.lim, now) {
+			s.Used = used(&e.lim, e.room)
+		}
+		p.joining = !e.sharing
 		p.sh.mu.Unlock()
-		pairs, mine, at = append(pairs, pairRequest(p.id.key, p.e.lim, 1)), append(mine, s), append(at, p)
+		mine = append(mine, store.SyncShare{Pair: k, Share: s})
 	}
-	if len(pairs) == 0 {
-		return
-	}
-	ttl := shareTTLIntervals * h.interval
-	others, err := sharer.ExchangeShares(ctx, ttl, pairs, mine)
-	if err != nil {
-		return
-	}
-	h.stats.exchanges.Add(1)
+	return mine
+}
+
+// exchange sets the allowance of each pair of ps that shared in the sync
+// (mine) from what its push left and the others' shares (others), then
+// records the new allowances. A sync records shares twice so: with the
+// demand (and the allowance in force) in the push's call, so that the
+// others see the demand at once, then with the new allowance, which the
+// others hold until this instance's next sync (docs/hybrid.md has the
+// designs with one call a sync that were tried, and what they admitted).
+func (h *Limiter) exchange(ctx context.Context, ps []push, mine []store.SyncShare, others [][]store.Share) {
+	var pairs []bouncer.Request
+	var shares []store.Share
+	var at []*push
 	var spent []int
 	var spentTTL time.Duration
-	for k, p := range at {
+	now := h.now().UnixNano()
+	ttl := shareTTLIntervals * h.interval
+	for j, m := range mine {
+		p := &ps[m.Pair]
+		if !p.answered {
+			continue
+		}
 		win := window(&p.e.lim, now)
 		p.sh.mu.Lock()
 		pool := h.pool(&p.e.lim, p.rem)
@@ -344,8 +355,8 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 			// spend, and part of what its allowance covers.
 			pool += float64(p.e.units)
 		}
-		d := division{l: &p.e.lim, pool: pool, mine: mine[k].Demand, others: others[k], win: win,
-			interval: h.interval, joining: p.joining, region: h.region, peers: h.peerNames, paces: p.e.pace(h.region, others[k], win), now: now}
+		d := division{l: &p.e.lim, pool: pool, mine: m.Share.Demand, others: others[j], win: win,
+			interval: h.interval, joining: p.joining, region: h.region, peers: h.peerNames, paces: p.e.pace(h.region, others[j], win), now: now}
 		a, demands, static := d.allowance()
 		e := p.e
 		if !e.sharing {
@@ -356,17 +367,20 @@ func (h *Limiter) exchange(ctx context.Context, ps []push) {
 			e.allow, e.allowWin = max(a-e.pending, 0), win
 		}
 		e.demands, e.static = demands, static
-		mine[k].Allowance, mine[k].Window = e.allow, e.allowWin
+		s := m.Share
+		s.Allowance, s.Window, s.Used = e.allow, e.allowWin, used(&e.lim, p.rem)
 		if e.spent(now) {
 			// No exchange of the pair until its window ends (see pending):
 			// its share lives until then, so that the others still count
 			// its demand at the next window's start.
 			spentTTL = max(spentTTL, time.Duration(int64(e.lim.Period)-now%int64(e.lim.Period))+ttl)
-			spent = append(spent, k)
+			spent = append(spent, len(at))
 		}
 		p.sh.mu.Unlock()
+		pairs, shares, at = append(pairs, pairRequest(p.id.key, p.e.lim, 1)), append(shares, s), append(at, p)
+		others[len(at)-1] = others[j]
 	}
-	h.record(ctx, sharer, ttl, spentTTL, pairs, mine, spent)
-	h.noteRegions(now, at, others, mine)
-	h.relay(pairs, mine)
+	h.record(ctx, h.sharer, ttl, spentTTL, pairs, shares, spent)
+	h.noteRegions(now, at, others[:len(at)], shares)
+	h.relay(pairs, shares)
 }

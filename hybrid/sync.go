@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // push is one async pair's usage on its way to the shared store: n
@@ -28,6 +29,8 @@ type push struct {
 // shared limit takes it; the pair admits nothing meanwhile. So every
 // unit admitted is counted in the shared store in the end, and an
 // instance is never more than one interval's admissions ahead of it.
+// With a shared store that keeps shares, the pairs that share exchange
+// their shares in the same call (see exchange).
 func (h *Limiter) sync(ctx context.Context, closing bool) {
 	ps, waiting := h.pending(closing)
 	if len(ps) == 0 {
@@ -43,26 +46,36 @@ func (h *Limiter) sync(ctx context.Context, closing bool) {
 	}
 	// Syncs fail when most pushes do (Redis down, not one slow call):
 	// the pushes that failed are made again at the next either way.
-	failing := failed > 0 && 2*failed >= len(all)
-	h.syncFailing.Store(failing)
-	if !failing {
-		h.exchange(ctx, all)
-	}
+	h.syncFailing.Store(failed > 0 && 2*failed >= len(all))
 }
 
-// pushChunk is how many pushes one CheckEach carries: a sync of more
-// sends them a chunk after another, so that every call of the store's
-// starts within its deadline.
+// pushChunk is how many pushes one call carries: a sync of more sends
+// them a chunk after another, so that every call of the store's starts
+// within its deadline.
 const pushChunk = 256
 
-// push sends ps to the shared store and settles each reply; it returns
-// how many failed.
+// push sends ps to the shared store, with the shares of those that
+// share, and settles each reply; it returns how many failed.
 func (h *Limiter) push(ctx context.Context, ps []push) int {
 	rs := make([]bouncer.Request, len(ps))
 	for k := range ps {
 		rs[k] = pushRequest(&ps[k], ps[k].n)
 	}
-	ds, errs := bouncer.CheckEach(ctx, h.shared, rs, nil, nil)
+	mine := h.mine(ps)
+	var others [][]store.Share
+	ds, errs := make([]bouncer.Decision, len(ps)), make([]error, len(ps))
+	if len(mine) > 0 {
+		var err error
+		others, err = h.sharer.SyncShares(ctx, shareTTLIntervals*h.interval, rs, ds, mine)
+		for k := range errs {
+			errs[k] = err
+		}
+		if err == nil {
+			h.stats.exchanges.Add(1)
+		}
+	} else {
+		bouncer.CheckEach(ctx, h.shared, rs, ds, errs)
+	}
 	failed := 0
 	var rest []bouncer.Request
 	for k := range ps {
@@ -92,6 +105,9 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 	}
 	if len(rest) > 0 {
 		bouncer.CheckEach(ctx, h.shared, rest, ds, errs)
+	}
+	if others != nil {
+		h.exchange(ctx, ps, mine, others)
 	}
 	return failed
 }

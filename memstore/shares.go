@@ -38,42 +38,79 @@ func (s *Store) ExchangeShares(_ context.Context, ttl time.Duration, pairs []bou
 	if err := store.ValidateShares(pairs, mine); err != nil {
 		return nil, err
 	}
+	sh := s.lockShares()
+	defer sh.mu.Unlock()
+	others := make([][]store.Share, len(pairs))
+	for i, r := range pairs {
+		others[i] = sh.record(s.now(), r, mine[i], ttl)
+	}
+	return others, nil
+}
+
+// SyncShares implements store.Sharer: the pushes are checks, the shares
+// an exchange after them. It fails only for invalid input.
+func (s *Store) SyncShares(ctx context.Context, ttl time.Duration, pushes []bouncer.Request, ds []bouncer.Decision, shares []store.SyncShare) ([][]store.Share, error) {
+	if err := store.ValidateSync(pushes, ds, shares); err != nil {
+		return nil, err
+	}
+	for i, r := range pushes {
+		d, err := s.Check(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		ds[i] = d
+	}
+	sh := s.lockShares()
+	defer sh.mu.Unlock()
+	others := make([][]store.Share, len(shares))
+	for j, x := range shares {
+		others[j] = sh.record(s.now(), pushes[x.Pair], x.Share, ttl)
+	}
+	return others, nil
+}
+
+// lockShares locks the store's shares, sweeping them once a second, and
+// returns them.
+func (s *Store) lockShares() *shares {
 	now := s.now()
 	sh := &s.shares
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	if sh.pairs == nil {
 		sh.pairs = map[sharePair]map[string]sharedRecord{}
 	}
 	if now-sh.swept >= int64(time.Second) {
 		sh.sweep(now)
 	}
-	others := make([][]store.Share, len(pairs))
-	for i, r := range pairs {
-		l := r.Keys[0].Limits[0]
-		l.Mode, l.OnStoreError = bouncer.Strict, bouncer.StoreErrorDefault
-		p := sharePair{r.Keys[0].Key, l}
-		recs := sh.pairs[p]
-		if recs == nil {
-			recs = map[string]sharedRecord{}
-			sh.pairs[p] = recs
-		}
-		recs[mine[i].Instance] = sharedRecord{mine[i], now + int64(ttl)}
-		for inst, rec := range recs {
-			if rec.until <= now {
-				delete(recs, inst)
-			}
-		}
-		if len(recs) > store.MaxShareInstances {
-			dropFirstExpiring(recs, mine[i].Instance)
-		}
-		for inst, rec := range recs {
-			if inst != mine[i].Instance {
-				others[i] = append(others[i], rec.share)
-			}
+	return sh
+}
+
+// record records mine as its instance's share of r's pair for ttl, and
+// returns the others' live shares of the pair. sh must be locked.
+func (sh *shares) record(now int64, r bouncer.Request, mine store.Share, ttl time.Duration) []store.Share {
+	l := r.Keys[0].Limits[0]
+	l.Mode, l.OnStoreError = bouncer.Strict, bouncer.StoreErrorDefault
+	p := sharePair{r.Keys[0].Key, l}
+	recs := sh.pairs[p]
+	if recs == nil {
+		recs = map[string]sharedRecord{}
+		sh.pairs[p] = recs
+	}
+	recs[mine.Instance] = sharedRecord{mine, now + int64(ttl)}
+	for inst, rec := range recs {
+		if rec.until <= now {
+			delete(recs, inst)
 		}
 	}
-	return others, nil
+	if len(recs) > store.MaxShareInstances {
+		dropFirstExpiring(recs, mine.Instance)
+	}
+	var others []store.Share
+	for inst, rec := range recs {
+		if inst != mine.Instance {
+			others = append(others, rec.share)
+		}
+	}
+	return others
 }
 
 // dropFirstExpiring drops from recs the shares that expire first, but

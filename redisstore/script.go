@@ -15,7 +15,7 @@ import (
 // The store's Lua is one Redis function library (Redis 7 and later),
 // composed from the files of lua/: the call's clock, the algorithms (one file each, each the twin of its Go definition in
 // package algo), how states are stored, and one function per operation
-// (check, refund, reset, and the exchange of async shares). A library is loaded once per node, so a call
+// (check, refund, reset, the exchange of async shares, and a sync: checks and an exchange in one call). A library is loaded once per node, so a call
 // (FCALL) runs only the function, where a script sent with EVALSHA would
 // define the whole library again on every call (docs/redis.md measures
 // what that costs). Every key a function touches is among
@@ -34,7 +34,7 @@ var luaLibrary = []string{
 }
 
 // luaEntries are the entry points, and register.lua names them.
-var luaEntries = []string{"check.lua", "refund.lua", "reset.lua", "shares.lua"}
+var luaEntries = []string{"check.lua", "refund.lua", "reset.lua", "shares.lua", "sync.lua"}
 
 func luaSource(name string) string {
 	src, err := luaFiles.ReadFile("lua/" + name)
@@ -46,8 +46,8 @@ func luaSource(name string) string {
 
 // library is the function library the store loads and calls.
 type library struct {
-	source                       string // for FUNCTION LOAD
-	check, refund, reset, shares string // its functions' names
+	source                             string // for FUNCTION LOAD
+	check, refund, reset, shares, sync string // its functions' names
 }
 
 // newLibrary composes the library, with call (call.lua, or a test's
@@ -69,6 +69,7 @@ func newLibrary(call string) *library {
 		refund: "bouncer_refund_" + version,
 		reset:  "bouncer_reset_" + version,
 		shares: "bouncer_shares_" + version,
+		sync:   "bouncer_sync_" + version,
 	}
 }
 

@@ -29,13 +29,16 @@ var _ store.Sharer = (*Store)(nil)
 // 2⁵³ in the library's doubles: 2⁵² µs is over 142 years.
 const maxShareTTL = 1 << 52
 
-// sharesCall is one call of the shares function: the pairs of one group
-// (all of them on a standalone server).
+// sharesCall is one call of the shares function, or of the sync
+// function: the pairs of one group (all of them on a standalone server).
 type sharesCall struct {
 	group      int
-	pairs      []int // their indexes in the exchange
+	pairs      []int // their indexes in the exchange, or the sync's shares
 	keys, args []string
 	node       *nodeCall // set by allowShares
+	// A sync's: its pushes, and their indexes in the sync.
+	pushes []*part
+	at     []int
 }
 
 // ExchangeShares implements store.Sharer. An exchange is one round trip:
@@ -69,33 +72,137 @@ func (s *Store) ExchangeShares(ctx context.Context, ttl time.Duration, pairs []b
 	if err != nil {
 		return nil, err
 	}
+	rs, err := s.callShares(ctx, s.lib.shares, calls, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return decodeShares(len(pairs), calls, rs, 0)
+}
+
+// callShares makes calls of fn, to nodes, within the store's Timeout,
+// and counts their outcomes towards the nodes' health.
+func (s *Store) callShares(ctx context.Context, fn string, calls []sharesCall, nodes []*nodeCall) ([]rueidis.RedisResult, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	s.calls.Add(1)
-	rs := s.doShares(cctx, calls)
+	rs := s.doShares(cctx, fn, calls)
 	for i := range calls {
 		if n := calls[i].node; n.err == nil {
 			n.err = rs[i].Error()
 		}
 	}
+	var err error
 	for _, n := range nodes {
 		s.finish(ctx, n.b, n.trial, n.err)
 		if n.err != nil {
 			err = wrap(n.err)
 		}
 	}
+	return rs, err
+}
+
+// SyncShares implements store.Sharer: one call of the library's sync
+// function per group of the pushes' keys, pipelined, each the pushes of
+// its group as a check call has them, then the exchange of their shares
+// (one call on a standalone server), within the store's Timeout. It
+// counts as one call in Health's Calls, and answers to breakers, as
+// ExchangeShares does.
+func (s *Store) SyncShares(ctx context.Context, ttl time.Duration, pushes []bouncer.Request, ds []bouncer.Decision, shares []store.SyncShare) ([][]store.Share, error) {
+	if err := store.ValidateSync(pushes, ds, shares); err != nil {
+		return nil, err
+	}
+	if len(pushes) == 0 {
+		return [][]store.Share{}, nil
+	}
+	if !s.ready.Load() {
+		return nil, s.errConnecting()
+	}
+	calls, err := s.planSync(ttl, pushes, shares)
 	if err != nil {
 		return nil, err
 	}
-	return decodeShares(len(pairs), calls, rs)
+	if err := ctx.Err(); err != nil {
+		return nil, wrap(err)
+	}
+	nodes, err := s.allowShares(calls)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := s.callShares(ctx, s.lib.sync, calls, nodes)
+	if err != nil {
+		return nil, err
+	}
+	for i := range calls {
+		c := &calls[i]
+		flat, err := rs[i].ToArray()
+		if err != nil || len(flat) != 1+len(c.pairs) {
+			return nil, fmt.Errorf("%w: sync: %d replies for %d shares (%v)", errMalformed, len(flat), len(c.pairs), err)
+		}
+		b, err := flat[0].ToString()
+		if err != nil {
+			return nil, fmt.Errorf("%w: sync: %v", errMalformed, err)
+		}
+		res, err := decodeReply(c.pushes, b)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range c.at {
+			ds[i] = merge(res[k], c.pushes[k].allowed)
+		}
+	}
+	return decodeShares(len(shares), calls, rs, 1)
+}
+
+// planSync validates the pushes' limits and makes the sync's calls: per
+// group, its pushes' check arguments, then the shares' keys and
+// arguments (lua/sync.lua).
+func (s *Store) planSync(ttl time.Duration, pushes []bouncer.Request, shares []store.SyncShare) ([]sharesCall, error) {
+	var calls []sharesCall
+	callOf := make([]int, len(pushes))
+	for i, r := range pushes {
+		ps, err := s.plan(r)
+		if err != nil {
+			return nil, err
+		}
+		p := &ps[0]
+		ci := 0
+		for ci < len(calls) && calls[ci].group != p.group {
+			ci++
+		}
+		if ci == len(calls) {
+			calls = append(calls, sharesCall{group: p.group})
+		}
+		callOf[i] = ci
+		calls[ci].pushes, calls[ci].at = append(calls[ci].pushes, p), append(calls[ci].at, i)
+	}
+	for i := range calls {
+		c := &calls[i]
+		c.keys, c.args = s.encode(opCheck, c.pushes)
+		c.args = append(c.args, strconv.FormatInt(shareTTLµs(ttl), 10), strconv.Itoa(store.MaxShareInstances))
+	}
+	for j, x := range shares {
+		c := &calls[callOf[x.Pair]]
+		k := pushes[x.Pair].Keys[0]
+		li := s.info(&k.Limits[0])
+		c.keys = append(c.keys, s.sharesKey(li.id, digestOf(k.Key, s.buckets)))
+		c.pairs = append(c.pairs, j)
+		c.args = append(c.args, strconv.Itoa(len(c.keys)), x.Share.Instance, encodeShare(x.Share))
+	}
+	return calls, nil
+}
+
+// shareTTLµs is a share's TTL in whole µs, rounded up, at most
+// maxShareTTL; 0 if ttl is not above 0.
+func shareTTLµs(ttl time.Duration) int64 {
+	if ttl <= 0 {
+		return 0
+	}
+	return min((int64(ttl)+999)/1000, maxShareTTL)
 }
 
 // planShares validates the pairs' limits and makes the exchange's calls.
 func (s *Store) planShares(ttl time.Duration, pairs []bouncer.Request, mine []store.Share) ([]sharesCall, error) {
-	us := int64(0)
-	if ttl > 0 {
-		us = min((int64(ttl)+999)/1000, maxShareTTL)
-	}
+	us := shareTTLµs(ttl)
 	var pinned string
 	if s.now != nil {
 		pinned = strconv.FormatInt(s.now().UnixNano(), 10)
@@ -175,17 +282,17 @@ func (s *Store) allowShares(calls []sharesCall) ([]*nodeCall, error) {
 
 // doShares makes the calls in one pipeline, through guarded; it loads
 // the library on the nodes that miss it.
-func (s *Store) doShares(ctx context.Context, calls []sharesCall) []rueidis.RedisResult {
+func (s *Store) doShares(ctx context.Context, fn string, calls []sharesCall) []rueidis.RedisResult {
 	return guarded(s, ctx, func() []rueidis.RedisResult {
 		cmds := make(rueidis.Commands, len(calls))
 		for i := range calls {
-			cmds[i] = fcallCmd(s.client, s.lib.shares, calls[i].keys, calls[i].args)
+			cmds[i] = fcallCmd(s.client, fn, calls[i].keys, calls[i].args)
 		}
 		rs := s.client.DoMulti(ctx, cmds...)
 		for i := range rs {
 			if missingFunction(rs[i]) {
 				s.lib.load(ctx, s.client)
-				rs[i] = fcall(ctx, s.client, s.lib.shares, calls[i].keys, calls[i].args)
+				rs[i] = fcall(ctx, s.client, fn, calls[i].keys, calls[i].args)
 			}
 			s.noteTrouble(ctx, rs[i])
 		}
@@ -210,17 +317,17 @@ func encodeShare(sh store.Share) string {
 	return string(append(b, sh.Region...))
 }
 
-// decodeShares reads the calls' replies into the others' shares of each
-// of n pairs.
-func decodeShares(n int, calls []sharesCall, rs []rueidis.RedisResult) ([][]store.Share, error) {
+// decodeShares reads the calls' replies, from their element skip on,
+// into the others' shares of each of n pairs.
+func decodeShares(n int, calls []sharesCall, rs []rueidis.RedisResult, skip int) ([][]store.Share, error) {
 	others := make([][]store.Share, n)
 	for i := range calls {
 		perKey, err := rs[i].ToArray()
-		if err != nil || len(perKey) != len(calls[i].pairs) {
-			return nil, fmt.Errorf("%w: shares: %d lists for %d pairs (%v)", errMalformed, len(perKey), len(calls[i].pairs), err)
+		if err != nil || len(perKey) != skip+len(calls[i].pairs) {
+			return nil, fmt.Errorf("%w: shares: %d lists for %d pairs (%v)", errMalformed, len(perKey)-skip, len(calls[i].pairs), err)
 		}
 		for j, p := range calls[i].pairs {
-			flat, err := perKey[j].AsStrSlice()
+			flat, err := perKey[skip+j].AsStrSlice()
 			if err != nil || len(flat)%2 != 0 {
 				return nil, fmt.Errorf("%w: shares: %v", errMalformed, err)
 			}

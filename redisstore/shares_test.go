@@ -117,8 +117,29 @@ func TestSharesOneCall(t *testing.T) {
 			if got := nodeCalls() - nodes; got < 1 || got > uint64(len(h.Nodes)) {
 				t.Errorf("%d pairs: %d calls counted on %d nodes, want one on each node reached", n, got, len(h.Nodes))
 			}
+			// A sync of as many pushes, each with a share, is one call too.
+			calls, nodes = h.Calls, nodeCalls()
+			if _, err := s.SyncShares(t.Context(), time.Minute, pairs, make([]bouncer.Decision, n), syncShares(mine)); err != nil {
+				t.Fatal(err)
+			}
+			h = s.Health()
+			if got := h.Calls - calls; got != 1 {
+				t.Errorf("a sync of %d pushes: %d calls counted, want 1", n, got)
+			}
+			if got := nodeCalls() - nodes; got < 1 || got > uint64(len(h.Nodes)) {
+				t.Errorf("a sync of %d pushes: %d calls counted on %d nodes, want one on each node reached", n, got, len(h.Nodes))
+			}
 		}
 	})
+}
+
+// syncShares is a sync's shares: mine[i] of push i.
+func syncShares(mine []store.Share) []store.SyncShare {
+	ss := make([]store.SyncShare, len(mine))
+	for i, sh := range mine {
+		ss[i] = store.SyncShare{Pair: i, Share: sh}
+	}
+	return ss
 }
 
 // A node that lost the library (restarted, FUNCTION FLUSH) gets it again
@@ -135,6 +156,12 @@ func TestSharesReloadLibrary(t *testing.T) {
 		t.Cleanup(func() { redisstore.DeleteLibrary(context.Background(), s, c) })
 		if _, err := s.ExchangeShares(t.Context(), time.Minute, pairs, mine); err != nil {
 			t.Fatalf("exchange after the library was deleted: %v", err)
+		}
+		if err := redisstore.DeleteLibrary(t.Context(), s, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SyncShares(t.Context(), time.Minute, pairs, make([]bouncer.Decision, len(pairs)), syncShares(mine)); err != nil {
+			t.Fatalf("sync after the library was deleted: %v", err)
 		}
 		for i := range mine {
 			mine[i].Instance = "b"
@@ -180,6 +207,9 @@ func testFailureShares(t *testing.T, pr *privateRedis) {
 	calls := s.Health().Calls
 	if _, err := s.ExchangeShares(t.Context(), time.Minute, pairs, mine); err == nil || !strings.Contains(err.Error(), "circuit breaker open") {
 		t.Errorf("exchange with the breaker open: got %v, want the breaker's error", err)
+	}
+	if _, err := s.SyncShares(t.Context(), time.Minute, pairs, make([]bouncer.Decision, len(pairs)), syncShares(mine)); err == nil || !strings.Contains(err.Error(), "circuit breaker open") {
+		t.Errorf("sync with the breaker open: got %v, want the breaker's error", err)
 	}
 	if got := s.Health().Calls - calls; got != 0 {
 		t.Errorf("exchange with the breaker open: %d calls counted, want none", got)

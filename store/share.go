@@ -52,6 +52,22 @@ type Sharer interface {
 	// drops those that expire first (never the one just recorded). It
 	// fails as a whole (err != nil) when the store cannot answer.
 	ExchangeShares(ctx context.Context, ttl time.Duration, pairs []bouncer.Request, mine []Share) (others [][]Share, err error)
+	// SyncShares is a sync of package hybrid in one call to the store: it
+	// decides pushes[i] into ds[i], each request of one key and one
+	// limit, as Check would decide them one after another; then records
+	// each of shares after its pair's push, as ExchangeShares records
+	// mine[i] of pairs[i] for ttl, and returns in others[j] the others'
+	// shares of the pair of shares[j]. It never decides by a
+	// StoreErrorPolicy: when the store cannot answer it fails as a whole
+	// (err != nil), and ds says nothing.
+	SyncShares(ctx context.Context, ttl time.Duration, pushes []bouncer.Request, ds []bouncer.Decision, shares []SyncShare) (others [][]Share, err error)
+}
+
+// SyncShare is a share SyncShares records: Share, of the pair pushed by
+// the sync's push number Pair.
+type SyncShare struct {
+	Pair  int
+	Share Share
 }
 
 // Bounds of what ExchangeShares keeps.
@@ -83,6 +99,35 @@ func ValidateShares(pairs []bouncer.Request, mine []Share) error {
 		}
 		if len(mine[i].Region) > MaxInstanceName {
 			return fmt.Errorf("%w: share %d: a region name of %d bytes, over %d", bouncer.ErrInvalidRequest, i, len(mine[i].Region), MaxInstanceName)
+		}
+		if err := Validate(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateSync reports an error wrapping bouncer.ErrInvalidRequest if
+// SyncShares cannot take pushes and shares: each push a valid request
+// of exactly one key and one limit, as many decisions as pushes, each
+// share's Pair a push, its Share as ValidateShares has it.
+func ValidateSync(pushes []bouncer.Request, ds []bouncer.Decision, shares []SyncShare) error {
+	if len(ds) != len(pushes) {
+		return fmt.Errorf("%w: %d pushes and %d decisions", bouncer.ErrInvalidRequest, len(pushes), len(ds))
+	}
+	pairs, mine := make([]bouncer.Request, len(shares)), make([]Share, len(shares))
+	for j, sh := range shares {
+		if sh.Pair < 0 || sh.Pair >= len(pushes) {
+			return fmt.Errorf("%w: share %d of push %d, of %d pushes", bouncer.ErrInvalidRequest, j, sh.Pair, len(pushes))
+		}
+		pairs[j], mine[j] = pushes[sh.Pair], sh.Share
+	}
+	if err := ValidateShares(pairs, mine); err != nil {
+		return err
+	}
+	for i, r := range pushes {
+		if len(r.Keys) != 1 || len(r.Keys[0].Limits) != 1 {
+			return fmt.Errorf("%w: push %d: want one key and one limit", bouncer.ErrInvalidRequest, i)
 		}
 		if err := Validate(r); err != nil {
 			return err

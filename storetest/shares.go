@@ -24,7 +24,9 @@ type SharerFactory func(t *testing.T, clock *Clock) store.Sharer
 // shares expire after their TTL on the store's clock, pairs of one key
 // under different limits are kept apart, a pair keeps at most
 // store.MaxShareInstances shares, and invalid input is refused with
-// bouncer.ErrInvalidRequest. Each subtest's instances share one store,
+// bouncer.ErrInvalidRequest; a SyncShares decides its pushes as Check
+// would, exchanges its shares as ExchangeShares would, and refuses
+// invalid input. Each subtest's instances share one store,
 // as instances share one Redis.
 func Shares(t *testing.T, newStore SharerFactory) {
 	t.Helper()
@@ -34,6 +36,8 @@ func Shares(t *testing.T, newStore SharerFactory) {
 	t.Run("PairsApart", func(t *testing.T) { testSharesPairsApart(t, newStore) })
 	t.Run("MostInstances", func(t *testing.T) { testSharesMostInstances(t, newStore) })
 	t.Run("InvalidInput", func(t *testing.T) { testSharesInvalid(t, newStore) })
+	t.Run("SyncChecks", func(t *testing.T) { testSyncChecks(t, newStore) })
+	t.Run("SyncInvalid", func(t *testing.T) { testSyncInvalid(t, newStore) })
 }
 
 // shareTTL is the suite's TTL: long, so that a store whose hashes also
