@@ -28,6 +28,11 @@ var regionNames = []string{"ap", "eu", "us"}
 // every async fixed window is one limit for all of them.
 var regionLimit = bouncer.Limit{Name: "regions", Algorithm: bouncer.FixedWindow, Rate: 300, Period: time.Second, Mode: bouncer.Async}
 
+// regionBucket is the global limit of the case algorithm=token_bucket:
+// an async token bucket of regionLimit's rate, a second's burst, each
+// region's Redis charged with the others' admissions.
+var regionBucket = bouncer.Limit{Name: "regions-bucket", Algorithm: bouncer.TokenBucket, Rate: 300, Period: time.Second, Burst: 300, Mode: bouncer.Async}
+
 // regionLinkDelay is a link's delay each way: 100 ms a round trip.
 const regionLinkDelay = 50 * time.Millisecond
 
@@ -130,7 +135,9 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 // store's 50 ms, and peer-timeout=1s, above the round trip, which is what
 // bouncer serve gives them. The limit is a fixed window of 300 a
 // second, in async mode, and in the cases peer-timeout=1s/mode=strict and
-// mode=lease in those modes inside each region.
+// mode=lease in those modes inside each region; in the case
+// peer-timeout=1s/algorithm=token_bucket, an async token bucket of 300
+// a second with a burst of 300 (its burst taken in the warm-up window).
 //
 // One op first makes one run of a seeded open-loop Poisson stream of
 // checks of one key at three times the limit's rate, each check made on
@@ -178,7 +185,7 @@ func BenchmarkRegions(b *testing.B) {
 	stream := regionStream(phases, 3, 1)
 	cases := regionCases
 	if testing.Short() {
-		cases = []regionCase{{"1s", time.Second, 1, bouncer.Async}}
+		cases = []regionCase{{"1s", time.Second, 1, bouncer.Async, false}}
 	}
 	run := 0
 	for _, c := range cases {
@@ -203,6 +210,7 @@ type regionCase struct {
 	peerTimeout time.Duration
 	rounds      int
 	mode        bouncer.Mode // the limit's, inside each region
+	bucket      bool         // regionBucket, not regionLimit
 }
 
 // regionCases are BenchmarkRegions's cases: the peers at the store's
@@ -211,10 +219,11 @@ type regionCase struct {
 // rounds; and the latter with the limit strict (with latency rounds),
 // and in lease mode, inside each region.
 var regionCases = []regionCase{
-	{"default", 0, 0, bouncer.Async},
-	{"1s", time.Second, 5, bouncer.Async},
-	{"1s/mode=strict", time.Second, 3, bouncer.Strict},
-	{"1s/mode=lease", time.Second, 0, bouncer.Lease},
+	{"default", 0, 0, bouncer.Async, false},
+	{"1s", time.Second, 5, bouncer.Async, false},
+	{"1s/mode=strict", time.Second, 3, bouncer.Strict, false},
+	{"1s/mode=lease", time.Second, 0, bouncer.Lease, false},
+	{"1s/algorithm=token_bucket", time.Second, 0, bouncer.Async, true},
 }
 
 // startRegionServers starts a redis-server a region and returns their
@@ -259,12 +268,16 @@ type regionWorld struct {
 // are there but unused, and each region is on its own with a third of
 // regionLimit, so that together they admit and deny as much. Its stores
 // and links close with b or at close, whichever comes first.
-func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool, peerTimeout time.Duration, mode bouncer.Mode) *regionWorld {
+func newRegionWorld(b *testing.B, servers []string, prefix string, regions bool, peerTimeout time.Duration, c regionCase) *regionWorld {
 	b.Helper()
 	w := &regionWorld{limit: regionLimit, links: map[[2]int]*linkproxy.Proxy{}}
-	w.limit.Mode = mode
+	if c.bucket {
+		w.limit = regionBucket
+	}
+	w.limit.Mode = c.mode
 	if !regions {
 		w.limit.Rate /= int64(len(regionNames))
+		w.limit.Burst /= int64(len(regionNames))
 	}
 	b.Cleanup(w.close)
 	for r := range regionNames {
@@ -395,7 +408,7 @@ type regionResult struct {
 // regions) say when the last region is cut off.
 func regionRun(b *testing.B, servers []string, prefix string, c regionCase, stream []regionArrival, phases []regionPhase) regionResult {
 	b.Helper()
-	w := newRegionWorld(b, servers, prefix, phases != nil, c.peerTimeout, c.mode)
+	w := newRegionWorld(b, servers, prefix, phases != nil, c.peerTimeout, c)
 	windows := stream[len(stream)-1].window + 1
 	res := regionResult{checks: make([][3]int64, windows), allowed: make([][3]int64, windows), views: make([][][]hybrid.RegionStats, windows)}
 	start := time.Now().Truncate(time.Second).Add(time.Second)

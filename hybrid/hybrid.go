@@ -60,12 +60,15 @@ type Options struct {
 
 	// Region names this instance's region when instances in several
 	// regions, each region with a shared store of its own, share their
-	// fixed windows; Peers are the other regions' shared stores, by
-	// region name. With a Region, every fixed window is global, in every
-	// mode: near its limit the instances of every region divide it by
-	// demand (docs/regions.md); a strict or lease one is decided in the
-	// region's store as without regions, each instance held to its share.
-	// Each region's instances must name it alike.
+	// fixed windows and async limits; Peers are the other regions' shared
+	// stores, by region name. With a Region, every fixed window is
+	// global, in every mode: near its limit the instances of every region
+	// divide it by demand (docs/regions.md); a strict or lease one is
+	// decided in the region's store as without regions, each instance
+	// held to its share. Every async limit of another algorithm is global
+	// too: each region's store is charged with the others' admissions
+	// (through Peers that are store.Chargers), and the regions divide
+	// what it has by demand. Each region's instances must name it alike.
 	Region string
 	Peers  map[string]store.Sharer
 
@@ -317,6 +320,12 @@ type entry struct {
 	demands             []float64
 	static              float64 // the static shares of silent regions (see division)
 	paces               map[string]*regionPace
+	// An async bucket's part of the silent regions' admissions charged
+	// here (see chargeSilent): since when, and the fraction of a unit
+	// not charged yet.
+	silentSince int64
+	silentOwed  float64
+	heard       map[string]bool // the other regions whose shares it has had
 }
 
 type shard struct {

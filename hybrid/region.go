@@ -28,13 +28,153 @@ const DefaultRegionTTL = 10 * time.Second
 // they its, until then; a region not heard from for longer holds its
 // static share (see division.allowance).
 
+// Async buckets and sliding windows are global by charges as well: the
+// units an instance admits of such a pair are charged, at its sync, to
+// the same pair in every other region's store too (owe; send charges
+// them through store.Charger, apart from the exchange as shares are), so
+// that each region's state counts every region's admissions, a link's
+// delay late; the shares are then divided by demand across regions as
+// a fixed window's are, what the pair's state has left being the pool.
+// Charges a peer could not take are charged again at the next send, at
+// most an interval's worth of the limit's rate: a region cut off for
+// longer is held by its share, not by the charges it missed.
+
+// A region whose shares of an async bucket have not come for
+// silentIntervals sync intervals (a link cut, or its instances gone) is
+// charged here for what it admits meanwhile, as its charges no longer
+// come: at the rate its instances' last allowances give, or, past the
+// regions' TTL, its static share of the limit's rate; each instance of
+// this region charges its part (see chargeSilent).
+const silentIntervals = 5
+
+// chargeSilent charges this region's store, for pair p, with its part of
+// what the silent other regions admitted since its last exchange (see
+// silentIntervals). others are the others' shares at the exchange.
+func (h *Limiter) chargeSilent(ctx context.Context, p *push, others []store.Share, now int64) {
+	l := &p.e.lim
+	if !h.chargedAcross(l) {
+		return
+	}
+	newest, allowed := map[string]int64{}, map[string]int64{}
+	mine := 1
+	for _, o := range others {
+		if o.Region == h.region {
+			mine++
+			continue
+		}
+		newest[o.Region] = max(newest[o.Region], o.At)
+		allowed[o.Region] += o.Allowance
+	}
+	silent := int64(silentIntervals) * int64(h.interval)
+	rate := 0.0 // units a ns the silent regions admit
+	p.sh.mu.Lock()
+	for _, r := range h.peerNames {
+		switch at, live := newest[r]; {
+		case live:
+			if p.e.heard == nil {
+				p.e.heard = map[string]bool{}
+			}
+			p.e.heard[r] = true
+			if now-at > silent {
+				rate += float64(allowed[r]) / float64(h.interval)
+			}
+		case p.e.heard[r]:
+			// Heard once, its shares since expired: its static share.
+			rate += float64(l.Rate) / float64(l.Period) / float64(len(h.peerNames)+1)
+		}
+	}
+	since := p.e.silentSince
+	p.e.silentSince = now
+	if rate == 0 || since == 0 {
+		p.e.silentOwed = 0
+		p.sh.mu.Unlock()
+		return
+	}
+	p.e.silentOwed += rate * float64(now-since) / float64(mine)
+	n := int64(p.e.silentOwed)
+	p.e.silentOwed -= float64(n)
+	p.sh.mu.Unlock()
+	if c, ok := h.shared.(store.Charger); ok && n > 0 {
+		_ = c.Charge(ctx, pairRequest(p.id.key, p.id.lim, n))
+	}
+}
+
+// chargedAcross reports whether l's pairs are global by charges: with
+// regions, an async limit that is not a fixed window.
+func (h *Limiter) chargedAcross(l *bouncer.Limit) bool {
+	return h.region != "" && l.Mode == bouncer.Async && l.Algorithm != bouncer.FixedWindow
+}
+
+// globalLimit reports whether, with regions, l is one limit across
+// them: every fixed window (by the counts the shares report), and async
+// limits (by the charges relayed, see owe).
+func (h *Limiter) globalLimit(l *bouncer.Limit) bool {
+	return h.region != "" && (l.Algorithm == bouncer.FixedWindow || l.Mode == bouncer.Async)
+}
+
 // peer is another region's store, and the latest shares to relay to it.
 type peer struct {
 	name   string
 	store  store.Sharer
 	latest atomic.Pointer[relayed]
 	wake   chan struct{}
+
+	mu   sync.Mutex
+	owed map[id]int64 // units of async pairs admitted here, not charged there yet (see owe)
 }
+
+// owe records that the instance admitted n units of pair i, an async
+// limit that is not a fixed window, for the other regions' stores to be
+// charged with (see send).
+func (h *Limiter) owe(i id, n int64) {
+	if n <= 0 || len(h.peers) == 0 || i.lim.Algorithm == bouncer.FixedWindow {
+		return
+	}
+	for _, p := range h.peers {
+		p.mu.Lock()
+		if p.owed == nil {
+			p.owed = map[id]int64{}
+		}
+		p.owed[i] += n
+		p.mu.Unlock()
+	}
+}
+
+// charge charges p's store with what is owed to it; what it could not
+// take is owed again, at most an interval's worth of each limit's rate.
+func (h *Limiter) charge(ctx context.Context, p *peer) {
+	p.mu.Lock()
+	owed := p.owed
+	p.owed = nil
+	p.mu.Unlock()
+	c, ok := p.store.(store.Charger)
+	if !ok || len(owed) == 0 {
+		return
+	}
+	// At most chargesInFlight at once, so that the store batches them.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, chargesInFlight)
+	for i, n := range owed {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if c.Charge(ctx, pairRequest(i.key, i.lim, n)) == nil {
+				return
+			}
+			keep := min(n, max(i.lim.Rate*int64(h.interval)/int64(i.lim.Period), 1))
+			p.mu.Lock()
+			if p.owed == nil {
+				p.owed = map[id]int64{}
+			}
+			p.owed[i] = min(p.owed[i]+keep, keep)
+			p.mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
+// chargesInFlight is how many charges a peer's relay makes at once.
+const chargesInFlight = 64
 
 // relayed is a batch of this instance's shares of global pairs.
 type relayed struct {
@@ -50,15 +190,14 @@ func (h *Limiter) relay(pairs []bouncer.Request, mine []store.Share) {
 	}
 	var b relayed
 	for k, r := range pairs {
-		if r.Keys[0].Limits[0].Algorithm == bouncer.FixedWindow {
+		if h.globalLimit(&r.Keys[0].Limits[0]) {
 			b.pairs, b.mine = append(b.pairs, r), append(b.mine, mine[k])
 		}
 	}
-	if len(b.pairs) == 0 {
-		return
-	}
 	for _, p := range h.peers {
-		p.latest.Store(&b)
+		if len(b.pairs) > 0 {
+			p.latest.Store(&b)
+		}
 		select {
 		case p.wake <- struct{}{}:
 		default:
@@ -69,6 +208,7 @@ func (h *Limiter) relay(pairs []bouncer.Request, mine []store.Share) {
 // send relays p's latest batch, if there is one; Manual limiters call it
 // from Tick, the others from a goroutine a peer.
 func (h *Limiter) send(ctx context.Context, p *peer) {
+	h.charge(ctx, p)
 	b := p.latest.Swap(nil)
 	if b == nil {
 		return
@@ -100,8 +240,8 @@ func (h *Limiter) relays(ctx context.Context, wg *sync.WaitGroup) {
 // exchange, over the global pairs it exchanged.
 type RegionStats struct {
 	Region string
-	// Used is what the region had counted in the pairs' windows, as its
-	// instances last reported.
+	// Used is what the region had counted in the pairs' fixed windows,
+	// as its instances last reported (buckets report none).
 	Used int64
 	// Allowance is what its instances may still admit until their next
 	// syncs, as they last reported.
@@ -127,7 +267,7 @@ func (h *Limiter) noteRegions(now int64, at []*push, others [][]store.Share, min
 		return s
 	}
 	for k, p := range at {
-		if p.e.lim.Algorithm != bouncer.FixedWindow {
+		if !h.globalLimit(&p.e.lim) {
 			continue
 		}
 		win := window(&p.e.lim, now)

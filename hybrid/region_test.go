@@ -29,10 +29,23 @@ type link struct {
 }
 
 type delivery struct {
-	at    time.Time
-	ttl   time.Duration
-	pairs []bouncer.Request
-	mine  []store.Share
+	at     time.Time
+	ttl    time.Duration
+	pairs  []bouncer.Request
+	mine   []store.Share
+	charge *bouncer.Request // a charge, not shares
+}
+
+// Charge charges the store across the link: later by its delay, or not
+// at all if it is cut.
+func (l *link) Charge(_ context.Context, r bouncer.Request) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut {
+		return errors.New("link cut")
+	}
+	l.inbound = append(l.inbound, delivery{at: l.clock.Now().Add(l.delay), charge: &r})
+	return nil
 }
 
 func (l *link) ExchangeShares(_ context.Context, ttl time.Duration, pairs []bouncer.Request, mine []store.Share) ([][]store.Share, error) {
@@ -41,7 +54,7 @@ func (l *link) ExchangeShares(_ context.Context, ttl time.Duration, pairs []boun
 	if l.cut {
 		return nil, errors.New("link cut")
 	}
-	l.inbound = append(l.inbound, delivery{l.clock.Now().Add(l.delay), ttl, pairs, append([]store.Share(nil), mine...)})
+	l.inbound = append(l.inbound, delivery{at: l.clock.Now().Add(l.delay), ttl: ttl, pairs: pairs, mine: append([]store.Share(nil), mine...)})
 	return make([][]store.Share, len(pairs)), nil
 }
 
@@ -54,6 +67,12 @@ func (l *link) arrive() {
 	for len(l.inbound) > 0 && !l.inbound[0].at.After(now) {
 		d := l.inbound[0]
 		l.inbound = l.inbound[1:]
+		if d.charge != nil {
+			if err := l.Sharer.(store.Charger).Charge(context.Background(), *d.charge); err != nil {
+				panic(err)
+			}
+			continue
+		}
 		if _, err := l.Sharer.ExchangeShares(context.Background(), d.ttl-l.delay, d.pairs, d.mine); err != nil {
 			panic(err)
 		}
@@ -217,6 +236,62 @@ func testRegionsShareTheLimit(t *testing.T, mode bouncer.Mode) {
 			}
 		})
 	}
+}
+
+var globalBucket = bouncer.Limit{Name: "b", Algorithm: bouncer.TokenBucket, Rate: 300, Period: time.Second, Burst: 300, Mode: bouncer.Async}
+
+// An async token bucket is global too: each region's store is charged
+// with the others' admissions, and the regions share what it has by
+// demand. Offered three times its rate, evenly or moving, every second
+// after the first two (the burst) admits at most 1.1 times the rate,
+// and at least 0.9 times it, where each region on its own admits up to
+// three times it. Cut off past the TTL, a region holds itself to its
+// static share, and the others to theirs.
+func TestRegionsBucket(t *testing.T) {
+	for _, spread := range []struct {
+		name    string
+		weights func(int) []float64
+	}{
+		{"even", func(int) []float64 { return []float64{1.0 / 3, 1.0 / 3, 1.0 / 3} }},
+		{"moving", func(win int) []float64 {
+			ws := []float64{0.1, 0.1, 0.1}
+			ws[win%3] = 0.8
+			return ws
+		}},
+	} {
+		t.Run(spread.name, func(t *testing.T) {
+			w := newWorld(t, 50*time.Millisecond, 10*time.Second)
+			total, by := w.run(t, globalBucket, 3, 12, 7, spread.weights, nil)
+			t.Logf("per second: %v; by region: %v", total, by)
+			for win := 2; win < len(total); win++ {
+				if float64(total[win]) > 1.1*float64(globalBucket.Rate) || float64(total[win]) < 0.9*float64(globalBucket.Rate) {
+					t.Errorf("second %d admitted %d (%v by region), want %d within 10 %%", win, total[win], by[win], globalBucket.Rate)
+				}
+			}
+		})
+	}
+	t.Run("partition", func(t *testing.T) {
+		w := newWorld(t, 50*time.Millisecond, 3*time.Second)
+		skewed := func(int) []float64 { return []float64{0.2, 0.2, 0.6} }
+		total, by := w.run(t, globalBucket, 3, 14, 9, skewed, func(win int) {
+			switch win {
+			case 3:
+				w.partition(2, true)
+			case 10:
+				w.partition(2, false)
+			}
+		})
+		t.Logf("per second: %v; by region: %v", total, by)
+		for win := 2; win < len(total); win++ {
+			bound := 1.1
+			if win >= 3 && win <= 10 {
+				bound = 1.2
+			}
+			if float64(total[win]) > bound*float64(globalBucket.Rate) {
+				t.Errorf("second %d admitted %d (%v by region), over %.1f × %d", win, total[win], by[win], bound, globalBucket.Rate)
+			}
+		}
+	})
 }
 
 // A region cut off for several windows keeps its last share, and the

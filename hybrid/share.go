@@ -135,7 +135,7 @@ type division struct {
 // returns the demands (this instance's first) and the static shares
 // held, for rollover.
 func (d *division) allowance() (a int64, demands []float64, static float64) {
-	global := d.region != "" && d.l.Algorithm == bouncer.FixedWindow
+	global := d.region != "" && (d.l.Algorithm == bouncer.FixedWindow || d.l.Mode == bouncer.Async)
 	var others []store.Share
 	used, heard := map[string]int64{}, map[string]bool{}
 	for _, o := range d.others {
@@ -155,9 +155,15 @@ func (d *division) allowance() (a int64, demands []float64, static float64) {
 		pool -= float64(u)
 	}
 	if global {
+		// A fixed window's static share is of its rate; a bucket's (or a
+		// sliding window's), of what it has now.
+		whole := float64(d.l.Rate)
+		if d.l.Algorithm != bouncer.FixedWindow {
+			whole = d.pool
+		}
 		for _, p := range d.peers {
 			if !heard[p] {
-				static += float64(d.l.Rate) / float64(len(d.peers)+1)
+				static += whole / float64(len(d.peers)+1)
 			}
 		}
 	}
@@ -178,6 +184,10 @@ func (d *division) allowance() (a int64, demands []float64, static float64) {
 				fresh = divide(float64(d.l.Rate)-static, demands)
 			}
 			held += float64(ceilUnits(fresh[k+1]))
+		case o.Region != d.region && d.l.Algorithm != bouncer.FixedWindow:
+			// An async bucket's (see chargedAcross): what another
+			// region admitted comes into the pool as charges, what it
+			// will admit is its share of the same pool.
 		case o.Region != d.region:
 			remote[o.Region] += float64(o.Allowance)
 			newest[o.Region] = max(newest[o.Region], o.At)
@@ -381,6 +391,9 @@ func (h *Limiter) exchange(ctx context.Context, ps []push, mine []store.SyncShar
 		others[len(at)-1] = others[j]
 	}
 	h.record(ctx, h.sharer, ttl, spentTTL, pairs, shares, spent)
+	for k, p := range at {
+		h.chargeSilent(ctx, p, others[k], now)
+	}
 	h.noteRegions(now, at, others[:len(at)], shares)
 	h.relay(pairs, shares)
 }

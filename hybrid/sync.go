@@ -47,6 +47,7 @@ func (h *Limiter) sync(ctx context.Context, closing bool) {
 	// Syncs fail when most pushes do (Redis down, not one slow call):
 	// the pushes that failed are made again at the next either way.
 	h.syncFailing.Store(failed > 0 && 2*failed >= len(all))
+	h.relay(nil, nil) // the charges owed to other regions (see owe)
 }
 
 // pushChunk is how many pushes one call carries: a sync of more sends
@@ -91,15 +92,27 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 				h.reconcile(ctx, p, d.Remaining)
 			}
 			h.noteRoom(p, d.Remaining)
+			h.owe(p.id, p.n-p.debt)
 		default:
 			p.answered = true
+			h.owe(p.id, p.n-p.debt)
 			h.noteRoom(p, 0)
 			fits := max(d.Remaining, 0)
 			h.stats.overAdmitted.Add(max(p.n-fits-p.debt, 0))
-			if fits > 0 {
-				rest = append(rest, pushRequest(p, fits))
+			switch c, ok := h.shared.(store.Charger); {
+			case ok && h.chargedAcross(&p.e.lim):
+				// Its state counts every region's admissions, which a
+				// denial would leave out: the units are charged, and
+				// the division holds the pair to its share.
+				if c.Charge(ctx, pushRequest(p, p.n)) != nil {
+					h.requeue(p, p.n-p.debt, p.debt)
+				}
+			default:
+				if fits > 0 {
+					rest = append(rest, pushRequest(p, fits))
+				}
+				h.requeue(p, 0, p.n-fits)
 			}
-			h.requeue(p, 0, p.n-fits)
 			h.reconcile(ctx, p, 0)
 		}
 	}

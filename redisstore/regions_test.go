@@ -108,12 +108,17 @@ func (r *regionRedis) kill() {
 	}
 }
 
+// regionBucket is the global async token bucket the regions share in
+// the bucket subtests: charged in every region with the others'
+// admissions (docs/regions.md).
+var regionBucket = bouncer.Limit{Name: "b", Algorithm: bouncer.TokenBucket, Rate: 600, Period: time.Second, Burst: 600, Mode: bouncer.Async}
+
 // regions is the three regions, their links, and their instances.
 type regions struct {
 	redis []*regionRedis
 	links map[[2]int]*linkproxy.Proxy // [from, to]
 	ins   [3][2]*hybrid.Limiter
-	mode  bouncer.Mode // regionLimit's in run
+	limit bouncer.Limit // the limit run checks: regionLimit unless set
 }
 
 // newRegions starts the regions' servers, links and instances, whose
@@ -121,7 +126,7 @@ type regions struct {
 // prefix: a region's instances and the others' relays meet in its keys.
 func newRegions(t *testing.T, ttl time.Duration) *regions {
 	t.Helper()
-	w := &regions{links: map[[2]int]*linkproxy.Proxy{}, mode: regionLimit.Mode}
+	w := &regions{links: map[[2]int]*linkproxy.Proxy{}, limit: regionLimit}
 	for range regionNames {
 		w.redis = append(w.redis, startRegionRedis(t))
 	}
@@ -235,6 +240,7 @@ func (w *regions) partition(r int, cut bool) {
 // regionCounts is what a run admitted per window, in all and per region,
 // and how many of each region's decisions were degraded.
 type regionCounts struct {
+	rate     int64 // the limit's, a window
 	total    []int64
 	byRegion [][3]int64
 	degraded [][3]int64
@@ -252,10 +258,9 @@ type regionCounts struct {
 // the earlier one.
 func (w *regions) run(t *testing.T, load float64, windows int, seed uint64, weights func(win int) []float64, each func(win int)) regionCounts {
 	t.Helper()
-	l := regionLimit
-	l.Mode = w.mode
+	l := w.limit
 	rng := rand.New(rand.NewPCG(seed, 37))
-	c := regionCounts{total: make([]int64, windows), byRegion: make([][3]int64, windows), degraded: make([][3]int64, windows)}
+	c := regionCounts{rate: l.Rate, total: make([]int64, windows), byRegion: make([][3]int64, windows), degraded: make([][3]int64, windows)}
 	start := time.Now().Truncate(l.Period)
 	begin := time.Now()
 	perSecond := float64(l.Rate) * load / l.Period.Seconds()
@@ -318,13 +323,13 @@ func (c regionCounts) within(t *testing.T, mean float64, wins ...int) {
 	sum := int64(0)
 	for _, win := range wins {
 		sum += c.total[win]
-		if float64(c.total[win]) > regionWindowCap*float64(regionLimit.Rate) {
-			t.Errorf("window %d admitted %d (%v by region), over %.1f × %d", win, c.total[win], c.byRegion[win], regionWindowCap, regionLimit.Rate)
+		if float64(c.total[win]) > regionWindowCap*float64(c.rate) {
+			t.Errorf("window %d admitted %d (%v by region), over %.1f × %d", win, c.total[win], c.byRegion[win], regionWindowCap, c.rate)
 		}
 	}
 	n := float64(len(wins))
-	if float64(sum) > mean*n*float64(regionLimit.Rate) {
-		t.Errorf("windows %v admitted %.1f each on average, over %.1f × %d", wins, float64(sum)/n, mean, regionLimit.Rate)
+	if float64(sum) > mean*n*float64(c.rate) {
+		t.Errorf("windows %v admitted %.1f each on average, over %.1f × %d", wins, float64(sum)/n, mean, c.rate)
 	}
 }
 
@@ -341,7 +346,7 @@ func (c regionCounts) log(t *testing.T) {
 	t.Helper()
 	ratios := make([]string, len(c.total))
 	for win, n := range c.total {
-		ratios[win] = strconv.FormatFloat(float64(n)/float64(regionLimit.Rate), 'f', 2, 64)
+		ratios[win] = strconv.FormatFloat(float64(n)/float64(c.rate), 'f', 2, 64)
 	}
 	t.Logf("per window: %v (× the limit: %v); by region %v: %v; degraded: %v", c.total, ratios, regionNames, c.byRegion, c.degraded)
 }
@@ -374,15 +379,24 @@ func skewedRegions(int) []float64 { return []float64{0.2, 0.2, 0.6} }
 // TestRegions runs three regions on real Redis through real links, their
 // load three times the global limit.
 func TestRegions(t *testing.T) {
-	t.Run("steady", func(t *testing.T) { testRegionsSteady(t, bouncer.Async) })
-	t.Run("partition", func(t *testing.T) { testRegionsPartition(t, bouncer.Async) })
+	withMode := func(m bouncer.Mode) bouncer.Limit {
+		l := regionLimit
+		l.Mode = m
+		return l
+	}
+	t.Run("steady", func(t *testing.T) { testRegionsSteady(t, regionLimit) })
+	t.Run("partition", func(t *testing.T) { testRegionsPartition(t, regionLimit) })
 	t.Run("partition-past-ttl", testRegionsPartitionPastTTL)
 	t.Run("redis-killed", testRegionsRedisKilled)
 	// Strict and lease inside each region: the region's Redis decides,
 	// each instance held to its share of the global limit.
-	t.Run("steady-strict", func(t *testing.T) { testRegionsSteady(t, bouncer.Strict) })
-	t.Run("steady-lease", func(t *testing.T) { testRegionsSteady(t, bouncer.Lease) })
-	t.Run("partition-strict", func(t *testing.T) { testRegionsPartition(t, bouncer.Strict) })
+	t.Run("steady-strict", func(t *testing.T) { testRegionsSteady(t, withMode(bouncer.Strict)) })
+	t.Run("steady-lease", func(t *testing.T) { testRegionsSteady(t, withMode(bouncer.Lease)) })
+	t.Run("partition-strict", func(t *testing.T) { testRegionsPartition(t, withMode(bouncer.Strict)) })
+	// An async token bucket: each region's Redis charged with the
+	// others' admissions, the regions sharing what it has by demand.
+	t.Run("steady-bucket", func(t *testing.T) { testRegionsSteady(t, regionBucket) })
+	t.Run("partition-bucket", func(t *testing.T) { testRegionsPartition(t, regionBucket) })
 }
 
 // Spread evenly for three windows after two to join, then moving from
@@ -392,9 +406,9 @@ func TestRegions(t *testing.T) {
 // Redis), each at most 1.1 times it; the region the load moved to admits
 // at least half the limit from the second window on, not the third it
 // would hold without the others' shares.
-func testRegionsSteady(t *testing.T, mode bouncer.Mode) {
+func testRegionsSteady(t *testing.T, l bouncer.Limit) {
 	w := newRegions(t, hybrid.DefaultRegionTTL)
-	w.mode = mode
+	w.limit = l
 	moving := func(win int) []float64 {
 		if win < 5 {
 			return evenRegions(win)
@@ -407,13 +421,20 @@ func testRegionsSteady(t *testing.T, mode bouncer.Mode) {
 	c.log(t)
 	c.within(t, regionMean, span(2, 7)...)
 	for win := 5; win < len(c.total); win++ {
-		if float64(c.total[win]) > regionMean*float64(regionLimit.Rate) {
-			t.Errorf("window %d, the load moving, admitted %d (%v by region), over %.1f × %d", win, c.total[win], c.byRegion[win], regionMean, regionLimit.Rate)
+		if float64(c.total[win]) > regionMean*float64(l.Rate) {
+			t.Errorf("window %d, the load moving, admitted %d (%v by region), over %.1f × %d", win, c.total[win], c.byRegion[win], regionMean, l.Rate)
 		}
 	}
+	// At three times the rate, the others ask for 30 % of the limit each:
+	// the busy region's max-min share is 40 %, which a window's leftover,
+	// split half by demand, brings over half.
+	least := 0.5
+	if l.Algorithm != bouncer.FixedWindow {
+		least = 0.35
+	}
 	for win := 6; win < len(c.total); win++ {
-		if busy := c.byRegion[win][win%3]; busy < regionLimit.Rate/2 {
-			t.Errorf("window %d: %s, with 80 %% of the load, admitted %d, want at least half the limit", win, regionNames[win%3], busy)
+		if busy := c.byRegion[win][win%3]; float64(busy) < least*float64(l.Rate) {
+			t.Errorf("window %d: %s, with 80 %% of the load, admitted %d, want at least %.0f %% of the limit", win, regionNames[win%3], busy, 100*least)
 		}
 	}
 	for r := range regionNames {
@@ -428,9 +449,9 @@ func testRegionsSteady(t *testing.T, mode bouncer.Mode) {
 // share (over 40 % of the limit, where its static share is a third);
 // the windows before it and from the second after the heal admit at
 // most 1.1 times the limit over them.
-func testRegionsPartition(t *testing.T, mode bouncer.Mode) {
+func testRegionsPartition(t *testing.T, l bouncer.Limit) {
 	w := newRegions(t, 10*time.Second)
-	w.mode = mode
+	w.limit = l
 	// Windows 0-2 joined, 3-6 us cut off, healed as window 7 starts.
 	c := w.run(t, 3, 10, 2, skewedRegions, func(win int) {
 		switch win {
@@ -443,9 +464,16 @@ func testRegionsPartition(t *testing.T, mode bouncer.Mode) {
 	c.log(t)
 	c.within(t, regionMean, 2, 8, 9)
 	c.within(t, regionPartitionMean, span(3, 7)...)
+	// A bucket's share is max-min: with ap's and eu's demands over a
+	// third of the rate each, us's last is a third (a window's is more:
+	// what is left over is split half by demand).
+	least := 0.4
+	if l.Algorithm != bouncer.FixedWindow {
+		least = 0.3
+	}
 	for win := 3; win <= 6; win++ {
-		if us := c.byRegion[win][2]; us*5 < regionLimit.Rate*2 {
-			t.Errorf("window %d: us cut off within the TTL admitted %d: its last share (over 40 %% of %d) was not kept", win, us, regionLimit.Rate)
+		if us := c.byRegion[win][2]; float64(us) < least*float64(l.Rate) {
+			t.Errorf("window %d: us cut off within the TTL admitted %d: its last share (over %.0f %% of %d) was not kept", win, us, 100*least, l.Rate)
 		}
 	}
 	for r := range regionNames {

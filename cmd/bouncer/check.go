@@ -183,7 +183,10 @@ func regionBound(l bouncer.Limit, n int) string {
 		}
 		return fmt.Sprintf("; across %d regions, global: near the limit the regions share %s by demand, as the instances of one do%s; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, inside, l.Rate/int64(n))
 	}
-	return fmt.Sprintf("; across %d regions, each region's own (only fixed windows are global): up to %d x %s in all", n, n, what)
+	if l.Mode == bouncer.Async {
+		return fmt.Sprintf("; across %d regions, global: each region's Redis is charged with the others' admissions, and near the limit the regions share %s by demand, as the instances of one do; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, l.Rate/int64(n))
+	}
+	return fmt.Sprintf("; across %d regions, each region's own (only fixed windows and async limits are global): up to %d x %s in all", n, n, what)
 }
 
 // outageBound says in one sentence what l admits at worst while its
