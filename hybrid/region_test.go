@@ -294,6 +294,43 @@ func TestRegionsBucket(t *testing.T) {
 	})
 }
 
+// The units an instance admits of an async bucket are charged to every
+// other region's store, and what a cut link could not carry is charged
+// when it heals, at most an interval's worth of the limit's rate (here
+// one unit: 1 an hour), however much was admitted meanwhile.
+func TestRegionsChargesCapped(t *testing.T) {
+	w := newWorld(t, 50*time.Millisecond, 10*time.Second)
+	l := bouncer.Limit{Name: "c", Algorithm: bouncer.TokenBucket, Rate: 1, Period: time.Hour, Burst: 10000, Mode: bouncer.Async}
+	remaining := func(r int) int64 {
+		d, err := w.stores[r].Check(context.Background(), bouncer.Request{Keys: one("k", 1, l).Keys, Peek: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Remaining
+	}
+	admit := func(n int) {
+		for range n {
+			if !check(t, w.ins[0][0], one("k", 1, l)).Allowed {
+				t.Fatal("a check far below the limit was denied")
+			}
+			w.step(2 * time.Millisecond)
+		}
+		for range 20 { // pushed, relayed, arrived
+			w.step(50 * time.Millisecond)
+		}
+	}
+	w.links[[2]int{0, 1}].setCut(true) // ap to eu
+	admit(500)
+	if ap, eu, us := remaining(0), remaining(1), remaining(2); ap != 9500 || eu != 10000 || us != 9500 {
+		t.Fatalf("after 500 admitted in ap, ap to eu cut: remaining ap %d, eu %d, us %d; want 9500, 10000, 9500", ap, eu, us)
+	}
+	w.links[[2]int{0, 1}].setCut(false)
+	admit(10)
+	if ap, eu, us := remaining(0), remaining(1), remaining(2); ap != 9490 || eu != 9989 || us != 9490 {
+		t.Errorf("healed, 10 more admitted: remaining ap %d, eu %d, us %d; want 9490, 9989 (10 and the one unit kept of what the cut link missed), 9490", ap, eu, us)
+	}
+}
+
 // A region cut off for several windows keeps its last share, and the
 // others theirs: every window admits at most 1.2 times the limit, and,
 // two exchange intervals after the link heals, 1.1 times again. Cut off
