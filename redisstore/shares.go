@@ -58,25 +58,32 @@ func (s *Store) ExchangeShares(ctx context.Context, ttl time.Duration, pairs []b
 	if len(pairs) == 0 {
 		return [][]store.Share{}, nil
 	}
-	if !s.ready.Load() {
-		return nil, s.errConnecting()
-	}
-	calls, err := s.planShares(ttl, pairs, mine)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, wrap(err)
-	}
-	nodes, err := s.allowShares(calls)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := s.callShares(ctx, s.lib.shares, calls, nodes)
+	calls, rs, err := s.sharesRound(ctx, s.lib.shares, func() ([]sharesCall, error) { return s.planShares(ttl, pairs, mine) })
 	if err != nil {
 		return nil, err
 	}
 	return decodeShares(len(pairs), calls, rs, 0)
+}
+
+// sharesRound makes the calls of fn that plan gives, once connected and
+// if ctx is not done, through the breakers of the nodes they go to.
+func (s *Store) sharesRound(ctx context.Context, fn string, plan func() ([]sharesCall, error)) ([]sharesCall, []rueidis.RedisResult, error) {
+	if !s.ready.Load() {
+		return nil, nil, s.errConnecting()
+	}
+	calls, err := plan()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, wrap(err)
+	}
+	nodes, err := s.allowShares(calls)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := s.callShares(ctx, fn, calls, nodes)
+	return calls, rs, err
 }
 
 // callShares makes calls of fn, to nodes, within the store's Timeout,
@@ -114,21 +121,7 @@ func (s *Store) SyncShares(ctx context.Context, ttl time.Duration, pushes []boun
 	if len(pushes) == 0 {
 		return [][]store.Share{}, nil
 	}
-	if !s.ready.Load() {
-		return nil, s.errConnecting()
-	}
-	calls, err := s.planSync(ttl, pushes, shares)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, wrap(err)
-	}
-	nodes, err := s.allowShares(calls)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := s.callShares(ctx, s.lib.sync, calls, nodes)
+	calls, rs, err := s.sharesRound(ctx, s.lib.sync, func() ([]sharesCall, error) { return s.planSync(ttl, pushes, shares) })
 	if err != nil {
 		return nil, err
 	}
