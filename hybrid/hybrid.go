@@ -325,7 +325,8 @@ type entry struct {
 	// not charged yet.
 	silentSince int64
 	silentOwed  float64
-	heard       map[string]bool // the other regions whose shares it has had
+	heard       map[string]bool  // the other regions whose shares it has had
+	silentTo    map[string]int64 // until when a silent region was charged here
 }
 
 type shard struct {

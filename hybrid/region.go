@@ -42,9 +42,11 @@ const DefaultRegionTTL = 10 * time.Second
 // A region whose shares of an async bucket have not come for
 // silentIntervals sync intervals (a link cut, or its instances gone) is
 // charged here for what it admits meanwhile, as its charges no longer
-// come: at the rate its instances' last allowances give, or, past the
-// regions' TTL, its static share of the limit's rate; each instance of
-// this region charges its part (see chargeSilent).
+// come: at the rate its instances' last allowances give, from when its
+// next share was due (the intervals it took to find it silent are
+// charged at once), or, past the regions' TTL, its static share of the
+// limit's rate; each instance of this region charges its part (see
+// chargeSilent).
 const silentIntervals = 5
 
 // chargeSilent charges this region's store, for pair p, with its part of
@@ -66,31 +68,35 @@ func (h *Limiter) chargeSilent(ctx context.Context, p *push, others []store.Shar
 		allowed[o.Region] += o.Allowance
 	}
 	silent := int64(silentIntervals) * int64(h.interval)
-	rate := 0.0 // units a ns the silent regions admit
 	p.sh.mu.Lock()
+	since := p.e.silentSince
+	p.e.silentSince = now
+	owed := 0.0 // units the silent regions admitted since the last exchange
 	for _, r := range h.peerNames {
 		switch at, live := newest[r]; {
 		case live:
 			if p.e.heard == nil {
-				p.e.heard = map[string]bool{}
+				p.e.heard, p.e.silentTo = map[string]bool{}, map[string]int64{}
 			}
 			p.e.heard[r] = true
 			if now-at > silent {
-				rate += float64(allowed[r]) / float64(h.interval)
+				// From when its next share was due, the time it took to
+				// find it silent included, or from what was charged.
+				from := max(p.e.silentTo[r], at+int64(h.interval))
+				owed += float64(allowed[r]) / float64(h.interval) * float64(max(now-from, 0))
+				p.e.silentTo[r] = now
 			}
-		case p.e.heard[r]:
+		case p.e.heard[r] && since > 0:
 			// Heard once, its shares since expired: its static share.
-			rate += float64(l.Rate) / float64(l.Period) / float64(len(h.peerNames)+1)
+			owed += float64(l.Rate) / float64(l.Period) / float64(len(h.peerNames)+1) * float64(now-since)
 		}
 	}
-	since := p.e.silentSince
-	p.e.silentSince = now
-	if rate == 0 || since == 0 {
+	if owed == 0 {
 		p.e.silentOwed = 0
 		p.sh.mu.Unlock()
 		return
 	}
-	p.e.silentOwed += rate * float64(now-since) / float64(mine)
+	p.e.silentOwed += owed / float64(mine)
 	n := int64(p.e.silentOwed)
 	p.e.silentOwed -= float64(n)
 	p.sh.mu.Unlock()
