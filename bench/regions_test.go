@@ -135,9 +135,10 @@ func regionStream(phases []regionPhase, load float64, seed uint64) []regionArriv
 // store's 50 ms, and peer-timeout=1s, above the round trip, which is what
 // bouncer serve gives them. The limit is a fixed window of 300 a
 // second, in async mode, and in the cases peer-timeout=1s/mode=strict and
-// mode=lease in those modes inside each region; in the case
-// peer-timeout=1s/algorithm=token_bucket, an async token bucket of 300
-// a second with a burst of 300 (its burst taken in the warm-up window).
+// mode=lease in those modes inside each region; in the cases
+// peer-timeout=1s/algorithm=token_bucket and …/mode=strict, a token
+// bucket of 300 a second with a burst of 300 (its burst taken in the
+// warm-up window), async and strict.
 //
 // One op first makes one run of a seeded open-loop Poisson stream of
 // checks of one key at three times the limit's rate, each check made on
@@ -224,6 +225,7 @@ var regionCases = []regionCase{
 	{"1s/mode=strict", time.Second, 3, bouncer.Strict, false},
 	{"1s/mode=lease", time.Second, 0, bouncer.Lease, false},
 	{"1s/algorithm=token_bucket", time.Second, 0, bouncer.Async, true},
+	{"1s/algorithm=token_bucket/mode=strict", time.Second, 0, bouncer.Strict, true},
 }
 
 // startRegionServers starts a redis-server a region and returns their

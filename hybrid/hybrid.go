@@ -60,15 +60,15 @@ type Options struct {
 
 	// Region names this instance's region when instances in several
 	// regions, each region with a shared store of its own, share their
-	// fixed windows and async limits; Peers are the other regions' shared
-	// stores, by region name. With a Region, every fixed window is
-	// global, in every mode: near its limit the instances of every region
-	// divide it by demand (docs/regions.md); a strict or lease one is
-	// decided in the region's store as without regions, each instance
-	// held to its share. Every async limit of another algorithm is global
-	// too: each region's store is charged with the others' admissions
-	// (through Peers that are store.Chargers), and the regions divide
-	// what it has by demand. Each region's instances must name it alike.
+	// limits; Peers are the other regions' shared stores, by region name.
+	// With a Region, every limit that can be charged (store.Chargeable:
+	// all but concurrency limits and shaping leaky buckets) is global, in
+	// every mode: near its limit the instances of every region divide it
+	// by demand (docs/regions.md); a strict or lease one is decided in the
+	// region's store as without regions, each instance held to its share.
+	// A fixed window's regions learn each other's counts from the shares;
+	// another limit's, from charges (through Peers that are
+	// store.Chargers). Each region's instances must name it alike.
 	Region string
 	Peers  map[string]store.Sharer
 
@@ -454,12 +454,12 @@ func (h *Limiter) forget(r bouncer.Request, all bool) {
 }
 
 // shares reports whether l's pairs take part in the division by demand
-// (see exchange): async limits, and with regions the strict and lease
-// fixed windows, which the region's shared store decides as ever while
-// each instance's allowance holds it to its share of the global limit
-// (see docs/regions.md).
+// (see exchange): async limits, and with regions every global one (see
+// globalLimit), which in strict or lease mode the region's shared store
+// decides as ever while each instance's allowance holds it to its share
+// of the global limit (see docs/regions.md).
 func (h *Limiter) shares(l *bouncer.Limit) bool {
-	return l.Mode == bouncer.Async || h.region != "" && l.Algorithm == bouncer.FixedWindow
+	return l.Mode == bouncer.Async || h.globalLimit(l)
 }
 
 // routesLocal reports whether r has a limit the limiter decides itself,

@@ -101,21 +101,46 @@ func (h *Limiter) chargeSilent(ctx context.Context, p *push, others []store.Shar
 	p.e.silentOwed -= float64(n)
 	p.sh.mu.Unlock()
 	if c, ok := h.shared.(store.Charger); ok && n > 0 {
-		_ = c.Charge(ctx, pairRequest(p.id.key, p.id.lim, n))
+		_ = c.Charge(ctx, pairRequest(p.id.key, ledgerOf(p.e.lim), n))
 	}
 }
 
 // chargedAcross reports whether l's pairs are global by charges: with
-// regions, an async limit that is not a fixed window.
+// regions, a limit that can be charged (store.Chargeable) and is not a
+// fixed window, in any mode.
 func (h *Limiter) chargedAcross(l *bouncer.Limit) bool {
-	return h.region != "" && l.Mode == bouncer.Async && l.Algorithm != bouncer.FixedWindow
+	return h.region != "" && l.Algorithm != bouncer.FixedWindow && store.Chargeable(*l)
 }
 
 // globalLimit reports whether, with regions, l is one limit across
-// them: every fixed window (by the counts the shares report), and async
-// limits (by the charges relayed, see owe).
+// them: every fixed window (by the counts the shares report), and every
+// other limit that can be charged (by the charges relayed, see owe). A
+// concurrency limit or a shaping leaky bucket is each region's own.
 func (h *Limiter) globalLimit(l *bouncer.Limit) bool {
-	return h.region != "" && (l.Algorithm == bouncer.FixedWindow || l.Mode == bouncer.Async)
+	return h.region != "" && store.Chargeable(*l)
+}
+
+// A strict or lease bucket of regions is decided by its region's store
+// on the region's own state, exact inside the region as without regions,
+// each instance also held to its share of the global limit: the regions
+// divide what a second state, its ledger, has left. The ledger is the
+// same limit under another name (ledgerOf) in every region's store,
+// charged with every region's admissions, the region's own at each sync
+// (its push) and the others' by their relays. The strict state never
+// takes the others' charges: what another region admitted never makes a
+// region's own checks wait (an async bucket's state is its ledger: its
+// admissions are decided by the division alone).
+
+// ledgerSuffix ends the name of a strict or lease bucket's ledger.
+const ledgerSuffix = " (regions' ledger)"
+
+// ledgerOf is the limit the charges of l's pairs go to: l itself for an
+// async limit, its ledger for a strict or lease one (see above).
+func ledgerOf(l bouncer.Limit) bouncer.Limit {
+	if l.Mode != bouncer.Async && l.Algorithm != bouncer.FixedWindow {
+		l.Name += ledgerSuffix
+	}
+	return l
 }
 
 // peer is another region's store, and the latest shares to relay to it.
@@ -126,16 +151,18 @@ type peer struct {
 	wake   chan struct{}
 
 	mu   sync.Mutex
-	owed map[id]int64 // units of async pairs admitted here, not charged there yet (see owe)
+	owed map[id]int64 // units admitted here, by ledger, not charged there yet (see owe)
 }
 
-// owe records that the instance admitted n units of pair i, an async
-// limit that is not a fixed window, for the other regions' stores to be
-// charged with (see send).
-func (h *Limiter) owe(i id, n int64) {
-	if n <= 0 || len(h.peers) == 0 || i.lim.Algorithm == bouncer.FixedWindow {
+// owe records that the instance admitted n units of key under l, a
+// limit global by charges (see chargedAcross), for the other regions'
+// stores to be charged with, on its ledger (see send).
+func (h *Limiter) owe(key string, l *bouncer.Limit, n int64) {
+	if n <= 0 || len(h.peers) == 0 || !h.chargedAcross(l) {
 		return
 	}
+	led := ledgerOf(*l)
+	i := idOf(key, &led)
 	for _, p := range h.peers {
 		p.mu.Lock()
 		if p.owed == nil {

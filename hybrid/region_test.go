@@ -208,6 +208,11 @@ func TestRegionsShareTheLimit(t *testing.T) {
 	// charged with the others' admissions, and the regions share what it
 	// has by demand; its windows are seconds, the first two its burst.
 	t.Run("bucket", func(t *testing.T) { testRegionsShareTheLimit(t, globalBucket) })
+	for _, mode := range []bouncer.Mode{bouncer.Strict, bouncer.Lease} {
+		l := globalBucket
+		l.Mode = mode
+		t.Run("bucket-"+mode.String(), func(t *testing.T) { testRegionsShareTheLimit(t, l) })
+	}
 }
 
 var globalBucket = bouncer.Limit{Name: "b", Algorithm: bouncer.TokenBucket, Rate: 300, Period: time.Second, Burst: 300, Mode: bouncer.Async}
@@ -249,11 +254,23 @@ func testRegionsShareTheLimit(t *testing.T, l bouncer.Limit) {
 // heal; past the TTL, us is held to its static share, a third of the
 // rate, each other region charging for it at that pace.
 func TestRegionsBucketPartition(t *testing.T) {
-	_, _, by := runPartition(t, globalBucket)
-	for win := 7; win < 10; win++ {
-		if us := by[win][2]; us > globalBucket.Rate/3+3 {
-			t.Errorf("second %d, us cut off past the TTL admitted %d, over its static share %d", win, us, globalBucket.Rate/3)
-		}
+	for _, mode := range []bouncer.Mode{bouncer.Async, bouncer.Strict, bouncer.Lease} {
+		t.Run(mode.String(), func(t *testing.T) {
+			l := globalBucket
+			l.Mode = mode
+			_, _, by := runPartition(t, l)
+			for win := 7; win < 10; win++ {
+				if us := by[win][2]; us > l.Rate/3+3 {
+					t.Errorf("second %d, us cut off past the TTL admitted %d, over its static share %d", win, us, l.Rate/3)
+				}
+			}
+			// Healed, us (60 % of the demand) has its max-min third again.
+			for win := 11; win < 14; win++ {
+				if us := by[win][2]; us < l.Rate/4 {
+					t.Errorf("second %d, healed, us admitted %d, under a quarter of %d", win, us, l.Rate)
+				}
+			}
+		})
 	}
 }
 

@@ -135,7 +135,7 @@ type division struct {
 // returns the demands (this instance's first) and the static shares
 // held, for rollover.
 func (d *division) allowance() (a int64, demands []float64, static float64) {
-	global := d.region != "" && (d.l.Algorithm == bouncer.FixedWindow || d.l.Mode == bouncer.Async)
+	global := d.region != "" && store.Chargeable(*d.l)
 	var others []store.Share
 	used, heard := map[string]int64{}, map[string]bool{}
 	for _, o := range d.others {
@@ -387,7 +387,7 @@ func (h *Limiter) exchange(ctx context.Context, ps []push, mine []store.SyncShar
 			spent = append(spent, len(at))
 		}
 		p.sh.mu.Unlock()
-		pairs, shares, at = append(pairs, pairRequest(p.id.key, p.e.lim, 1)), append(shares, s), append(at, p)
+		pairs, shares, at = append(pairs, pairRequest(p.id.key, ledgerOf(p.e.lim), 1)), append(shares, s), append(at, p)
 		others[len(at)-1] = others[j]
 	}
 	h.record(ctx, h.sharer, ttl, spentTTL, pairs, shares, spent)

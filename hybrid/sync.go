@@ -92,10 +92,10 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 				h.reconcile(ctx, p, d.Remaining)
 			}
 			h.noteRoom(p, d.Remaining)
-			h.owe(p.id, p.n-p.debt)
+			h.owe(p.id.key, &p.e.lim, p.n-p.debt)
 		default:
 			p.answered = true
-			h.owe(p.id, p.n-p.debt)
+			h.owe(p.id.key, &p.e.lim, p.n-p.debt)
 			h.noteRoom(p, 0)
 			fits := max(d.Remaining, 0)
 			h.stats.overAdmitted.Add(max(p.n-fits-p.debt, 0))
@@ -182,10 +182,11 @@ func (h *Limiter) pending(closing bool) (ps []push, waiting *push) {
 			}
 			// A push is at most the limit's capacity (more could never
 			// pass); the rest stays a debt for the next. A strict or lease
-			// pair that shares pushes nothing: its push is a peek, for
-			// what its region's store has left.
+			// fixed window that shares pushes nothing: its push is a peek,
+			// for what its region's store has left; a strict or lease
+			// bucket's goes to its ledger (see ledgerOf).
 			total := e.pending + e.debt
-			if e.lim.Mode != bouncer.Async {
+			if e.lim.Mode != bouncer.Async && e.lim.Algorithm == bouncer.FixedWindow {
 				total = 0
 			}
 			n := min(total, e.lim.Capacity())
@@ -207,7 +208,7 @@ func (h *Limiter) pending(closing bool) (ps []push, waiting *push) {
 // pushRequest is p's push of n units; of none, a peek (a pair that
 // shares is pushed at every sync, to learn what is left).
 func pushRequest(p *push, n int64) bouncer.Request {
-	r := pairRequest(p.id.key, p.e.lim, n)
+	r := pairRequest(p.id.key, ledgerOf(p.e.lim), n)
 	r.Peek = n == 0
 	return r
 }
@@ -296,7 +297,9 @@ func (e *entry) roomNow(now int64) int64 {
 // shares already and was asked for in the last shareTTLIntervals syncs
 // (a quiet interval or two of a pair near its limit does not make it
 // start again as a newcomer), or its units pending are a sixteenth of
-// what it had left or more.
+// what it had left or more; a strict or lease bucket of regions, whenever
+// it is asked for (see ledgerOf): the others learn its demand before
+// they take the whole ledger.
 func (e *entry) nearLimit(now int64) bool {
 	if e.sharing {
 		if e.wanted > 0 {
@@ -306,5 +309,6 @@ func (e *entry) nearLimit(now int64) bool {
 		}
 		return e.quiet < shareTTLIntervals
 	}
-	return e.debt > 0 || e.pending > 0 && e.pending*waitShare >= e.roomNow(now)
+	bucket := e.lim.Mode != bouncer.Async && e.lim.Algorithm != bouncer.FixedWindow
+	return bucket && e.wanted > 0 || e.debt > 0 || e.pending > 0 && e.pending*waitShare >= e.roomNow(now)
 }

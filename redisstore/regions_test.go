@@ -397,6 +397,17 @@ func TestRegions(t *testing.T) {
 	// others' admissions, the regions sharing what it has by demand.
 	t.Run("steady-bucket", func(t *testing.T) { testRegionsSteady(t, regionBucket) })
 	t.Run("partition-bucket", func(t *testing.T) { testRegionsPartition(t, regionBucket) })
+	// A strict or lease bucket: decided by its region's Redis on its own
+	// state, each instance held to its share of the key's ledger, which
+	// every region's admissions are charged to.
+	bucketIn := func(m bouncer.Mode) bouncer.Limit {
+		l := regionBucket
+		l.Mode = m
+		return l
+	}
+	t.Run("steady-bucket-strict", func(t *testing.T) { testRegionsSteady(t, bucketIn(bouncer.Strict)) })
+	t.Run("steady-bucket-lease", func(t *testing.T) { testRegionsSteady(t, bucketIn(bouncer.Lease)) })
+	t.Run("partition-bucket-strict", func(t *testing.T) { testRegionsPartition(t, bucketIn(bouncer.Strict)) })
 }
 
 // Spread evenly for three windows after two to join, then moving from

@@ -12,6 +12,7 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/hybrid"
 	"github.com/bouncerhq/bouncer/rules"
+	bstore "github.com/bouncerhq/bouncer/store"
 )
 
 func checkUsage(w io.Writer) {
@@ -183,10 +184,14 @@ func regionBound(l bouncer.Limit, n int) string {
 		}
 		return fmt.Sprintf("; across %d regions, global: near the limit the regions share %s by demand, as the instances of one do%s; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, inside, l.Rate/int64(n))
 	}
-	if l.Mode == bouncer.Async {
-		return fmt.Sprintf("; across %d regions, global: each region's Redis is charged with the others' admissions, and near the limit the regions share %s by demand, as the instances of one do; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, l.Rate/int64(n))
+	if bstore.Chargeable(l) {
+		inside := ""
+		if l.Mode != bouncer.Async {
+			inside = fmt.Sprintf(" (each region's Redis deciding in %s mode, each instance held to its share)", l.Mode)
+		}
+		return fmt.Sprintf("; across %d regions, global: each region's Redis is charged with the others' admissions, and near the limit the regions share %s by demand, as the instances of one do%s; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, inside, l.Rate/int64(n))
 	}
-	return fmt.Sprintf("; across %d regions, each region's own (only fixed windows and async limits are global): up to %d x %s in all", n, n, what)
+	return fmt.Sprintf("; across %d regions, each region's own (a %s is never global): up to %d x %s in all", n, chargeWord(l), n, what)
 }
 
 // outageBound says in one sentence what l admits at worst while its
@@ -208,4 +213,13 @@ func outageBound(l bouncer.Limit, def bouncer.StoreErrorPolicy) string {
 		return head + "up to instances x " + limitWords(l) + ", each instance limiting on its own, plus what the leases already taken hold"
 	}
 	return head + "up to instances x " + limitWords(l) + ", each instance limiting on its own"
+}
+
+// chargeWord names a limit that cannot be charged after the fact, and
+// so is never global across regions.
+func chargeWord(l bouncer.Limit) string {
+	if l.Algorithm == bouncer.Concurrency {
+		return "concurrency limit"
+	}
+	return "shaping leaky bucket"
 }

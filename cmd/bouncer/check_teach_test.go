@@ -124,17 +124,20 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 		}
 	}
 	// Across three regions a fixed window is global, in async mode and in
-	// lease mode, and so is an async GCRA limit; a lease GCRA limit is
-	// each region's own.
+	// lease mode, and so are a GCRA limit in lease and in async mode; a
+	// shaping leaky bucket is each region's own.
 	var asyncOut, asyncErr strings.Builder
 	gdir := t.TempDir()
-	writeConfig(t, gdir, "g.yaml", "domain: d\nrules:\n  - name: g\n    match: [{key: user}]\n    limits:\n      - {name: g, rate: 10, period: 1s, algorithm: gcra, burst: 20}\n")
+	writeConfig(t, gdir, "g.yaml", "domain: d\nrules:\n  - name: g\n    match: [{key: user}]\n    limits:\n      - {name: g, rate: 10, period: 1s, algorithm: gcra, burst: 20}\n  - name: c\n    match: [{key: conn}]\n    limits:\n      - {name: c, rate: 5, period: 1s, algorithm: leaky_bucket, shape: true}\n")
 	if code := runCheck([]string{"--mode", "async", "--regions", "3", filepath.Join(gdir, "g.yaml")}, &asyncOut, &asyncErr); code != exitOK {
 		t.Fatalf("an async GCRA limit, --regions 3: exit %d, stderr %q", code, asyncErr.String())
 	}
 	if want := "limit g: async: "; !strings.Contains(asyncOut.String(), want) ||
 		!strings.Contains(asyncOut.String(), "; across 3 regions, global: each region's Redis is charged with the others' admissions, and near the limit the regions share 10 per 1s with a burst of 20 by demand, as the instances of one do; a region cut off keeps its last share, past --region-ttl its static share of 3\n") {
 		t.Errorf("an async GCRA limit, --regions 3: got\n%s", asyncOut.String())
+	}
+	if want := "; across 3 regions, each region's own (a shaping leaky bucket is never global): up to 3 x "; !strings.Contains(asyncOut.String(), want) {
+		t.Errorf("a shaping leaky bucket, --regions 3: output lacks %q:\n%s", want, asyncOut.String())
 	}
 	var stdout, stderr strings.Builder
 	if code := runCheck([]string{"--mode", "async", "--regions", "3", p}, &stdout, &stderr); code != exitOK {
@@ -144,7 +147,7 @@ func TestCheckPrintsModeBounds(t *testing.T) {
 		"limit m: async: near the limit, instances share 100 per 1m0s by demand",
 		"; across 3 regions, global: near the limit the regions share 100 per 1m0s by demand, as the instances of one do; a region cut off keeps its last share, past --region-ttl its static share of 33\n",
 		"limit w: lease: never more than 1000 per 1h0m0s; while Redis is down, with on_store_error deny: only what the leases already taken hold, within the bound above; across 3 regions, global: near the limit the regions share 1000 per 1h0m0s by demand, as the instances of one do (each region's Redis deciding in lease mode, each instance held to its share); a region cut off keeps its last share, past --region-ttl its static share of 333\n",
-		"limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s); while Redis is down, with on_store_error local: up to instances x 10 per 1s with a burst of 20, each instance limiting on its own, plus what the leases already taken hold; across 3 regions, each region's own (only fixed windows and async limits are global): up to 3 x 10 per 1s with a burst of 20 in all\n",
+		"limit s: lease: at most 10 more than 10 per 1s with a burst of 20 (what refills in a lease of 1s); while Redis is down, with on_store_error local: up to instances x 10 per 1s with a burst of 20, each instance limiting on its own, plus what the leases already taken hold; across 3 regions, global: each region's Redis is charged with the others' admissions, and near the limit the regions share 10 per 1s with a burst of 20 by demand, as the instances of one do (each region's Redis deciding in lease mode, each instance held to its share); a region cut off keeps its last share, past --region-ttl its static share of 3\n",
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("--regions 3: output lacks %q:\n%s", want, stdout.String())

@@ -110,7 +110,7 @@ func serveFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.stateFile, "state-file", "", "with the memory store: restore its state from this file at start (refusing to start if it is damaged), and save it there every --state-save-interval and at shutdown; unset: state is lost at a restart; see docs/running.md#state-file")
 	fs.DurationVar(&c.stateSaveInterval, "state-save-interval", time.Minute, "with --state-file: how often the memory store's state is saved")
 	fs.StringVar(&c.onStoreError, "on-store-error", "local", "when Redis cannot answer, for rules that say nothing: local (each instance limits on its own), allow or deny")
-	fs.StringVar(&c.region, "region", "", "with Redis: this instance's region, when regions with a Redis each share their fixed windows and async limits (--region-peers names the others'); see docs/regions.md")
+	fs.StringVar(&c.region, "region", "", "with Redis: this instance's region, when regions with a Redis each share their limits (--region-peers names the others'); see docs/regions.md")
 	fs.StringVar(&c.regionPeers, "region-peers", "", "with --region: the other regions' Redis, as NAME=URL separated by spaces (the URLs of --store; rediss:// ones use the TLS files of --store-tls-ca and the others)")
 	fs.DurationVar(&c.regionTTL, "region-ttl", hybrid.DefaultRegionTTL, "with --region: how long this instance's shares live in the other regions' Redis; a region not heard from for longer is held to its static share")
 	fs.StringVar(&c.mode, "mode", "strict", "with Redis, how limits whose rule names no mode are shared: strict (every check asks Redis), lease (quota taken in leases, spent locally) or async (counted locally, synced every 100ms); see docs/hybrid.md")
