@@ -36,8 +36,9 @@ func main() {
 
 var regions = []string{"ap", "eu", "us"}
 
-// global is the limit the regions share: with regions, every async
-// fixed window is one limit for all of them.
+// global is the limit the regions share: with regions, every limit is
+// one limit for all of them, whatever its algorithm and mode, but
+// concurrency limits and shaping leaky buckets (docs/regions.md).
 var global = bouncer.Limit{Name: "global", Algorithm: bouncer.FixedWindow, Rate: 300, Period: time.Second, Mode: bouncer.Async}
 
 // seconds is how the demand is spread over the regions, second by
