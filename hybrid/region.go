@@ -168,7 +168,11 @@ func (h *Limiter) owe(key string, l *bouncer.Limit, n int64) {
 		if p.owed == nil {
 			p.owed = map[id]int64{}
 		}
-		p.owed[i] += n
+		// A peer cut off keeps at most as many keys owed as the limiter
+		// keeps pairs (Options.MaxKeys); the charges of others are lost.
+		if _, ok := p.owed[i]; ok || len(p.owed) < h.perShard*shardCount {
+			p.owed[i] += n
+		}
 		p.mu.Unlock()
 	}
 }

@@ -3,6 +3,7 @@ package hybrid_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -339,6 +340,30 @@ func TestRegionsChargesCapped(t *testing.T) {
 	admit(10)
 	if ap, eu, us := remaining(0), remaining(1), remaining(2); ap != 9490 || eu != 9989 || us != 9490 {
 		t.Errorf("healed, 10 more admitted: remaining ap %d, eu %d, us %d; want 9490, 9989 (10 and the one unit kept of what the cut link missed), 9490", ap, eu, us)
+	}
+}
+
+// Charges owed to a region cut off are kept for at most as many keys as
+// the limiter keeps pairs (MaxKeys): a long cut and a wide key space
+// cannot grow them without bound.
+func TestRegionsOwedBounded(t *testing.T) {
+	w := newWorld(t, 50*time.Millisecond, 10*time.Second)
+	l := bouncer.Limit{Name: "o", Algorithm: bouncer.TokenBucket, Rate: 1000, Period: time.Second, Burst: 1000, Mode: bouncer.Async}
+	ms := memstore.New(memstore.Options{Now: w.clock.Now})
+	t.Cleanup(func() { ms.Close() })
+	peer := &link{Sharer: w.stores[1], clock: w.clock, delay: 50 * time.Millisecond}
+	peer.setCut(true)
+	h := hybrid.New(ms, nil, hybrid.Options{Now: w.clock.Now, Manual: true, Region: "ap", Peers: map[string]store.Sharer{"eu": peer}, MaxKeys: 64})
+	t.Cleanup(func() { h.Close() })
+	for k := range 500 {
+		check(t, h, one(fmt.Sprintf("k%d", k), 1, l))
+		if k%50 == 49 {
+			w.clock.Advance(shareInterval)
+			h.Tick(context.Background())
+		}
+	}
+	if owed := h.Owed()["eu"]; owed == 0 || owed > 64 {
+		t.Errorf("keys owed to eu, cut off, after 500 keys: %d, want 1 to 64 (MaxKeys)", owed)
 	}
 }
 
