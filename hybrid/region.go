@@ -16,9 +16,9 @@ import (
 const DefaultRegionTTL = 10 * time.Second
 
 // Regions. Instances in several regions, each region with a shared store
-// of its own, share every fixed window (see Limiter.shares; a strict or
-// lease one is decided in the region's store, its pushes peeks, each
-// instance held to its allowance as an async one): each instance's shares go
+// of its own, share every limit that can be charged (see globalLimit; a
+// strict or lease one is decided in the region's store, each instance
+// held to its allowance as an async one): each instance's shares go
 // to its region's store at each exchange, as with one region, and are
 // relayed to the other regions' stores, apart from the exchange, by a
 // goroutine a region that sends only the latest (relay); the others'
@@ -28,18 +28,20 @@ const DefaultRegionTTL = 10 * time.Second
 // they its, until then; a region not heard from for longer holds its
 // static share (see division.allowance).
 
-// Async buckets and sliding windows are global by charges as well: the
-// units an instance admits of such a pair are charged, at its sync, to
-// the same pair in every other region's store too (owe; send charges
-// them through store.Charger, apart from the exchange as shares are), so
-// that each region's state counts every region's admissions, a link's
-// delay late; the shares are then divided by demand across regions as
-// a fixed window's are, what the pair's state has left being the pool.
+// A fixed window's regions learn each other's counts from the shares
+// (store.Share.Used). The other limits are global by charges: the units
+// an instance admits of such a pair are charged, at its sync, to the
+// pair's ledger (ledgerOf) in every other region's store too (owe; send
+// charges them through store.Charger, apart from the exchange as shares
+// are), so that each region's ledger counts every region's admissions, a
+// link's delay late; the shares are then divided by demand across
+// regions as a fixed window's are, what the ledger has left being the
+// pool.
 // Charges a peer could not take are charged again at the next send, at
 // most an interval's worth of the limit's rate: a region cut off for
 // longer is held by its share, not by the charges it missed.
 
-// A region whose shares of an async bucket have not come for
+// A region whose shares of a pair global by charges have not come for
 // silentIntervals sync intervals (a link cut, or its instances gone) is
 // charged here for what it admits meanwhile, as its charges no longer
 // come: at the rate its instances' last allowances give, from when its
