@@ -317,7 +317,7 @@ func (c *call) held(h *Limiter, cost, now int64) (bouncer.Decision, bool) {
 			debt = e.debt > 0
 			ok = e.ask(p.l, cost, now, failing)
 			p.allowed = ok && e.sharing && !failing
-			if !e.dirty && p.l.Mode != bouncer.Async && h.chargedAcross(p.l) {
+			if !e.dirty && hasLedger(p.l) && h.chargedAcross(p.l) {
 				// Its demand is shared at the next sync, denied or not
 				// (see nearLimit).
 				e.dirty = true

@@ -60,10 +60,10 @@ func (h *Limiter) chargeSilent(ctx context.Context, p *push, others []store.Shar
 		return
 	}
 	newest, allowed := map[string]int64{}, map[string]int64{}
-	mine := 1
+	own := 1 // this region's instances
 	for _, o := range others {
 		if o.Region == h.region {
-			mine++
+			own++
 			continue
 		}
 		newest[o.Region] = max(newest[o.Region], o.At)
@@ -98,7 +98,7 @@ func (h *Limiter) chargeSilent(ctx context.Context, p *push, others []store.Shar
 		p.sh.mu.Unlock()
 		return
 	}
-	p.e.silentOwed += owed / float64(mine)
+	p.e.silentOwed += owed / float64(own)
 	n := int64(p.e.silentOwed)
 	p.e.silentOwed -= float64(n)
 	p.sh.mu.Unlock()
@@ -136,10 +136,17 @@ func (h *Limiter) globalLimit(l *bouncer.Limit) bool {
 // ledgerSuffix ends the name of a strict or lease bucket's ledger.
 const ledgerSuffix = " (regions' ledger)"
 
-// ledgerOf is the limit the charges of l's pairs go to: l itself for an
-// async limit, its ledger for a strict or lease one (see above).
+// hasLedger reports whether l's pairs, with regions, count in a ledger
+// beside their state: a strict or lease limit that is not a fixed
+// window (see above).
+func hasLedger(l *bouncer.Limit) bool {
+	return l.Mode != bouncer.Async && l.Algorithm != bouncer.FixedWindow
+}
+
+// ledgerOf is the limit the charges of l's pairs go to: its ledger if it
+// has one (see hasLedger), else l itself.
 func ledgerOf(l bouncer.Limit) bouncer.Limit {
-	if l.Mode != bouncer.Async && l.Algorithm != bouncer.FixedWindow {
+	if hasLedger(&l) {
 		l.Name += ledgerSuffix
 	}
 	return l
@@ -233,10 +240,18 @@ func (h *Limiter) relay(pairs []bouncer.Request, mine []store.Share) {
 			b.pairs, b.mine = append(b.pairs, r), append(b.mine, mine[k])
 		}
 	}
-	for _, p := range h.peers {
-		if len(b.pairs) > 0 {
+	if len(b.pairs) > 0 {
+		for _, p := range h.peers {
 			p.latest.Store(&b)
 		}
+	}
+	h.wakeRelays()
+}
+
+// wakeRelays wakes every peer's relay, to send what it has: the latest
+// shares, and the charges owed (see owe).
+func (h *Limiter) wakeRelays() {
+	for _, p := range h.peers {
 		select {
 		case p.wake <- struct{}{}:
 		default:

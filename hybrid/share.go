@@ -185,7 +185,7 @@ func (d *division) allowance() (a int64, demands []float64, static float64) {
 			}
 			held += float64(ceilUnits(fresh[k+1]))
 		case o.Region != d.region && d.l.Algorithm != bouncer.FixedWindow:
-			// An async bucket's (see chargedAcross): what another
+			// A pair global by charges (see chargedAcross): what another
 			// region admitted comes into the pool as charges, what it
 			// will admit is its share of the same pool.
 		case o.Region != d.region:

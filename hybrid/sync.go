@@ -47,7 +47,7 @@ func (h *Limiter) sync(ctx context.Context, closing bool) {
 	// Syncs fail when most pushes do (Redis down, not one slow call):
 	// the pushes that failed are made again at the next either way.
 	h.syncFailing.Store(failed > 0 && 2*failed >= len(all))
-	h.relay(nil, nil) // the charges owed to other regions (see owe)
+	h.wakeRelays() // the charges owed to other regions (see owe)
 }
 
 // pushChunk is how many pushes one call carries: a sync of more sends
@@ -113,7 +113,9 @@ func (h *Limiter) push(ctx context.Context, ps []push) int {
 				}
 				h.requeue(p, 0, p.n-fits)
 			}
-			h.reconcile(ctx, p, 0)
+			if p.e.lim.Mode == bouncer.Async {
+				h.reconcile(ctx, p, 0)
+			}
 		}
 	}
 	if len(rest) > 0 {
@@ -309,6 +311,5 @@ func (e *entry) nearLimit(now int64) bool {
 		}
 		return e.quiet < shareTTLIntervals
 	}
-	bucket := e.lim.Mode != bouncer.Async && e.lim.Algorithm != bouncer.FixedWindow
-	return bucket && e.wanted > 0 || e.debt > 0 || e.pending > 0 && e.pending*waitShare >= e.roomNow(now)
+	return hasLedger(&e.lim) && e.wanted > 0 || e.debt > 0 || e.pending > 0 && e.pending*waitShare >= e.roomNow(now)
 }

@@ -38,11 +38,11 @@ func (s *Store) ExchangeShares(_ context.Context, ttl time.Duration, pairs []bou
 	if err := store.ValidateShares(pairs, mine); err != nil {
 		return nil, err
 	}
-	sh := s.lockShares()
+	sh, now := s.lockShares()
 	defer sh.mu.Unlock()
 	others := make([][]store.Share, len(pairs))
 	for i, r := range pairs {
-		others[i] = sh.record(s.now(), r, mine[i], ttl)
+		others[i] = sh.record(now, r, mine[i], ttl)
 	}
 	return others, nil
 }
@@ -60,18 +60,18 @@ func (s *Store) SyncShares(ctx context.Context, ttl time.Duration, pushes []boun
 		}
 		ds[i] = d
 	}
-	sh := s.lockShares()
+	sh, now := s.lockShares()
 	defer sh.mu.Unlock()
 	others := make([][]store.Share, len(shares))
 	for j, x := range shares {
-		others[j] = sh.record(s.now(), pushes[x.Pair], x.Share, ttl)
+		others[j] = sh.record(now, pushes[x.Pair], x.Share, ttl)
 	}
 	return others, nil
 }
 
 // lockShares locks the store's shares, sweeping them once a second, and
-// returns them.
-func (s *Store) lockShares() *shares {
+// returns them and the time it read.
+func (s *Store) lockShares() (*shares, int64) {
 	now := s.now()
 	sh := &s.shares
 	sh.mu.Lock()
@@ -81,7 +81,7 @@ func (s *Store) lockShares() *shares {
 	if now-sh.swept >= int64(time.Second) {
 		sh.sweep(now)
 	}
-	return sh
+	return sh, now
 }
 
 // record records mine as its instance's share of r's pair for ttl, and

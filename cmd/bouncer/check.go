@@ -177,21 +177,17 @@ func regionBound(l bouncer.Limit, n int) string {
 		return ""
 	}
 	what := limitWords(l)
-	if l.Algorithm == bouncer.FixedWindow {
-		inside := ""
-		if l.Mode != bouncer.Async {
-			inside = fmt.Sprintf(" (each region's Redis deciding in %s mode, each instance held to its share)", l.Mode)
-		}
-		return fmt.Sprintf("; across %d regions, global: near the limit the regions share %s by demand, as the instances of one do%s; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, inside, l.Rate/int64(n))
+	if !bstore.Chargeable(l) {
+		return fmt.Sprintf("; across %d regions, each region's own (a %s is never global): up to %d x %s in all", n, chargeWord(l), n, what)
 	}
-	if bstore.Chargeable(l) {
-		inside := ""
-		if l.Mode != bouncer.Async {
-			inside = fmt.Sprintf(" (each region's Redis deciding in %s mode, each instance held to its share)", l.Mode)
-		}
-		return fmt.Sprintf("; across %d regions, global: each region's Redis is charged with the others' admissions, and near the limit the regions share %s by demand, as the instances of one do%s; a region cut off keeps its last share, past --region-ttl its static share of %d", n, what, inside, l.Rate/int64(n))
+	how, inside := "", ""
+	if l.Algorithm != bouncer.FixedWindow {
+		how = "each region's Redis is charged with the others' admissions, and "
 	}
-	return fmt.Sprintf("; across %d regions, each region's own (a %s is never global): up to %d x %s in all", n, chargeWord(l), n, what)
+	if l.Mode != bouncer.Async {
+		inside = fmt.Sprintf(" (each region's Redis deciding in %s mode, each instance held to its share)", l.Mode)
+	}
+	return fmt.Sprintf("; across %d regions, global: %snear the limit the regions share %s by demand, as the instances of one do%s; a region cut off keeps its last share, past --region-ttl its static share of %d", n, how, what, inside, l.Rate/int64(n))
 }
 
 // outageBound says in one sentence what l admits at worst while its
