@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 	"time"
+
+	"github.com/bouncerhq/bouncer/calendar"
 )
 
 // Bounds on a Limit's numbers. They keep every computation of every
@@ -36,8 +38,18 @@ type Limit struct {
 
 	// Period is the time Rate refers to: the refill time of a bucket, a
 	// window's length, or (Concurrency) how long a lease lives when it is
-	// not released.
+	// not released. A calendar limit's Period is its longest window,
+	// Calendar.Longest() (NewLimit fills it in).
 	Period time.Duration
+
+	// Calendar, for FixedWindow only, counts in calendar days, weeks or
+	// months of a time zone instead of Period-long windows from the Unix
+	// epoch: a window starts at local midnight of its first day (the
+	// anchor) and ends where the next starts, 23 to 25 hours for a day
+	// across a clock change, 28 to 31 days for a month. The zero value
+	// is no calendar. Headers and RetryAfter give the true end of the
+	// window.
+	Calendar calendar.Period
 
 	// Burst is the capacity of TokenBucket and GCRA and the queue depth of
 	// LeakyBucket, at least 1. The window and concurrency algorithms take
@@ -81,8 +93,12 @@ type Limit struct {
 	Mode Mode
 }
 
-// NewLimit returns l after validating it; see Validate.
+// NewLimit returns l after validating it; see Validate. A calendar
+// limit without a Period gets its longest window's.
 func NewLimit(l Limit) (Limit, error) {
+	if !l.Calendar.IsZero() && l.Period == 0 {
+		l.Period = l.Calendar.Longest()
+	}
 	if err := l.Validate(); err != nil {
 		return Limit{}, err
 	}
@@ -92,9 +108,10 @@ func NewLimit(l Limit) (Limit, error) {
 // Validate reports the first problem with l as a *LimitError naming the
 // field, or nil if l is usable by every store.
 func (l Limit) Validate() error {
+	if err := l.validCalendar(); err != nil {
+		return err
+	}
 	switch {
-	case !l.Algorithm.Valid():
-		return l.invalid("algorithm", fmt.Sprintf("unknown algorithm %d", uint8(l.Algorithm)))
 	case l.Rate < 1:
 		return l.invalid("rate", fmt.Sprintf("must be at least 1, got %d", l.Rate))
 	case l.Rate > MaxRate:
@@ -179,6 +196,9 @@ func (l Limit) Interval() time.Duration {
 // String describes l as in "token_bucket 10/1s burst 20".
 func (l Limit) String() string {
 	s := fmt.Sprintf("%s %d/%v", l.Algorithm, l.Rate, l.Period)
+	if !l.Calendar.IsZero() {
+		s = fmt.Sprintf("%s %d/%v", l.Algorithm, l.Rate, l.Calendar)
+	}
 	if l.Algorithm.UsesBurst() {
 		s += fmt.Sprintf(" burst %d", l.Burst)
 	}
@@ -198,6 +218,26 @@ func (l Limit) String() string {
 		s = l.Name + ": " + s
 	}
 	return s
+}
+
+// validCalendar checks the algorithm, and a calendar limit's calendar
+// and Period.
+func (l Limit) validCalendar() error {
+	switch {
+	case !l.Algorithm.Valid():
+		return l.invalid("algorithm", fmt.Sprintf("unknown algorithm %d", uint8(l.Algorithm)))
+	case l.Calendar.IsZero():
+		return nil
+	case l.Algorithm != FixedWindow:
+		return l.invalid("calendar", fmt.Sprintf("only fixed_window counts in calendar periods, not %s", l.Algorithm))
+	}
+	if err := l.Calendar.Validate(); err != nil {
+		return l.invalid("calendar", err.Error())
+	}
+	if want := l.Calendar.Longest(); l.Period != want {
+		return l.invalid("period", fmt.Sprintf("a %s limit's period is its longest window, %v (calendar.Period.Longest), got %v", l.Calendar.Unit, want, l.Period))
+	}
+	return nil
 }
 
 func (l Limit) invalid(field, reason string) error {

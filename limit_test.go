@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/calendar"
 )
 
 func TestLimitValidate(t *testing.T) {
@@ -206,6 +207,38 @@ func TestStoreErrorPolicyFor(t *testing.T) {
 	} {
 		if got := tc.store.For(bouncer.Limit{OnStoreError: tc.limit}); got != tc.want {
 			t.Errorf("store %q, limit %q: got %q, want %q", tc.store, tc.limit, got, tc.want)
+		}
+	}
+}
+
+// A calendar limit is a fixed window whose Period is its calendar's
+// longest window; NewLimit fills it in, Validate names what is wrong.
+func TestCalendarLimit(t *testing.T) {
+	month := calendar.Period{Unit: calendar.Month, Zone: "America/New_York", Anchor: 15}
+	l, err := bouncer.NewLimit(bouncer.Limit{Name: "budget", Algorithm: bouncer.FixedWindow, Rate: 50, Calendar: month})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Period != month.Longest() || l.Period != 31*24*time.Hour+2*time.Hour {
+		t.Errorf("Period = %v, want the longest month, %v", l.Period, month.Longest())
+	}
+	if got, want := l.String(), "budget: fixed_window 50/calendar_month America/New_York anchor 15"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		l     bouncer.Limit
+		field string
+	}{
+		{bouncer.Limit{Algorithm: bouncer.TokenBucket, Rate: 5, Burst: 5, Period: month.Longest(), Calendar: month}, "calendar"},
+		{bouncer.Limit{Algorithm: bouncer.SlidingWindowCounter, Rate: 5, Period: month.Longest(), Calendar: month}, "calendar"},
+		{bouncer.Limit{Algorithm: bouncer.FixedWindow, Rate: 5, Period: time.Hour, Calendar: month}, "period"},
+		{bouncer.Limit{Algorithm: bouncer.FixedWindow, Rate: 5, Calendar: month}, "period"},
+		{bouncer.Limit{Algorithm: bouncer.FixedWindow, Rate: 5, Period: month.Longest(), Calendar: calendar.Period{Unit: calendar.Month, Zone: "Nowhere/Atlantis"}}, "calendar"},
+		{bouncer.Limit{Algorithm: bouncer.FixedWindow, Rate: 5, Period: month.Longest(), Calendar: calendar.Period{Unit: calendar.Month, Anchor: 32}}, "calendar"},
+	} {
+		var le *bouncer.LimitError
+		if err := c.l.Validate(); !errors.As(err, &le) || le.Field != c.field {
+			t.Errorf("%+v: Validate() = %v, want an error on %s", c.l, err, c.field)
 		}
 	}
 }

@@ -40,14 +40,10 @@ func FixedWindow(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 
 func (p *Params) fixedWindow(t, now, cost int64, r *Result) int64 {
 	rate := p.Limit.Rate
-	stored := windowStart(t, p.period)
-	now = max(now, stored) // see notBeforeWindow
-	start := windowStart(now, p.period)
-	count := int64(0)
-	if stored == start {
-		count = (t - start) / p.unit
-	}
-	reset := start + p.period - now
+	start, end := p.windowOf(t, now)
+	now = max(now, start) // see windowOf
+	count := p.count(t, start)
+	reset := end - now
 	if cost > rate {
 		if p.Limit.ChargeDenied && count < p.top {
 			t, count = start+p.top*p.unit, p.top
@@ -77,6 +73,40 @@ func (p *Params) fixedWindow(t, now, cost int64, r *Result) int64 {
 	return t
 }
 
+// Window returns the fixed window that holds now, in Unix nanoseconds:
+// start <= now < end. Windows are Period long from the Unix epoch, or a
+// calendar limit's days, weeks or months.
+func (p *Params) Window(now int64) (start, end int64) {
+	if p.cal != nil {
+		return p.cal.At(now)
+	}
+	start = windowStart(now, p.period)
+	return start, start + p.period
+}
+
+// windowOf returns the window a check at now works in: now's, or the
+// window that state t was written in if that is later. A clock that
+// stepped back (another instance's, a failed-over Redis's) then counts
+// in the newer window instead of wiping it; the check moves now to that
+// window's start. Buckets need no such care: max(T, now) does it.
+func (p *Params) windowOf(t, now int64) (start, end int64) {
+	start, end = p.Window(now)
+	if t >= end {
+		return p.Window(t)
+	}
+	return start, end
+}
+
+// count decodes the count that t packs for the window that starts at
+// start, where t is before the window's end: 0 when t is from an earlier
+// window.
+func (p *Params) count(t, start int64) int64 {
+	if t < start {
+		return 0
+	}
+	return (t - start) / p.unit
+}
+
 // windowCount decodes the count that t packs for the window that starts
 // at start: 0 when t belongs to another window.
 func (p *Params) windowCount(t, start int64) int64 {
@@ -95,17 +125,16 @@ func (p *Params) notBeforeWindow(t, now int64) int64 {
 }
 
 func (p *Params) fixedWindowExpiry(t int64) int64 {
-	start := windowStart(t, p.period)
-	if p.windowCount(t, start) == 0 {
+	start, end := p.Window(t)
+	if p.count(t, start) == 0 {
 		return 0
 	}
-	return start + p.period
+	return end
 }
 
 func (p *Params) refundFixedWindow(t, now, n int64) int64 {
-	now = p.notBeforeWindow(t, now)
-	start := windowStart(now, p.period)
-	count := p.windowCount(t, start)
+	start, _ := p.windowOf(t, now)
+	count := p.count(t, start)
 	if count == 0 {
 		return t
 	}
@@ -120,8 +149,7 @@ func (p *Params) refundFixedWindow(t, now, n int64) int64 {
 // debt, however deep. What saturating loses: a refund after the charge
 // gives back from the saturated count, not from the full debt.
 func (p *Params) chargeFixedWindow(t, now, cost int64) int64 {
-	now = p.notBeforeWindow(t, now)
-	start := windowStart(now, p.period)
-	count := p.windowCount(t, start)
+	start, _ := p.windowOf(t, now)
+	count := p.count(t, start)
 	return start + min(count+min(cost, p.top), p.top)*p.unit
 }

@@ -2,6 +2,7 @@ package algo
 
 import (
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/calendar"
 )
 
 // Params are a limit with the numbers its algorithm derives from it,
@@ -10,14 +11,15 @@ import (
 // safe for concurrent use.
 type Params struct {
 	Limit    bouncer.Limit
-	tick     int64 // 1, or Microsecond for a long limit: see Tick
-	far      int64 // Far ticks, in nanoseconds
-	period   int64 // Period in nanoseconds, rounded up to a tick
-	interval int64 // ⌈Period/Rate⌉ in ticks, at least 1 tick
-	span     int64 // Burst × interval: a bucket's capacity in nanoseconds
-	top      int64 // the most a window's count holds: Rate, or Rate+1 ("over") when the limit charges denied checks
-	unit     int64 // ⌊Period/(top+1)⌋ in ticks, at least 1 tick: packs a window's count
-	pair     int64 // ⌊Period/(top+1)²⌋ in ticks when at least 1 tick: packs a sliding window counter's two counts; else 0
+	tick     int64             // 1, or Microsecond for a long limit: see Tick
+	far      int64             // Far ticks, in nanoseconds
+	period   int64             // Period in nanoseconds, rounded up to a tick
+	interval int64             // ⌈Period/Rate⌉ in ticks, at least 1 tick
+	span     int64             // Burst × interval: a bucket's capacity in nanoseconds
+	top      int64             // the most a window's count holds: Rate, or Rate+1 ("over") when the limit charges denied checks
+	unit     int64             // ⌊Period/(top+1)⌋ in ticks, at least 1 tick: packs a window's count
+	pair     int64             // ⌊Period/(top+1)²⌋ in ticks when at least 1 tick: packs a sliding window counter's two counts; else 0
+	cal      *calendar.Windows // a calendar limit's windows; nil for windows from the epoch
 }
 
 // Units. A limit computes in nanoseconds while its horizon — the farthest
@@ -60,7 +62,13 @@ func Prepare(l bouncer.Limit) Params {
 		p.top++ // a denied check leaves the count at Rate+1
 	}
 	ticks := p.period / p.tick
-	p.unit = max(ticks/max(p.top+1, 1), 1) * p.tick // Rate −1 must not divide by 0
+	unitTicks := ticks
+	if !l.Calendar.IsZero() && l.Calendar.Validate() == nil {
+		// A count packs into the shortest window the calendar has.
+		p.cal = calendar.NewWindows(l.Calendar)
+		unitTicks = int64(l.Calendar.Shortest()) / p.tick
+	}
+	p.unit = max(unitTicks/max(p.top+1, 1), 1) * p.tick // Rate −1 must not divide by 0
 	if l.Algorithm == bouncer.SlidingWindowCounter && p.top >= 0 {
 		// (top+1)² ≤ Period without squaring: Rate may be 2⁴⁰.
 		if q := ticks / (p.top + 1); q >= p.top+1 {

@@ -3,9 +3,11 @@ package hybrid
 import (
 	"context"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/calendar"
 	"github.com/bouncerhq/bouncer/store"
 )
 
@@ -331,7 +333,7 @@ func (c *call) held(h *Limiter, cost, now int64) (bouncer.Decision, bool) {
 			}
 			d := bouncer.Decision{Capacity: p.l.Capacity(), RetryAfter: h.interval, ResetAfter: h.interval, Key: p.key, LimitName: p.l.Name}
 			if p.l.Algorithm == bouncer.FixedWindow {
-				d.ResetAfter = time.Duration(int64(p.l.Period) - now%int64(p.l.Period))
+				d.ResetAfter = time.Duration(untilEnd(p.l, now))
 			}
 			return d, true
 		}
@@ -614,12 +616,38 @@ func (c *call) settle(h *Limiter, cost, now int64) {
 }
 
 // window is the fixed window of l that holds now (0 for the other
-// algorithms): windows are aligned to the Unix epoch.
+// algorithms): its index from the Unix epoch, or a calendar window's
+// start.
 func window(l *bouncer.Limit, now int64) int64 {
 	if l.Algorithm != bouncer.FixedWindow {
 		return 0
 	}
+	if !l.Calendar.IsZero() {
+		start, _ := calendarWindow(l.Calendar, now)
+		return start
+	}
 	return now / int64(l.Period)
+}
+
+// untilEnd is the time from now to the end of l's fixed window that
+// holds now.
+func untilEnd(l *bouncer.Limit, now int64) int64 {
+	if !l.Calendar.IsZero() {
+		_, end := calendarWindow(l.Calendar, now)
+		return end - now
+	}
+	return int64(l.Period) - now%int64(l.Period)
+}
+
+// calendars keeps the window each calendar period found last.
+var calendars sync.Map // calendar.Period → *calendar.Windows
+
+func calendarWindow(p calendar.Period, now int64) (start, end int64) {
+	w, ok := calendars.Load(p)
+	if !ok {
+		w, _ = calendars.LoadOrStore(p, calendar.NewWindows(p))
+	}
+	return w.(*calendar.Windows).At(now)
 }
 
 // CheckEach decides rs[i] into ds[i] and errs[i], each on its own (see

@@ -55,7 +55,7 @@ func (h *Limiter) size(e *entry, l *bouncer.Limit, cost, now int64) int64 {
 		// spends in the time left, not in a whole span, so that few units
 		// are left parked at its end, where another instance might have
 		// spent them.
-		span, left := h.life(l), int64(l.Period)-now%int64(l.Period)
+		span, left := h.life(l), untilEnd(l, now)
 		n = int64(min(math.Ceil(float64(n)*float64(min(left, span))/float64(span)), float64(l.Capacity())))
 	}
 	n = min(n, l.Capacity())

@@ -383,7 +383,7 @@ func (h *Limiter) exchange(ctx context.Context, ps []push, mine []store.SyncShar
 			// No exchange of the pair until its window ends (see pending):
 			// its share lives until then, so that the others still count
 			// its demand at the next window's start.
-			spentTTL = max(spentTTL, time.Duration(int64(e.lim.Period)-now%int64(e.lim.Period))+ttl)
+			spentTTL = max(spentTTL, time.Duration(untilEnd(&e.lim, now))+ttl)
 			spent = append(spent, len(at))
 		}
 		p.sh.mu.Unlock()

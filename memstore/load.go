@@ -13,6 +13,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
+	"github.com/bouncerhq/bouncer/calendar"
 )
 
 // Loaded says what Load restored.
@@ -42,14 +43,14 @@ func (s *Store) Load(path string) (Loaded, error) {
 		return Loaded{}, fmt.Errorf("memstore: load %s: %w", path, err)
 	}
 	defer f.Close()
-	bodyLen, err := checkFile(f)
+	bodyLen, version, err := checkFile(f)
 	if err != nil {
 		return Loaded{}, fmt.Errorf("memstore: load %s: %w", path, err)
 	}
 	if _, err := f.Seek(headerLen, io.SeekStart); err != nil {
 		return Loaded{}, fmt.Errorf("memstore: load %s: %w", path, err)
 	}
-	r := &countReader{r: bufio.NewReaderSize(f, 1<<20), end: bodyLen}
+	r := &countReader{r: bufio.NewReaderSize(f, 1<<20), end: bodyLen, version: version}
 	ld, err := s.readBody(r)
 	if err == nil && r.n != bodyLen {
 		err = fmt.Errorf("the body ends at byte %d of %d", r.n, bodyLen)
@@ -62,17 +63,19 @@ func (s *Store) Load(path string) (Loaded, error) {
 }
 
 // checkFile reads the header and the whole body, and returns the body's
-// length if the magic, version, length and checksum are right.
-func checkFile(f *os.File) (int64, error) {
+// length and the format's version if the magic, version, length and
+// checksum are right. Version 1, from before calendar limits, reads too.
+func checkFile(f *os.File) (int64, uint32, error) {
 	h := make([]byte, headerLen)
 	if n, err := io.ReadFull(f, h); err != nil {
-		return 0, fmt.Errorf("truncated: %d bytes, shorter than the %d-byte header", n, headerLen)
+		return 0, 0, fmt.Errorf("truncated: %d bytes, shorter than the %d-byte header", n, headerLen)
 	}
 	if !bytes.Equal(h[:8], []byte(fileMagic)) {
-		return 0, errors.New("not a memory store state file (wrong magic)")
+		return 0, 0, errors.New("not a memory store state file (wrong magic)")
 	}
-	if v := binary.LittleEndian.Uint32(h[8:]); v != fileVersion {
-		return 0, fmt.Errorf("format version %d, this build reads version %d", v, fileVersion)
+	v := binary.LittleEndian.Uint32(h[8:])
+	if v != fileVersion && v != 1 {
+		return 0, 0, fmt.Errorf("format version %d, this build reads versions 1 and %d", v, fileVersion)
 	}
 	sum := binary.LittleEndian.Uint32(h[12:])
 	bodyLen := int64(binary.LittleEndian.Uint64(h[16:]))
@@ -80,22 +83,23 @@ func checkFile(f *os.File) (int64, error) {
 	n, err := io.Copy(crc, f)
 	switch {
 	case err != nil:
-		return 0, err
+		return 0, 0, err
 	case n < bodyLen:
-		return 0, fmt.Errorf("truncated: the body holds %d bytes, the header says %d", n, bodyLen)
+		return 0, 0, fmt.Errorf("truncated: the body holds %d bytes, the header says %d", n, bodyLen)
 	case n > bodyLen:
-		return 0, fmt.Errorf("%d bytes past the end of the body the header gives", n-bodyLen)
+		return 0, 0, fmt.Errorf("%d bytes past the end of the body the header gives", n-bodyLen)
 	case crc.Sum32() != sum:
-		return 0, fmt.Errorf("corrupt: the body's checksum is %08x, the header says %08x", crc.Sum32(), sum)
+		return 0, 0, fmt.Errorf("corrupt: the body's checksum is %08x, the header says %08x", crc.Sum32(), sum)
 	}
-	return bodyLen, nil
+	return bodyLen, v, nil
 }
 
 // countReader reads the body, counting its bytes up to end.
 type countReader struct {
-	r   *bufio.Reader
-	n   int64
-	end int64
+	r       *bufio.Reader
+	n       int64
+	end     int64
+	version uint32 // the file format's
 }
 
 func (c *countReader) ReadByte() (byte, error) {
@@ -220,6 +224,33 @@ func readLimit(r *countReader) (bouncer.Limit, error) {
 		return l, err
 	}
 	l.Shape, l.ChargeDenied = flags&1 != 0, flags&2 != 0
+	if r.version < 2 {
+		return l, nil // before calendar limits
+	}
+	unit, err := r.ReadByte()
+	if err != nil || unit == 0 {
+		return l, err
+	}
+	l.Calendar.Unit = calendar.Unit(unit)
+	if n, err = binary.ReadUvarint(r); err != nil {
+		return l, err
+	}
+	if n > maxName {
+		return l, fmt.Errorf("a time zone name of %d bytes", n)
+	}
+	zone := make([]byte, n)
+	if _, err := io.ReadFull(r, zone); err != nil {
+		return l, err
+	}
+	l.Calendar.Zone = string(zone)
+	anchor, err := binary.ReadVarint(r)
+	if err != nil {
+		return l, err
+	}
+	if anchor < 0 || anchor > 31 {
+		return l, fmt.Errorf("a calendar anchor of %d", anchor)
+	}
+	l.Calendar.Anchor = int(anchor)
 	return l, nil
 }
 

@@ -23,7 +23,7 @@ import (
 // the store packs it, in the store's clock's terms (Unix nanoseconds).
 const (
 	fileMagic   = "BNCRMEM\x00"
-	fileVersion = 1
+	fileVersion = 2
 	headerLen   = 24
 	tagEnd      = 0
 	tagTable    = 1
@@ -266,7 +266,13 @@ func appendLimit(buf []byte, l *bouncer.Limit) []byte {
 	if l.ChargeDenied {
 		flags |= 2
 	}
-	return append(buf, flags)
+	buf = append(buf, flags, byte(l.Calendar.Unit))
+	if l.Calendar.Unit != 0 {
+		buf = binary.AppendUvarint(buf, uint64(len(l.Calendar.Zone)))
+		buf = append(buf, l.Calendar.Zone...)
+		buf = binary.AppendVarint(buf, int64(l.Calendar.Anchor))
+	}
+	return buf
 }
 
 // errNotPersistent is Save's and Load's error on a store made without

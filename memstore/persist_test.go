@@ -135,8 +135,8 @@ func TestLoadLaterInTime(t *testing.T) {
 // A new field of bouncer.Limit that names its state must be saved too,
 // under a new version of the file format.
 func TestLimitFieldsSaved(t *testing.T) {
-	if n := reflect.TypeOf(bouncer.Limit{}).NumField(); n != 9 {
-		t.Fatalf("bouncer.Limit has %d fields, the state file saves 9: save the new ones and bump the format's version", n)
+	if n := reflect.TypeOf(bouncer.Limit{}).NumField(); n != 10 {
+		t.Fatalf("bouncer.Limit has %d fields, the state file saves 10: save the new ones and bump the format's version", n)
 	}
 }
 
@@ -166,7 +166,7 @@ func TestLoadRefusesDamagedFiles(t *testing.T) {
 		{"truncated header", data[:10], "truncated: 10 bytes"},
 		{"empty", nil, "truncated: 0 bytes"},
 		{"bytes after the end", append(append([]byte(nil), data...), 0), "1 bytes past the end"},
-		{"wrong version", edit(func(b []byte) []byte { b[8] = 2; return b }), "format version 2, this build reads version 1"},
+		{"wrong version", edit(func(b []byte) []byte { b[8] = 3; return b }), "format version 3, this build reads versions 1 and 2"},
 		{"wrong magic", edit(func(b []byte) []byte { b[0] = 'X'; return b }), "not a memory store state file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -314,5 +314,25 @@ func TestSaveWhileChecking(t *testing.T) {
 				t.Fatalf("%s: Remaining %d after the restore, want %d", key, d.Remaining, 100-rounds)
 			}
 		}
+	}
+}
+
+// A file of format version 1, written before calendar limits by the
+// build before them (testdata/v1.state: alice charged 7 under a 100 a
+// day window and a bucket of 10 at 2026-12-01 12:00 UTC), loads into
+// this build: a deploy keeps its counts.
+func TestLoadVersion1(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	s := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
+	if _, err := s.Load(filepath.Join("testdata", "v1.state")); err != nil {
+		t.Fatal(err)
+	}
+	w := bouncer.Limit{Name: "day", Algorithm: bouncer.FixedWindow, Rate: 100, Period: 24 * time.Hour}
+	b := bouncer.Limit{Name: "burst", Algorithm: bouncer.TokenBucket, Rate: 10, Period: time.Second, Burst: 10}
+	if d := check(t, s, "alice", 1, w); d.Remaining != 92 {
+		t.Errorf("the day's window after loading: %d remaining, want 92", d.Remaining)
+	}
+	if d := check(t, s, "alice", 1, b); d.Remaining != 2 {
+		t.Errorf("the bucket after loading: %d remaining, want 2", d.Remaining)
 	}
 }

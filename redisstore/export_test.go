@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bouncerhq/bouncer/algo"
 	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
@@ -114,9 +115,15 @@ func LaneInFlight(s *Store) []int {
 func GroupOf(key string) int { return int(digestOf(key, DefaultBuckets).bucket % DefaultGroups) }
 
 // LimitDef is a limit's definition as the library reads it.
-func LimitDef(l bouncer.Limit) string {
-	def, _ := limitDef(l)
-	return def
+func LimitDef(l bouncer.Limit, now int64) string {
+	li := &limitInfo{}
+	li.def, _ = limitDef(l)
+	if l.Calendar.IsZero() {
+		return li.def
+	}
+	p := algo.Prepare(l)
+	li.cal = &p
+	return li.calDef(now)
 }
 
 // CheckCall returns the keys and arguments of one check call deciding rs,

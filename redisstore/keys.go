@@ -42,6 +42,9 @@ func limitID(l bouncer.Limit) string {
 	if l.ChargeDenied {
 		s += "\x00charge_denied"
 	}
+	if !l.Calendar.IsZero() {
+		s += "\x00" + l.Calendar.String()
+	}
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:6])
 }

@@ -37,8 +37,7 @@ import (
 // by spaces. A word more than FAR ticks ahead, which a check reads as
 // fresh, is kept as it is.
 const harnessLua = `
-local p = A.params(ARGV[2])
-local alg = A[p.alg]
+local p, alg
 local key = KEYS[1]
 local word = ''
 local out = {}
@@ -50,9 +49,11 @@ local function fresh(st)
 	local e = alg.expiry(p, st)
 	return e == nil or e <= 0
 end
-for i = 3, #ARGV, 3 do
+for i = 2, #ARGV, 4 do
 	ARGV[1] = ARGV[i]
 	T.init()
+	p = A.params(ARGV[i + 3])
+	alg = A[p.alg]
 	local op, cost = ARGV[i + 1], tonumber(ARGV[i + 2])
 	local st = nil
 	if alg.log then
@@ -135,7 +136,7 @@ type tb interface {
 
 func runLua(t tb, c rueidis.Client, key string, l bouncer.Limit, steps []luaStep) []luaOutcome {
 	t.Helper()
-	args := []string{"", redisstore.LimitDef(l)}
+	args := []string{""}
 	for _, s := range steps {
 		op := "c"
 		switch {
@@ -144,7 +145,7 @@ func runLua(t tb, c rueidis.Client, key string, l bouncer.Limit, steps []luaStep
 		case s.charge:
 			op = "h"
 		}
-		args = append(args, strconv.FormatInt(s.at, 10), op, strconv.FormatInt(s.cost, 10))
+		args = append(args, strconv.FormatInt(s.at, 10), op, strconv.FormatInt(s.cost, 10), redisstore.LimitDef(l, s.at))
 	}
 	ctx := context.Background()
 	res, err := c.Do(ctx, c.B().Eval().Script(harnessScript).Numkeys(1).Key(key).Arg(args...).Build()).AsStrSlice()

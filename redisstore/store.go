@@ -501,6 +501,36 @@ type limitInfo struct {
 	tick int64  // its unit of time in ns (algo.Params.Tick): the reply's durations count it
 	log  bool   // its state is a log, in a key of its own
 	err  error
+
+	// A calendar limit's windows, and its definition with the windows
+	// around the last call's instant (see calDef).
+	cal    *algo.Params
+	calNow atomic.Pointer[calDef]
+}
+
+// calDef is a calendar limit's definition for the calls whose clock is
+// in [start, end): the window before, the window, and the one after.
+type calDef struct {
+	start, end int64
+	def        string
+}
+
+// calDef returns a calendar limit's definition for a call at now: def,
+// then the starts of the window before now's, of now's and of the two
+// after, as Unix nanoseconds (lua/algo.lua's params). Go computes them
+// because Lua has no time zone database; the script picks the window
+// that holds Redis's clock, which may differ from this one by up to a
+// window, and refuses a clock farther off.
+func (li *limitInfo) calDef(now int64) string {
+	if c := li.calNow.Load(); c != nil && c.start <= now && now < c.end {
+		return c.def
+	}
+	start, end := li.cal.Window(now)
+	before, _ := li.cal.Window(start - 1)
+	_, after := li.cal.Window(end)
+	c := &calDef{start: start, end: end, def: fmt.Sprintf("%s %d %d %d %d", li.def, before, start, end, after)}
+	li.calNow.Store(c)
+	return c.def
 }
 
 func (s *Store) info(l *bouncer.Limit) *limitInfo {
@@ -514,6 +544,10 @@ func (s *Store) info(l *bouncer.Limit) *limitInfo {
 		li.id = limitID(*l)
 		li.log = l.Algorithm == bouncer.SlidingWindowLog || l.Algorithm == bouncer.Concurrency
 		li.def, li.tick = limitDef(*l)
+		if !l.Calendar.IsZero() {
+			p := algo.Prepare(*l)
+			li.cal = &p
+		}
 	}
 	if s.cached.Load() >= maxCachedLimits {
 		return li // limits are config, not input; but stay bounded regardless

@@ -79,7 +79,7 @@ func TestTTLCoversState(t *testing.T) {
 						if d, err := s.Check(ctx, r); err != nil || d.Degraded {
 							t.Fatalf("%v %s: check: %+v, %v", a, l.Name, d, err)
 						}
-						bad, err := c.Do(ctx, c.B().Eval().Script(coverScript).Numkeys(1).Key(hash).Arg("", redisstore.LimitDef(l)).Build()).AsStrSlice()
+						bad, err := c.Do(ctx, c.B().Eval().Script(coverScript).Numkeys(1).Key(hash).Arg("", redisstore.LimitDef(l, 0)).Build()).AsStrSlice()
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -143,7 +143,7 @@ func TestTTLCoversStatePinned(t *testing.T) {
 				rapid.Check(t, func(rt *rapid.T) {
 					l := drawLimit(rt, a)
 					now := ahead + rapid.Int64Range(0, int64(bouncer.MaxPeriod)).Draw(rt, "start")
-					args := []string{"", redisstore.LimitDef(l)}
+					args := []string{"", redisstore.LimitDef(l, 0)}
 					for range rapid.IntRange(1, 60).Draw(rt, "steps") {
 						switch rapid.IntRange(0, 5).Draw(rt, "advance_kind") {
 						case 1, 2:

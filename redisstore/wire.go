@@ -70,12 +70,21 @@ func (s *Store) encode(o op, ps []*part) (keys, args []string) {
 	}
 	args = make([]string, 0, 3+len(infos)+len(ps))
 	var pinned string
+	var now time.Time
 	if s.now != nil {
-		pinned = strconv.FormatInt(s.now().UnixNano(), 10)
+		now = s.now()
+		pinned = strconv.FormatInt(now.UnixNano(), 10)
 	}
 	args = append(args, pinned, strconv.Itoa(len(infos)))
 	for _, in := range infos {
-		args = append(args, in.def)
+		if in.cal == nil {
+			args = append(args, in.def)
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		args = append(args, in.calDef(now.UnixNano()))
 	}
 	args = append(args, strconv.Itoa(len(ps)))
 	return keys, append(args, bodies...)

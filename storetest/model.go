@@ -33,6 +33,9 @@ func NewModel(l bouncer.Limit) Model {
 	if err := l.Validate(); err != nil {
 		panic(fmt.Sprintf("storetest: NewModel: %v", err))
 	}
+	if !l.Calendar.IsZero() {
+		return calendarModel(l)
+	}
 	if microseconds(l) {
 		// The same limit with every duration in microseconds, read as
 		// nanoseconds: its period rounded up, every instant down.
@@ -56,6 +59,28 @@ func newModel(l bouncer.Limit) Model {
 		return &concurrencyModel{rate: l.Rate, period: int64(l.Period)}
 	}
 	panic(fmt.Sprintf("storetest: NewModel: no model for %v", l.Algorithm))
+}
+
+// calendarModel is the fixed window model of a calendar limit, its
+// windows found by calendar.Period.Window; counted in microseconds, the
+// model reads instants and durations in them.
+func calendarModel(l bouncer.Limit) Model {
+	micro := microseconds(l)
+	m := &fixedWindowModel{rate: l.Rate, chargeDenied: l.ChargeDenied, counts: map[int64]int64{}}
+	m.cal = func(t int64) (int64, int64) {
+		if micro {
+			t *= 1000
+		}
+		start, end := l.Calendar.Window(time.Unix(0, t))
+		if micro {
+			return start.UnixMicro(), end.UnixMicro()
+		}
+		return start.UnixNano(), end.UnixNano()
+	}
+	if micro {
+		return &microModel{m}
+	}
+	return m
 }
 
 // never is the answer to a cost above capacity: the state as it stands

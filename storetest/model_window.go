@@ -22,11 +22,23 @@ type fixedWindowModel struct {
 	rate, period int64
 	chargeDenied bool
 	counts       map[int64]int64
+	// cal, for a calendar limit, returns the window that holds t, its
+	// start and end; windows are then keyed by their start.
+	cal func(t int64) (start, end int64)
+}
+
+// window returns the key of the window that holds t and its end.
+func (m *fixedWindowModel) window(t int64) (w, end int64) {
+	if m.cal != nil {
+		return m.cal(t)
+	}
+	w = window(t, m.period)
+	return w, (w + 1) * m.period
 }
 
 func (m *fixedWindowModel) Check(now, cost int64) Want {
-	w := window(now, m.period)
-	untilEnd := (w+1)*m.period - now
+	w, end := m.window(now)
+	untilEnd := end - now
 	reset := func(count int64) time.Duration {
 		if count == 0 {
 			return 0
@@ -48,7 +60,7 @@ func (m *fixedWindowModel) Check(now, cost int64) Want {
 }
 
 func (m *fixedWindowModel) Refund(now, n int64) {
-	w := window(now, m.period)
+	w, _ := m.window(now)
 	m.counts[w] = max(m.counts[w]-n, 0)
 }
 
@@ -56,7 +68,7 @@ func (m *fixedWindowModel) Refund(now, n int64) {
 // to a full window (rate+1, "over", with chargeDenied): the window's end
 // forgives the rest.
 func (m *fixedWindowModel) Charge(now, cost int64) {
-	w := window(now, m.period)
+	w, _ := m.window(now)
 	m.counts[w] = min(m.counts[w]+cost, m.top())
 }
 

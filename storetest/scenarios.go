@@ -92,6 +92,7 @@ func Scenarios() []Scenario {
 	}
 	all = append(all, shapeScenarios()...)
 	all = append(all, fixedWindowScenarios()...)
+	all = append(all, calendarScenarios()...)
 	all = append(all, slidingLogScenarios()...)
 	all = append(all, slidingCounterScenarios()...)
 	all = append(all, concurrencyScenarios()...)

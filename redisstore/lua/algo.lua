@@ -31,10 +31,15 @@ local A = {}
 
 -- params reads a limit's definition: "algorithm rate burst tick period
 -- interval unit pair flag", the numbers of Go's algo.Params (flag 1:
--- shape, 2: charge denied checks), durations in ticks.
+-- shape, 2: charge denied checks), durations in ticks; a calendar limit's
+-- then goes on with four instants (decimal ns), the starts of the window
+-- before Go's clock's, of its window, and of the two after (time.lua's
+-- T.cal): period is then the longest window, and unit packs a count into
+-- the shortest.
 function A.params(def)
-	local f = {}
+	local f, words = {}, {}
 	for w in string.gmatch(def, '%S+') do
+		words[#words + 1] = w
 		f[#f + 1] = tonumber(w)
 	end
 	local p = {
@@ -49,6 +54,9 @@ function A.params(def)
 		shape = f[9] == 1,
 		cd = f[9] == 2,
 	}
+	if #words >= 13 then
+		p.cal = { words[10], words[11], words[12], words[13] }
+	end
 	p.span = p.interval * p.burst
 	-- How far ahead a bucket's debt reaches, in ticks (algo's MaxDebt):
 	-- FAR, or floor(2^60 / 1000) microseconds.

@@ -22,7 +22,7 @@ A[FIXED_WINDOW].check = function(p, st, cost, r)
 	if st ~= nil and st.ws == start then
 		count = st.count
 	end
-	local reset = start + p.period - shift
+	local reset = T.wend(p, start) - shift
 	if cost > rate then
 		if p.cd and count < p.top then
 			st, count = { ws = start, count = p.top }, p.top
@@ -77,5 +77,5 @@ A[FIXED_WINDOW].expiry = function(p, st)
 	if st == nil or st.count == 0 then
 		return nil
 	end
-	return st.ws + p.period
+	return T.wend(p, st.ws)
 end

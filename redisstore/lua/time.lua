@@ -59,6 +59,7 @@ function T.init()
 	end
 	T.us = T.s * 1000000 + floor(T.n / 1000)
 	T.offsets = nil
+	T.cals = nil
 end
 
 -- word returns a stored instant (decimal ns, leading zeros allowed)
@@ -159,9 +160,63 @@ local function mulmod(a, b, m)
 	return r
 end
 
+-- cal returns a calendar limit's four window starts (A.params) relative
+-- to now, in p's ticks; a call keeps them per limit.
+function T.cal(p)
+	local cals = T.cals
+	if cals == nil then
+		cals = {}
+		T.cals = cals
+	end
+	local b = cals[p]
+	if b == nil then
+		b = {}
+		for i = 1, 4 do
+			b[i] = T.word(p, p.cal[i])
+			if b[i] == nil then
+				b[i] = BIG
+			end
+		end
+		cals[p] = b
+	end
+	return b
+end
+
+-- calOffset is offset for a calendar limit: now's offset in the window
+-- of the three Go sent that holds it. A now outside all three is a clock
+-- a window or more from Go's: the script refuses it.
+local function calOffset(p)
+	local b = T.cal(p)
+	for i = 1, 3 do
+		if b[i] <= 0 and 0 < b[i + 1] then
+			return -b[i]
+		end
+	end
+	error('bouncer: the calendar windows Go sent do not hold Redis\'s clock: the two clocks differ by a window or more')
+end
+
+-- wend returns the end of the window that starts at ws (relative to now,
+-- ticks of p): ws plus the period, or for a calendar limit the next of
+-- its window starts.
+function T.wend(p, ws)
+	if p.cal ~= nil then
+		local b = T.cal(p)
+		for i = 1, 3 do
+			if b[i] == ws then
+				return b[i + 1]
+			end
+		end
+	end
+	return ws + p.period
+end
+
 -- offset returns now's offset in its period-long window (aligned to the
--- Unix epoch), in p's ticks; a call keeps it per period.
+-- Unix epoch, or a calendar limit's), in p's ticks; a call keeps it per
+-- period.
 function T.offset(p)
+	if p.cal ~= nil then
+		return calOffset(p)
+	end
 	local period = p.period
 	local offs = T.offsets
 	if offs == nil then
@@ -195,6 +250,15 @@ function T.window(p, raw)
 		return nil
 	elseif d < -FAR then
 		return d, 0 -- long gone: no window a check compares it with
+	end
+	if p.cal ~= nil then
+		local b = T.cal(p)
+		for i = 1, 3 do
+			if b[i] <= d and d < b[i + 1] then
+				return b[i], d - b[i]
+			end
+		end
+		return d, 0 -- a window none of the three: no check compares with it
 	end
 	local m = mod(d + T.offset(p), p.period)
 	return d - m, m

@@ -13,6 +13,9 @@ package calendar
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,13 +48,17 @@ func ParseUnit(s string) (Unit, error) {
 	return 0, fmt.Errorf("calendar: unknown period %q (want calendar_day, calendar_week or calendar_month)", s)
 }
 
-// Period is a calendar period in a time zone.
+// Period is a calendar period in a time zone. The zero Period is none:
+// a limit without a calendar. A Period is a comparable value; it names
+// its zone, which Window loads once per process.
 type Period struct {
 	Unit Unit
 
-	// Location is the time zone whose midnights the windows start at;
-	// nil means UTC.
-	Location *time.Location
+	// Zone is the IANA time zone whose midnights the windows start at,
+	// such as "America/New_York"; "" means UTC. "Local" is refused: the
+	// instances sharing a limit must agree on its windows whatever their
+	// machines' zones.
+	Zone string
 
 	// Anchor is where a window starts: for Month, the day of the month,
 	// 1 to 31 (0 means 1), a month with fewer days starting on its last
@@ -61,8 +68,17 @@ type Period struct {
 	Anchor int
 }
 
+// IsZero reports whether p is the zero Period: no calendar.
+func (p Period) IsZero() bool { return p == Period{} }
+
 // Validate reports what is wrong with p, or nil.
 func (p Period) Validate() error {
+	if p.Zone == "Local" {
+		return errors.New(`calendar: the zone "Local" differs from machine to machine: name an IANA zone, such as America/New_York`)
+	}
+	if _, err := location(p.Zone); err != nil {
+		return fmt.Errorf("calendar: unknown time zone %q: name an IANA zone, such as America/New_York or Europe/Paris", p.Zone)
+	}
 	switch p.Unit {
 	case Day:
 		if p.Anchor != 0 {
@@ -84,9 +100,9 @@ func (p Period) Validate() error {
 
 // Window returns the window of p that holds t: start <= t < end.
 func (p Period) Window(t time.Time) (start, end time.Time) {
-	loc := p.Location
-	if loc == nil {
-		loc = time.UTC
+	loc, err := location(p.Zone)
+	if err != nil {
+		panic(fmt.Sprintf("calendar: Window of an invalid period: %+v", p))
 	}
 	local := t.In(loc)
 	y, m, d := local.Date()
@@ -177,4 +193,88 @@ func sameDay(a, b time.Time) bool {
 	ay, am, ad := a.Date()
 	by, bm, bd := b.Date()
 	return ay == by && am == bm && ad == bd
+}
+
+// String writes p as a configuration would: "calendar_month
+// America/New_York anchor 15".
+func (p Period) String() string {
+	s := p.Unit.String()
+	if p.Zone != "" {
+		s += " " + p.Zone
+	}
+	if p.Anchor != 0 {
+		s += " anchor " + strconv.Itoa(p.Anchor)
+	}
+	return s
+}
+
+// Longest is the longest window p can have: a day, week or month of the
+// most days, with two hours to spare for a zone's clock change (the
+// largest moves clocks by two hours, most by one).
+func (p Period) Longest() time.Duration {
+	return time.Duration(p.days(31))*24*time.Hour + 2*time.Hour
+}
+
+// Shortest is the shortest window p can have: a day, week or month of
+// the fewest days, less two hours for a zone's clock change.
+func (p Period) Shortest() time.Duration {
+	return time.Duration(p.days(28))*24*time.Hour - 2*time.Hour
+}
+
+// days is the days of p's unit, a month of month days.
+func (p Period) days(month int) int {
+	switch p.Unit {
+	case Week:
+		return 7
+	case Month:
+		return month
+	}
+	return 1
+}
+
+// zones holds the time zones loaded, by name: loading reads a file.
+var zones sync.Map // string → *time.Location
+
+func location(name string) (*time.Location, error) {
+	if name == "" || name == "UTC" {
+		return time.UTC, nil
+	}
+	if v, ok := zones.Load(name); ok {
+		return v.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	v, _ := zones.LoadOrStore(name, loc)
+	return v.(*time.Location), nil
+}
+
+// Windows is a Period with the window it found last kept, so that the
+// checks of a limit find their window in a few nanoseconds instead of
+// working it out from the zone's rules. It is safe for concurrent use.
+type Windows struct {
+	p   Period
+	cur atomic.Pointer[[2]int64]
+}
+
+// NewWindows returns p's Windows. p must be valid.
+func NewWindows(p Period) *Windows { return &Windows{p: p} }
+
+// Period returns the period w finds the windows of.
+func (w *Windows) Period() Period { return w.p }
+
+// At returns the window that holds t, in Unix nanoseconds: start <= t <
+// end. It keeps the latest window it has found.
+func (w *Windows) At(t int64) (start, end int64) {
+	c := w.cur.Load()
+	if c != nil && c[0] <= t && t < c[1] {
+		return c[0], c[1]
+	}
+	s, e := w.p.Window(time.Unix(0, t))
+	start, end = s.UnixNano(), e.UnixNano()
+	if c == nil || start > c[0] {
+		w.cur.Store(&[2]int64{start, end})
+	}
+	return start, end
 }
