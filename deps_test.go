@@ -43,7 +43,7 @@ var allowedImports = map[string][]string{
 	"httplimit":            {"", "header", "clientip", "internal/edge", "internal/recorder", "internal/storekey", "internal/urlpath"},
 	"grpclimit":            {"", "header", "clientip", "internal/edge", "internal/storekey", "google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc"},
 	"httpretry":            {"header", "internal/replay"},
-	"rules":                {"", "store", "header", "internal/storekey", "internal/yamlconf", "internal/filewatch", "go.yaml.in/yaml/v3"},
+	"rules":                {"", "calendar", "store", "header", "internal/storekey", "internal/yamlconf", "internal/filewatch", "go.yaml.in/yaml/v3"},
 	"rls":                  {"", "rules", "header", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/otel"},
 	"rlqs":                 {"rules", "header", "internal/storekey", "internal/fairshare", "github.com/envoyproxy/go-control-plane", "google.golang.org/grpc", "google.golang.org/protobuf"},
 	"jsonapi":              {"", "rules", "header", "go.opentelemetry.io/otel"},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/calendar"
 	"github.com/bouncerhq/bouncer/memstore"
 )
 
@@ -34,19 +35,32 @@ func init() {
 	flag.BoolVar(&benchOptions.Persistent, "persistent", false, "BenchmarkCheck's stores are Persistent (SipHash keys)")
 }
 
-func BenchmarkCheck(b *testing.B) {
-	ctx := context.Background()
+// benchLimits are BenchmarkCheck's limits by name: benchLimit of every
+// algorithm whose state is one or two words, and a fixed window of
+// calendar months in a zone with daylight saving time.
+func benchLimits() (names []string, limits []bouncer.Limit) {
 	for _, a := range bouncer.Algorithms() {
 		if a == bouncer.SlidingWindowLog || a == bouncer.Concurrency {
 			continue // their state grows with admitted checks; see BenchmarkCheckLog
 		}
+		names, limits = append(names, a.String()), append(limits, benchLimit(a))
+	}
+	month := calendar.Period{Unit: calendar.Month, Zone: "America/New_York"}
+	cal := bouncer.Limit{Name: "bench", Algorithm: bouncer.FixedWindow, Rate: bouncer.MaxRate, Period: month.Longest(), Calendar: month}
+	return append(names, "fixed_window_calendar_month"), append(limits, cal)
+}
+
+func BenchmarkCheck(b *testing.B) {
+	ctx := context.Background()
+	names, all := benchLimits()
+	for j, name := range names {
 		for _, n := range []int{1, 100_000} {
 			keys := make([]string, n)
 			for i := range keys {
 				keys[i] = "user:" + strconv.Itoa(i)
 			}
-			limits := []bouncer.Limit{benchLimit(a)}
-			b.Run(fmt.Sprintf("%s/keys=%d/serial", a, n), func(b *testing.B) {
+			limits := []bouncer.Limit{all[j]}
+			b.Run(fmt.Sprintf("%s/keys=%d/serial", name, n), func(b *testing.B) {
 				s := memstore.New(benchOptions)
 				defer s.Close()
 				req := bouncer.Request{Keys: []bouncer.KeyLimits{{Limits: limits}}, Cost: 1}
@@ -69,7 +83,7 @@ func BenchmarkCheck(b *testing.B) {
 					b.Fatalf("store holds %d keys, want %d", got, n)
 				}
 			})
-			b.Run(fmt.Sprintf("%s/keys=%d/parallel", a, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/keys=%d/parallel", name, n), func(b *testing.B) {
 				s := memstore.New(benchOptions)
 				defer s.Close()
 				warm(b, s, keys, limits)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/calendar"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/store"
 )
@@ -22,7 +23,8 @@ import (
 // through a store at its defaults:
 //
 //   - keys=10000: every algorithm, checks spread over 10 000 keys that
-//     stay below their limit (state alive between checks);
+//     stay below their limit (state alive between checks), and a fixed
+//     window of calendar months in New York's zone;
 //   - keys=1: one busy key, rate 300 per second or per minute, checked far
 //     more often than that (most checks denied), for the sliding window
 //     log, whose state holds one entry per admitted check, beside the
@@ -63,6 +65,10 @@ func BenchmarkRedisCost(b *testing.B) {
 				bench{"keys=10000/" + a.String() + "/charge", 10000, l, true, 1})
 		}
 	}
+	month := calendar.Period{Unit: calendar.Month, Zone: "America/New_York"}
+	cal := bouncer.Limit{Name: "cost", Algorithm: bouncer.FixedWindow, Rate: 1 << 30, Period: month.Longest(), Calendar: month}
+	cases = append(cases, bench{"keys=10000/fixed_window_calendar_month", 10000, cal, false, 64},
+		bench{"keys=10000/fixed_window_calendar_month", 10000, cal, false, 1})
 	for _, a := range []bouncer.Algorithm{bouncer.SlidingWindowLog, bouncer.FixedWindow} {
 		for _, p := range []time.Duration{time.Second, time.Minute} {
 			cases = append(cases, bench{fmt.Sprintf("keys=1/%s/rate=300/period=%v", a, p), 1, bouncer.Limit{Name: "busy", Algorithm: a, Rate: 300, Period: p}, false, 64})

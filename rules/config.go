@@ -82,6 +82,13 @@ type Domain struct {
 	PlanKey     string
 	DefaultPlan string
 
+	// AnchorKey is the descriptor entry key whose value, a day of the
+	// month (1 to 31) or of the week (1, Monday, to 7), starts the
+	// caller's own calendar months or weeks: a billing cycle from the day
+	// the customer signed up. "" when the domain has none. Like the plan,
+	// it is not part of the key counted.
+	AnchorKey string
+
 	// Rules are the domain's rules in file order.
 	Rules []*Rule
 

@@ -45,6 +45,18 @@ func TestConfigErrors(t *testing.T) {
 			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: 1 minute}\n",
 			[]string{`6: rules[0].limits[0].period: bad duration "1 minute"`},
 		},
+		"native: a calendar period that is none": {
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: calendar_year}\n",
+			[]string{`6: rules[0].limits[0].period: unknown calendar period "calendar_year"`},
+		},
+		"native: calendar periods": {
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: calendar_month, timezone: Mars/Olympus}\n      - {rate: 1, period: calendar_month, anchor: 32}\n      - {rate: 1, period: 1d, timezone: Europe/Paris}\n      - {rate: 1, period: calendar_day, algorithm: token_bucket}\n      - {rate: 1, period: calendar_week, anchor: 8}\n      - {rate: 1, period: 1h, anchor: 3}\n",
+			[]string{`6: rules[0].limits[0].timezone: unknown time zone "Mars/Olympus"`, "7: rules[0].limits[1].anchor: a calendar_month's anchor is a day of the month, 1 to 31, got 32", "8: rules[0].limits[2].timezone: only a calendar period", "9: rules[0].limits[3].algorithm: a calendar_day limit counts in fixed windows", "10: rules[0].limits[4].anchor: a calendar_week's anchor is a weekday", "11: rules[0].limits[5].anchor: only a calendar period"},
+		},
+		"native: anchors without a key": {
+			"domain: d\nanchors: {}\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: calendar_month}]\n",
+			[]string{"2: anchors.key: required"},
+		},
 		"native: unknown algorithm, zero rate, burst on a window": {
 			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: 1s, algorithm: magic}\n      - {rate: 0, period: 1s}\n      - {rate: 1, period: 1s, burst: 2, algorithm: fixed_window}\n",
 			[]string{"6: rules[0].limits[0].algorithm", "7: rules[0].limits[1].rate: ", "8: rules[0].limits[2].burst: "},

@@ -4,9 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/calendar"
 	"github.com/bouncerhq/bouncer/internal/storekey"
 )
 
@@ -253,12 +256,16 @@ func onlyPlan(entries []Entry, planKey string) bool {
 
 // match looks descriptor i up, filling m; false when no rule applies.
 func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *matched) bool {
-	entries, plan := desc.Entries, ""
-	if d.PlanKey != "" || d.ips != nil {
+	entries, plan, anchor := desc.Entries, "", ""
+	if d.PlanKey != "" || d.ips != nil || d.AnchorKey != "" {
 		entries = make([]Entry, 0, len(desc.Entries))
 		for _, e := range desc.Entries {
 			if d.PlanKey != "" && e.Key == d.PlanKey {
 				plan = e.Value
+				continue
+			}
+			if d.AnchorKey != "" && e.Key == d.AnchorKey {
+				anchor = e.Value
 				continue
 			}
 			if p, ok := d.ips[e.Key]; ok {
@@ -293,6 +300,9 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 	rule := found.rule
 	m.rule = rule
 	m.limits, m.unlimited = rule.limitsFor(plan)
+	if anchor != "" {
+		m.limits = anchored(m.limits, anchor)
+	}
 	m.shadow, m.quota = rule.Shadow, rule.QuotaMode
 	if m.unlimited {
 		return true
@@ -313,6 +323,35 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 		m.limits, m.shared = []bouncer.Limit{countLimit(m.report.Unit)}, true
 	}
 	return true
+}
+
+// anchored returns limits with the calendar weeks and months anchored on
+// the day value names (see Domain.AnchorKey): a copy when any changes. A
+// value that is not a day of the period (0, 32, "x") leaves a limit as
+// its rule has it.
+func anchored(limits []bouncer.Limit, value string) []bouncer.Limit {
+	day, err := strconv.Atoi(value)
+	if err != nil || day < 1 || day > 31 {
+		return limits
+	}
+	var out []bouncer.Limit
+	for i, l := range limits {
+		c := l.Calendar
+		if c.Unit != calendar.Month && c.Unit != calendar.Week || c.Anchor == day {
+			continue
+		}
+		if c.Anchor = day; c.Validate() != nil {
+			continue // a week has 7 days
+		}
+		if out == nil {
+			out = slices.Clone(limits)
+		}
+		out[i].Calendar = c
+	}
+	if out == nil {
+		return limits
+	}
+	return out
 }
 
 // storeKey is the key a descriptor is counted under: the domain and the

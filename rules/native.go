@@ -8,22 +8,30 @@ import (
 	"time"
 
 	"github.com/bouncerhq/bouncer"
+	"github.com/bouncerhq/bouncer/calendar"
+	"github.com/bouncerhq/bouncer/internal/yamlconf"
 	"go.yaml.in/yaml/v3"
 )
 
 // nativeFile is a config file in Bouncer's own format; see
 // docs/configuration.md.
 type nativeFile struct {
-	Domain   string       `yaml:"domain"`
-	Plans    *nativePlans `yaml:"plans"`
-	ClientIP *nativeIP    `yaml:"client_ip"`
-	Rules    []nativeRule `yaml:"rules"`
+	Domain   string         `yaml:"domain"`
+	Plans    *nativePlans   `yaml:"plans"`
+	Anchors  *nativeAnchors `yaml:"anchors"`
+	ClientIP *nativeIP      `yaml:"client_ip"`
+	Rules    []nativeRule   `yaml:"rules"`
 }
 
 type nativePlans struct {
 	At      pos
 	Key     string `yaml:"key"`
 	Default string `yaml:"default"`
+}
+
+type nativeAnchors struct {
+	At  pos
+	Key string `yaml:"key"`
 }
 
 type nativeIP struct {
@@ -72,12 +80,17 @@ type nativeLimit struct {
 	AlgorithmAt pos       `yamlconf:"algorithm"`
 	Rate        yaml.Node `yaml:"rate"` // read by wholeRates into rate, to advise on a fraction
 	rate        int64
-	Period      time.Duration `yaml:"period"`
-	PeriodAt    pos           `yamlconf:"period"`
-	Burst       *int64        `yaml:"burst"` // nil: one period's worth
-	Shape       bool          `yaml:"shape"`
-	Mode        string        `yaml:"mode"`
-	ModeAt      pos           `yamlconf:"mode"`
+	Period      yaml.Node `yaml:"period"` // read by wholeRates into period or cal
+	period      time.Duration
+	cal         calendar.Unit
+	Timezone    string `yaml:"timezone"`
+	TimezoneAt  pos    `yamlconf:"timezone"`
+	Anchor      *int   `yaml:"anchor"`
+	AnchorAt    pos    `yamlconf:"anchor"`
+	Burst       *int64 `yaml:"burst"` // nil: one period's worth
+	Shape       bool   `yaml:"shape"`
+	Mode        string `yaml:"mode"`
+	ModeAt      pos    `yamlconf:"mode"`
 }
 
 func compileNative(file string, f *nativeFile, line int, errs *errorList, o LoadOptions) *Domain {
@@ -91,6 +104,12 @@ func compileNative(file string, f *nativeFile, line int, errs *errorList, o Load
 			c.errorf(p.At.Line, "plans.key: required: the descriptor entry whose value names the plan")
 		}
 		d.PlanKey, d.DefaultPlan = p.Key, p.Default
+	}
+	if a := f.Anchors; a != nil {
+		if a.Key == "" {
+			c.errorf(a.At.Line, "anchors.key: required: the descriptor entry whose value is the day a caller's calendar months (1 to 31) or weeks (1 to 7) start on")
+		}
+		d.AnchorKey = a.Key
 	}
 	if ip := f.ClientIP; ip != nil {
 		pfx := ipPrefix{v4: 32, v6: 64}
@@ -317,6 +336,9 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 	if algName == "" {
 		algName = nr.Algorithm
 	}
+	if algName == "" && nl.cal != 0 {
+		algName = bouncer.FixedWindow.String() // the one algorithm that counts calendar periods
+	}
 	if algName == "" {
 		algName = bouncer.TokenBucket.String()
 	}
@@ -330,12 +352,18 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 	}
 	a, _ := bouncer.ParseAlgorithm(algName)
 	l := bouncer.Limit{
-		Name: nl.Name, Algorithm: a, Rate: nl.rate, Period: nl.Period,
+		Name: nl.Name, Algorithm: a, Rate: nl.rate, Period: nl.period,
 		Shape: nl.Shape, OnStoreError: policy,
 		ChargeDenied: nr.ChargeDenied,
 	}
+	if !c.calendar(at, nl, &l) {
+		return bouncer.Limit{}, false
+	}
 	if l.Name == "" {
 		l.Name = fmt.Sprintf("%d_per_%s", l.Rate, periodName(l.Period))
+		if nl.cal != 0 {
+			l.Name = fmt.Sprintf("%d_per_%s", l.Rate, nl.cal)
+		}
 	}
 	switch {
 	case nl.Burst != nil:
@@ -356,12 +384,48 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 	return l, true
 }
 
+// calendar sets l's calendar from nl's period, timezone and anchor, or
+// reports what is wrong with them at their line.
+func (c *nativeCompiler) calendar(at string, nl nativeLimit, l *bouncer.Limit) bool {
+	if nl.cal == 0 {
+		switch {
+		case nl.TimezoneAt.Line != 0:
+			c.errorf(nl.TimezoneAt.Line, "%s.timezone: only a calendar period (calendar_day, calendar_week or calendar_month) has a time zone", at)
+			return false
+		case nl.AnchorAt.Line != 0:
+			c.errorf(nl.AnchorAt.Line, "%s.anchor: only a calendar period (calendar_week or calendar_month) has an anchor", at)
+			return false
+		}
+		return true
+	}
+	p := calendar.Period{Unit: nl.cal, Zone: nl.Timezone}
+	if nl.Anchor != nil {
+		p.Anchor = *nl.Anchor
+	}
+	if l.Algorithm != bouncer.FixedWindow {
+		c.errorf(max(nl.AlgorithmAt.Line, nl.At.Line), "%s.algorithm: a %s limit counts in fixed windows: write algorithm: fixed_window, or leave it out (got %s)", at, nl.cal, l.Algorithm)
+		return false
+	}
+	if nl.Timezone != "" {
+		if err := (calendar.Period{Unit: nl.cal, Zone: nl.Timezone}).Validate(); err != nil {
+			c.errorf(nl.TimezoneAt.Line, "%s.timezone: %s", at, strings.TrimPrefix(err.Error(), "calendar: "))
+			return false
+		}
+	}
+	if err := p.Validate(); err != nil {
+		c.errorf(max(nl.AnchorAt.Line, nl.At.Line), "%s.anchor: %s", at, strings.TrimPrefix(err.Error(), "calendar: "))
+		return false
+	}
+	l.Calendar, l.Period = p, p.Longest()
+	return true
+}
+
 // limitMissing says which of a limit's rate and period nl lacks, or "": a
 // limit has no default for either, and "must be at least 1, got 0" would
 // not say that the field is absent.
 func limitMissing(nl nativeLimit) string {
 	noRate := nl.Rate.Kind == 0 || nl.Rate.ShortTag() == "!!null"
-	noPeriod := nl.PeriodAt.Line == 0
+	noPeriod := nl.Period.Kind == 0
 	switch {
 	case noRate && noPeriod:
 		return "rate and period are required: write the units admitted and the time they are counted over, such as rate: 10, period: 1s"
@@ -399,6 +463,10 @@ func (c *nativeCompiler) badAlgorithm(name string) string {
 func wholeRates(file string, f *nativeFile, errs *errorList) {
 	each := func(at string, ls []nativeLimit) {
 		for j := range ls {
+			if reason := readPeriod(&ls[j]); reason != "" {
+				errs.add(file, ls[j].Period.Line, fmt.Sprintf("%s.limits[%d].period: %s", at, j, reason))
+				continue
+			}
 			if reason := wholeRate(&ls[j]); reason != "" {
 				errs.add(file, ls[j].Rate.Line, fmt.Sprintf("%s.limits[%d].rate: %s", at, j, reason))
 			}
@@ -411,6 +479,35 @@ func wholeRates(file string, f *nativeFile, errs *errorList) {
 			each(at+".plans."+name, p.Limits)
 		}
 	}
+}
+
+// readPeriod sets nl.period, or nl.cal for a calendar period, from
+// nl.Period, or says why it cannot.
+func readPeriod(nl *nativeLimit) string {
+	n := &nl.Period
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == 0 || n.ShortTag() == "!!null" {
+		return "" // absent: limitMissing says so
+	}
+	if n.Kind != yaml.ScalarNode {
+		return "want a duration such as 1s, 90s, 1h or 7d, or calendar_day, calendar_week or calendar_month"
+	}
+	if strings.HasPrefix(n.Value, "calendar_") {
+		u, err := calendar.ParseUnit(n.Value)
+		if err != nil {
+			return fmt.Sprintf("unknown calendar period %q: want calendar_day, calendar_week or calendar_month", n.Value)
+		}
+		nl.cal = u
+		return ""
+	}
+	d, err := yamlconf.ParseDuration(n.Value)
+	if err != nil {
+		return err.Error() + ", or calendar_day, calendar_week or calendar_month"
+	}
+	nl.period = d
+	return ""
 }
 
 // wholeRate sets nl.rate from nl.Rate, or says why it cannot.
@@ -437,8 +534,8 @@ func wholeRate(nl *nativeLimit) string {
 	var f float64
 	_ = n.Decode(&f)
 	reason := "want a whole number, got " + n.Value
-	if k := wholeMultiple(f); k > 0 && nl.Period > 0 && nl.Period <= bouncer.MaxPeriod/time.Duration(k) {
-		reason += fmt.Sprintf(": for %s per %s write rate: %d, period: %s", n.Value, periodName(nl.Period), int64(math.Round(f*float64(k))), periodName(nl.Period*time.Duration(k)))
+	if k := wholeMultiple(f); k > 0 && nl.period > 0 && nl.period <= bouncer.MaxPeriod/time.Duration(k) {
+		reason += fmt.Sprintf(": for %s per %s write rate: %d, period: %s", n.Value, periodName(nl.period), int64(math.Round(f*float64(k))), periodName(nl.period*time.Duration(k)))
 	}
 	return reason
 }
