@@ -144,6 +144,9 @@ func printModes(w io.Writer, r *rules.Rule, def bouncer.StoreErrorPolicy, region
 // limitWords is l's numbers in words: "300 per 2s", and its burst.
 func limitWords(l bouncer.Limit) string {
 	what := fmt.Sprintf("%d per %v", l.Rate, l.Period)
+	if !l.Calendar.IsZero() {
+		what = fmt.Sprintf("%d per %v", l.Rate, l.Calendar)
+	}
 	if l.Algorithm.UsesBurst() {
 		what += fmt.Sprintf(" with a burst of %d", l.Burst)
 	}

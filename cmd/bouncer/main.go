@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	_ "time/tzdata" // calendar limits' time zones, also in an image without a zone database
 
 	"github.com/bouncerhq/bouncer/internal/simulate"
 )
