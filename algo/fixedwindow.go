@@ -40,7 +40,13 @@ func FixedWindow(l bouncer.Limit, s State, now, cost int64) (State, Result) {
 
 func (p *Params) fixedWindow(t, now, cost int64, r *Result) int64 {
 	rate := p.Limit.Rate
-	start, end := p.windowOf(t, now)
+	start, end, st := p.windowOf(t, now)
+	if st != t { // read as fresh: kept unless the check charges (see word)
+		if n := p.fixedWindow(0, now, cost, r); n != 0 {
+			return n
+		}
+		return t
+	}
 	now = max(now, start) // see windowOf
 	count := p.count(t, start)
 	reset := end - now
@@ -84,17 +90,35 @@ func (p *Params) Window(now int64) (start, end int64) {
 	return start, start + p.period
 }
 
+// windowAt is Window for an instant that need not be now's (a state's).
+func (p *Params) windowAt(t int64) (start, end int64) {
+	if p.cal != nil {
+		return p.cal.Of(t)
+	}
+	start = windowStart(t, p.period)
+	return start, start + p.period
+}
+
 // windowOf returns the window a check at now works in: now's, or the
 // window that state t was written in if that is later. A clock that
 // stepped back (another instance's, a failed-over Redis's) then counts
 // in the newer window instead of wiping it; the check moves now to that
 // window's start. Buckets need no such care: max(T, now) does it.
-func (p *Params) windowOf(t, now int64) (start, end int64) {
+//
+// A calendar limit's state from beyond the window after now's is read as
+// fresh, t then 0: the Redis store's script knows no window further
+// ahead (lua/algo.lua), and only a clock that stepped back by a window
+// or more writes one.
+func (p *Params) windowOf(t, now int64) (start, end, state int64) {
 	start, end = p.Window(now)
-	if t >= end {
-		return p.Window(t)
+	if t < end {
+		return start, end, t
 	}
-	return start, end
+	ns, ne := p.windowAt(t)
+	if p.cal != nil && ns != end {
+		return start, end, 0
+	}
+	return ns, ne, t
 }
 
 // count decodes the count that t packs for the window that starts at
@@ -125,7 +149,7 @@ func (p *Params) notBeforeWindow(t, now int64) int64 {
 }
 
 func (p *Params) fixedWindowExpiry(t int64) int64 {
-	start, end := p.Window(t)
+	start, end := p.windowAt(t)
 	if p.count(t, start) == 0 {
 		return 0
 	}
@@ -133,7 +157,10 @@ func (p *Params) fixedWindowExpiry(t int64) int64 {
 }
 
 func (p *Params) refundFixedWindow(t, now, n int64) int64 {
-	start, _ := p.windowOf(t, now)
+	start, _, st := p.windowOf(t, now)
+	if st != t {
+		return 0 // read as fresh: nothing to give back
+	}
 	count := p.count(t, start)
 	if count == 0 {
 		return t
@@ -149,7 +176,7 @@ func (p *Params) refundFixedWindow(t, now, n int64) int64 {
 // debt, however deep. What saturating loses: a refund after the charge
 // gives back from the saturated count, not from the full debt.
 func (p *Params) chargeFixedWindow(t, now, cost int64) int64 {
-	start, _ := p.windowOf(t, now)
-	count := p.count(t, start)
+	start, _, st := p.windowOf(t, now)
+	count := p.count(st, start)
 	return start + min(count+min(cost, p.top), p.top)*p.unit
 }

@@ -264,17 +264,31 @@ func NewWindows(p Period) *Windows { return &Windows{p: p} }
 // Period returns the period w finds the windows of.
 func (w *Windows) Period() Period { return w.p }
 
-// At returns the window that holds t, in Unix nanoseconds: start <= t <
-// end. It keeps the latest window it has found.
-func (w *Windows) At(t int64) (start, end int64) {
+// At returns the window that holds now, in Unix nanoseconds: start <=
+// now < end. It keeps the latest window it has found.
+func (w *Windows) At(now int64) (start, end int64) {
 	c := w.cur.Load()
-	if c != nil && c[0] <= t && t < c[1] {
+	if c != nil && c[0] <= now && now < c[1] {
 		return c[0], c[1]
 	}
-	s, e := w.p.Window(time.Unix(0, t))
-	start, end = s.UnixNano(), e.UnixNano()
+	start, end = w.find(now)
 	if c == nil || start > c[0] {
 		w.cur.Store(&[2]int64{start, end})
 	}
 	return start, end
+}
+
+// Of is At for any instant, such as a stored state's: it uses the window
+// kept, but keeps none of its own, so that an instant far from now does
+// not displace now's window.
+func (w *Windows) Of(t int64) (start, end int64) {
+	if c := w.cur.Load(); c != nil && c[0] <= t && t < c[1] {
+		return c[0], c[1]
+	}
+	return w.find(t)
+}
+
+func (w *Windows) find(t int64) (start, end int64) {
+	s, e := w.p.Window(time.Unix(0, t))
+	return s.UnixNano(), e.UnixNano()
 }

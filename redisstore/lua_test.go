@@ -16,6 +16,7 @@ import (
 
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
+	"github.com/bouncerhq/bouncer/calendar"
 	"github.com/bouncerhq/bouncer/redisstore"
 	"github.com/bouncerhq/bouncer/store"
 	"github.com/bouncerhq/bouncer/storetest"
@@ -267,6 +268,69 @@ func TestLuaMatchesAlgo(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestLuaMatchesAlgo for calendar limits: days, weeks and months in
+// zones with and without clock changes, anchored or not, charging denied
+// checks or not, with Go's clock the script's (the harness sends each
+// step the windows around its instant).
+func TestLuaMatchesAlgoCalendar(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
+		rapid.Check(t, func(rt *rapid.T) {
+			l := drawCalendarLimit(rt)
+			steps := drawSteps(rt, l)
+			got := runLua(rt, c, keyOn("fuzz"), l, steps)
+			p := algo.Prepare(l)
+			var s algo.State
+			for i, st := range steps {
+				var want storetest.Want
+				saved := true
+				switch {
+				case st.refund:
+					s = p.Refund(s, st.at, st.cost)
+				case st.charge:
+					s = p.Charge(s, st.at, st.cost)
+				default:
+					var r algo.Result
+					before := s
+					s, r = p.Check(s, st.at, st.cost)
+					want = storetest.Want{Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Delay: r.Delay}
+					saved = st.cost > 0 && (r.Allowed || l.ChargeDenied && s.T != before.T)
+				}
+				if saved && p.Expiry(s) <= st.at {
+					s = algo.State{}
+				}
+				if got[i].want != want {
+					rt.Fatalf("step %d (%+v, %v): Lua decided %v, algo %v", i, st, time.Unix(0, st.at).UTC(), got[i].want, want)
+				}
+				if g, w := luaState(rt, l, got[i].kept), goState(&p, s, st.at); g != w {
+					rt.Fatalf("step %d (%+v, %v): Lua kept %q (stored %q), algo %q", i, st, time.Unix(0, st.at).UTC(), g, got[i].kept, w)
+				}
+			}
+		})
+	})
+}
+
+// drawCalendarLimit draws a valid calendar limit.
+func drawCalendarLimit(t *rapid.T) bouncer.Limit {
+	zones := []string{"", "America/New_York", "Europe/London", "Australia/Lord_Howe", "Asia/Beirut", "Asia/Tokyo"}
+	cal := calendar.Period{
+		Unit: rapid.SampledFrom([]calendar.Unit{calendar.Day, calendar.Week, calendar.Month}).Draw(t, "unit"),
+		Zone: rapid.SampledFrom(zones).Draw(t, "zone"),
+	}
+	switch cal.Unit {
+	case calendar.Week:
+		cal.Anchor = rapid.IntRange(0, 7).Draw(t, "anchor")
+	case calendar.Month:
+		cal.Anchor = rapid.IntRange(0, 31).Draw(t, "anchor")
+	}
+	l := bouncer.Limit{Name: "fuzz", Algorithm: bouncer.FixedWindow, Calendar: cal, Period: cal.Longest()}
+	l.Rate = logTwo(t, 1, bouncer.MaxRate, "rate")
+	l.ChargeDenied = rapid.Bool().Draw(t, "charge_denied")
+	if err := l.Validate(); err != nil {
+		t.Fatalf("%v: %v", l, err)
+	}
+	return l
 }
 
 // logTwo draws an int64 in [lo, hi] whose magnitude is spread evenly over

@@ -258,7 +258,10 @@ function T.window(p, raw)
 				return b[i], d - b[i]
 			end
 		end
-		return d, 0 -- a window none of the three: no check compares with it
+		if d >= b[4] then
+			return nil -- beyond the next window: read as fresh (algo's windowOf)
+		end
+		return d, 0 -- before the three: a finished window, no check compares with it
 	end
 	local m = mod(d + T.offset(p), p.period)
 	return d - m, m
