@@ -82,6 +82,9 @@ type Domain struct {
 	PlanKey     string
 	DefaultPlan string
 
+	// Prices are the domain's price tables, by name (see Prices).
+	Prices map[string]*Prices
+
 	// AnchorKey is the descriptor entry key whose value, a day of the
 	// month (1 to 31) or of the week (1, Monday, to 7), starts the
 	// caller's own calendar months or weeks: a billing cycle from the day
@@ -92,8 +95,9 @@ type Domain struct {
 	// Rules are the domain's rules in file order.
 	Rules []*Rule
 
-	ips  map[string]ipPrefix // entry keys whose values are client IPs
-	root *node
+	ips    map[string]ipPrefix // entry keys whose values are client IPs
+	root   *node
+	prices []*Prices // by meter − 1
 }
 
 // Rule is what one matched descriptor is limited by.
@@ -142,6 +146,11 @@ type Rule struct {
 	// is a 5xx; the service, which never sees the answer, ignores it.
 	// Bouncer's format only (refund_on_5xx).
 	RefundOn5xx bool
+
+	// Prices, when set, prices the rule's units: its limits are budgets
+	// in micro-units of Prices.Currency, and a request's usage is charged
+	// to them at its model's prices (the config's price).
+	Prices *Prices
 
 	// MaxReport is the most one report may charge a descriptor of this
 	// rule without deciding (a POST /v1/report descriptor, which is

@@ -138,7 +138,7 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 	if err := r.validate(); err != nil {
 		return Response{}, d, err
 	}
-	resp := Response{Code: OK, Statuses: make([]Status, len(r.Descriptors)), Binding: -1}
+	resp := Response{Code: OK, Statuses: make([]Status, len(r.Descriptors)), Binding: -1, domain: d}
 	for i := range resp.Statuses {
 		resp.Statuses[i].Code = OK
 		resp.Statuses[i].Hits = uint64(r.hits(i))

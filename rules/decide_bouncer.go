@@ -147,6 +147,9 @@ func setStatus(st *Status, m *matched, d bouncer.Decision) {
 		l := m.limits[i]
 		st.Limit = &CurrentLimit{Name: l.Name, RequestsPerUnit: clamp32(l.Rate), Unit: unitOf(l.Period), Window: l.Period}
 		st.Decided = l
+		if m.rule != nil && m.rule.Prices != nil {
+			st.Budget = &Budget{Currency: m.rule.Prices.Currency, Remaining: max(d.Remaining, 0), Limit: l.Rate}
+		}
 	}
 	if !d.Allowed {
 		st.Code = OverLimit

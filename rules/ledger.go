@@ -4,14 +4,26 @@ import "github.com/bouncerhq/bouncer"
 
 // charge is the Charge of cost units to limits under key, for rule (nil
 // for a descriptor that set its own limit). Every charge is metered:
-// Ledger.Settle settles it at the request's one actual cost.
+// Ledger.Settle settles it at the request's actual cost, in units (meter
+// 0) or, for a priced rule, in money (its table's meter; see
+// Response.Prices).
 func charge(rule *Rule, key string, limits []bouncer.Limit, cost int64) bouncer.Charge {
 	return bouncer.Charge{
 		Key: key, Limits: limits, Cost: cost,
 		RefundOnFailure: rule != nil && rule.RefundOn5xx,
 		Shadow:          rule != nil && rule.Shadow,
 		Metered:         true,
+		Meter:           rule.meter(),
 	}
+}
+
+// meter is the Meter of rule's charges: its price table's, or 0 for
+// units (a nil rule's too).
+func (r *Rule) meter() int {
+	if r == nil || r.Prices == nil {
+		return 0
+	}
+	return r.Prices.meter
 }
 
 // charged records that dec, the check of m's descriptor on its own,
@@ -31,7 +43,8 @@ func (r *Response) charged(m *matched, dec bouncer.Decision) {
 // with RefundOn5xx when it fails (bouncer.Failed), or everything but the
 // shadow rules' units when it will not serve it (bouncer.Unserved), and
 // settles a cost known only once it is served with Ledger.Settle (every
-// charge is metered, by meter 0). A denied response can hold charges too
+// charge is metered: by meter 0 for units, by its price table's for a
+// priced rule, Response.Prices). A denied response can hold charges too
 // (its shadow rules' allowed checks, leases included; under envoy
 // semantics, its allowed descriptors), so a caller that holds leases
 // ends every request it decided, whatever the answer. It is nil when

@@ -299,6 +299,9 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 	}
 	rule := found.rule
 	m.rule = rule
+	if rule.Prices != nil || r.Usage != nil {
+		m.cost = r.cost(i, rule)
+	}
 	m.limits, m.unlimited = rule.limitsFor(plan)
 	if anchor != "" {
 		m.limits = anchored(m.limits, anchor)

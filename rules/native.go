@@ -1,9 +1,11 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ type nativeFile struct {
 	Domain   string         `yaml:"domain"`
 	Plans    *nativePlans   `yaml:"plans"`
 	Anchors  *nativeAnchors `yaml:"anchors"`
+	Prices   map[string]nativePrices `yaml:"prices"`
 	ClientIP *nativeIP      `yaml:"client_ip"`
 	Rules    []nativeRule   `yaml:"rules"`
 }
@@ -27,6 +30,21 @@ type nativePlans struct {
 	At      pos
 	Key     string `yaml:"key"`
 	Default string `yaml:"default"`
+}
+
+type nativePrices struct {
+	At       pos
+	Currency string                       `yaml:"currency"`
+	Per      *int64                       `yaml:"per"`
+	Default  string                       `yaml:"default"`
+	Models   map[string]nativeModelPrices `yaml:"models"`
+}
+
+type nativeModelPrices struct {
+	At     pos
+	Input  yaml.Node `yaml:"input"`
+	Output yaml.Node `yaml:"output"`
+	Cached yaml.Node `yaml:"cached"`
 }
 
 type nativeAnchors struct {
@@ -58,6 +76,8 @@ type nativeRule struct {
 	Replaces     []string              `yaml:"replaces"`
 	RefundOn5xx  bool                  `yaml:"refund_on_5xx"`
 	MaxReport    *int64                `yaml:"max_report"`
+	Price        string                `yaml:"price"`
+	PriceAt      pos                   `yamlconf:"price"`
 }
 
 type nativeEntry struct {
@@ -78,7 +98,8 @@ type nativeLimit struct {
 	Name        string    `yaml:"name"`
 	Algorithm   string    `yaml:"algorithm"`
 	AlgorithmAt pos       `yamlconf:"algorithm"`
-	Rate        yaml.Node `yaml:"rate"` // read by wholeRates into rate, to advise on a fraction
+	Rate        yaml.Node `yaml:"rate"`   // read by wholeRates into rate, to advise on a fraction
+	Budget      yaml.Node `yaml:"budget"` // a priced rule's rate, in its currency: read by wholeRates into rate, in micro-units
 	rate        int64
 	Period      yaml.Node `yaml:"period"` // read by wholeRates into period or cal
 	period      time.Duration
@@ -105,6 +126,7 @@ func compileNative(file string, f *nativeFile, line int, errs *errorList, o Load
 		}
 		d.PlanKey, d.DefaultPlan = p.Key, p.Default
 	}
+	c.prices(f.Prices)
 	if a := f.Anchors; a != nil {
 		if a.Key == "" {
 			c.errorf(a.At.Line, "anchors.key: required: the descriptor entry whose value is the day a caller's calendar months (1 to 31) or weeks (1 to 7) start on")
@@ -187,6 +209,12 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 			c.errorf(nr.At.Line, "%s.max_report: want 1 to %d, got %d", at, int64(MaxHits), n)
 		}
 		r.MaxReport = *nr.MaxReport
+	}
+	if nr.Price != "" {
+		if r.Prices = c.d.Prices[nr.Price]; r.Prices == nil {
+			c.errorf(max(nr.PriceAt.Line, nr.At.Line), "%s.price: no price table %q: name one of the top-level prices", at, nr.Price)
+			return
+		}
 	}
 	c.ruleLimits(at, nr, r)
 	if !c.place(at, nr, r) {
@@ -356,14 +384,18 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 		Shape: nl.Shape, OnStoreError: policy,
 		ChargeDenied: nr.ChargeDenied,
 	}
-	if !c.calendar(at, nl, &l) {
+	if !c.calendar(at, nl, &l) || !c.budget(at, nl, nr) {
 		return bouncer.Limit{}, false
 	}
 	if l.Name == "" {
-		l.Name = fmt.Sprintf("%d_per_%s", l.Rate, periodName(l.Period))
+		what, per := strconv.FormatInt(l.Rate, 10), periodName(l.Period)
 		if nl.cal != 0 {
-			l.Name = fmt.Sprintf("%d_per_%s", l.Rate, nl.cal)
+			per = nl.cal.String()
 		}
+		if nl.Budget.Kind != 0 {
+			what = strings.TrimSuffix(FormatMoney(l.Rate), ".00") + "_" + c.d.Prices[nr.Price].Currency
+		}
+		l.Name = what + "_per_" + per
 	}
 	switch {
 	case nl.Burst != nil:
@@ -382,6 +414,75 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 		return bouncer.Limit{}, false
 	}
 	return l, true
+}
+
+// budget reports, at its line, a limit that counts units in a priced
+// rule or money in a rule without prices.
+func (c *nativeCompiler) budget(at string, nl nativeLimit, nr nativeRule) bool {
+	switch {
+	case nr.Price != "" && nl.Budget.Kind == 0:
+		c.errorf(nl.At.Line, "%s: a rule with a price counts money: write budget: (an amount of %s per period) instead of rate:", at, c.d.Prices[nr.Price].Currency)
+		return false
+	case nr.Price == "" && nl.Budget.Kind != 0:
+		c.errorf(nl.Budget.Line, "%s.budget: only a rule with a price (a top-level price table) has budgets; count units with rate:", at)
+		return false
+	}
+	return true
+}
+
+// prices compiles the domain's price tables, in name order (each one's
+// charges' meter is its place).
+func (c *nativeCompiler) prices(tables map[string]nativePrices) {
+	names := make([]string, 0, len(tables))
+	for name := range tables {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		np := tables[name]
+		at := "prices." + name
+		p := &Prices{Name: name, Currency: np.Currency, Per: 1_000_000, Default: np.Default, Models: map[string]ModelPrices{}, meter: len(c.d.prices) + 1}
+		if np.Currency == "" {
+			c.errorf(np.At.Line, "%s.currency: required: the currency of the prices and budgets, such as USD", at)
+		}
+		if np.Per != nil {
+			if p.Per = *np.Per; p.Per < 1 || p.Per > MaxHits {
+				c.errorf(np.At.Line, "%s.per: want the tokens a price is for, 1 to %d, got %d", at, int64(MaxHits), p.Per)
+				continue
+			}
+		}
+		if len(np.Models) == 0 {
+			c.errorf(np.At.Line, "%s.models: want at least one model's prices", at)
+		}
+		for model, nm := range np.Models {
+			var mp ModelPrices
+			for _, f := range []struct {
+				name string
+				n    *yaml.Node
+				v    *int64
+			}{{"input", &nm.Input, &mp.Input}, {"output", &nm.Output, &mp.Output}, {"cached", &nm.Cached, &mp.Cached}} {
+				if f.n.Kind == 0 {
+					continue // free
+				}
+				v, err := ParseMoney(f.n.Value, MaxPrice)
+				if err != nil || f.n.Kind != yaml.ScalarNode {
+					c.errorf(max(f.n.Line, nm.At.Line), "%s.models.%s.%s: %v", at, model, f.name, err)
+					continue
+				}
+				*f.v = v
+			}
+			p.Models[model] = mp
+			p.top = ModelPrices{max(p.top.Input, mp.Input), max(p.top.Output, mp.Output), max(p.top.Cached, mp.Cached)}
+		}
+		if _, ok := p.Models[p.Default]; p.Default != "" && !ok {
+			c.errorf(np.At.Line, "%s.default: %q is not one of its models", at, p.Default)
+		}
+		c.d.prices = append(c.d.prices, p)
+		if c.d.Prices == nil {
+			c.d.Prices = map[string]*Prices{}
+		}
+		c.d.Prices[name] = p
+	}
 }
 
 // calendar sets l's calendar from nl's period, timezone and anchor, or
@@ -424,7 +525,7 @@ func (c *nativeCompiler) calendar(at string, nl nativeLimit, l *bouncer.Limit) b
 // limit has no default for either, and "must be at least 1, got 0" would
 // not say that the field is absent.
 func limitMissing(nl nativeLimit) string {
-	noRate := nl.Rate.Kind == 0 || nl.Rate.ShortTag() == "!!null"
+	noRate := (nl.Rate.Kind == 0 || nl.Rate.ShortTag() == "!!null") && nl.Budget.Kind == 0
 	noPeriod := nl.Period.Kind == 0
 	switch {
 	case noRate && noPeriod:
@@ -465,6 +566,21 @@ func wholeRates(file string, f *nativeFile, errs *errorList) {
 		for j := range ls {
 			if reason := readPeriod(&ls[j]); reason != "" {
 				errs.add(file, ls[j].Period.Line, fmt.Sprintf("%s.limits[%d].period: %s", at, j, reason))
+				continue
+			}
+			if b := &ls[j].Budget; b.Kind != 0 {
+				if ls[j].Rate.Kind != 0 {
+					errs.add(file, b.Line, fmt.Sprintf("%s.limits[%d]: a limit has a rate or a budget, not both", at, j))
+					continue
+				}
+				v, err := ParseMoney(b.Value, bouncer.MaxRate)
+				if err == nil && v < 1 {
+					err = errors.New("want a budget above 0")
+				}
+				if err != nil || b.Kind != yaml.ScalarNode {
+					errs.add(file, b.Line, fmt.Sprintf("%s.limits[%d].budget: %v", at, j, err))
+				}
+				ls[j].rate = v
 				continue
 			}
 			if reason := wholeRate(&ls[j]); reason != "" {

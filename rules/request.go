@@ -33,6 +33,18 @@ type Request struct {
 	// HitsAddend is the request's cost, used by every descriptor that
 	// sets none; 0 means 1, as in Envoy.
 	HitsAddend uint64
+
+	// Model is the model the request names, if known before it is
+	// served: a priced rule reserves its descriptor's hits, an estimate
+	// of tokens, at that model's highest price ("" or a model its table
+	// does not list: the table's highest).
+	Model string
+
+	// Usage, when set, is what the request used, known already (a
+	// report): each descriptor that sets no hits of its own is charged
+	// its cost under a priced rule, and its tokens (Usage.Units) under
+	// any other, instead of HitsAddend.
+	Usage *Usage
 }
 
 // Descriptor is one descriptor of a request.
@@ -101,6 +113,23 @@ func (r *Request) validate() error {
 }
 
 // hits is descriptor i's cost.
+// cost is descriptor i's cost under rule: its hits, or its usage's
+// tokens; under a priced rule, money: the usage's cost, or its hits
+// reserved at the model's highest price.
+func (r *Request) cost(i int, rule *Rule) int64 {
+	if r.Usage != nil && r.Descriptors[i].Hits == nil {
+		if rule != nil && rule.Prices != nil {
+			return rule.Prices.Cost(*r.Usage)
+		}
+		return r.Usage.Units()
+	}
+	n := r.hits(i)
+	if rule != nil && rule.Prices != nil && n > 0 {
+		return max(rule.Prices.Reserve(n, r.Model), 1)
+	}
+	return n
+}
+
 func (r *Request) hits(i int) int64 {
 	if h := r.Descriptors[i].Hits; h != nil {
 		return int64(*h)
@@ -140,6 +169,18 @@ type Response struct {
 	charges []bouncer.Charge
 	lim     bouncer.Limiter
 	ledger  *bouncer.Ledger
+	domain  *Domain
+}
+
+// Prices returns the price table of the charges of r's ledger with
+// meter (bouncer.Charge.Meter): nil for meter 0, whose charges count
+// units. A caller settling the ledger charges those at the table's cost
+// of the usage.
+func (r *Response) Prices(meter int) *Prices {
+	if r.domain == nil || meter < 1 || meter > len(r.domain.prices) {
+		return nil
+	}
+	return r.domain.prices[meter-1]
 }
 
 // Delay is how long the caller should hold an allowed request before it
@@ -228,6 +269,18 @@ type Status struct {
 	// Hits is what the descriptor asked to count: its own hits_addend,
 	// else the request's (0 meaning 1); 0 for a descriptor that peeks.
 	Hits uint64
+
+	// Budget, for a priced rule's descriptor, is its binding limit in
+	// money: what is left of it and its whole, in micro-units of
+	// Prices.Currency. nil for other rules.
+	Budget *Budget
+}
+
+// Budget is a priced limit's state in money, in micro-units of its
+// currency (FormatMoney writes them).
+type Budget struct {
+	Currency         string
+	Remaining, Limit int64
 }
 
 // CurrentLimit is a limit as a response reports it.
