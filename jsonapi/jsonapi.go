@@ -59,6 +59,23 @@ type CheckRequest struct {
 	Domain      string       `json:"domain"`
 	Descriptors []Descriptor `json:"descriptors"`
 	HitsAddend  uint64       `json:"hits_addend,omitempty"`
+
+	// Model names the model a check's hits, an estimate of tokens, are
+	// reserved at, under a rule with a price (rules.Request.Model).
+	Model string `json:"model,omitempty"`
+
+	// Usage, on POST /v1/report, is what the request used: a rule with
+	// a price is charged its cost, any other its tokens, in place of
+	// hits_addend (rules.Request.Usage).
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is a request's model and tokens of each kind.
+type Usage struct {
+	Model        string `json:"model,omitempty"`
+	InputTokens  int64  `json:"input_tokens,omitempty"`
+	OutputTokens int64  `json:"output_tokens,omitempty"`
+	CachedTokens int64  `json:"cached_tokens,omitempty"`
 }
 
 // Descriptor is one descriptor of a CheckRequest.
@@ -103,6 +120,17 @@ type Status struct {
 	// Replaced marks a descriptor whose rule another rule of the request
 	// replaced: it was not counted, and its limit_remaining means nothing.
 	Replaced bool `json:"replaced,omitempty"`
+
+	// Budget, for a rule with a price, is its limit in money.
+	Budget *Budget `json:"budget,omitempty"`
+}
+
+// Budget is a priced limit in its currency: amounts are decimal strings
+// with two to six decimals ("49.50"), exact where a float would not be.
+type Budget struct {
+	Currency  string `json:"currency"`
+	Remaining string `json:"remaining"`
+	Limit     string `json:"limit"`
 }
 
 // CurrentLimit is a status's limit.
@@ -248,6 +276,9 @@ func response(resp rules.Response) CheckResponse {
 			s.CurrentLimit = &CurrentLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: strings.ToUpper(l.Unit.String()), WindowSeconds: window(l).Seconds()}
 			s.DurationUntilReset = st.ResetAfter.Seconds()
 		}
+		if b := st.Budget; b != nil {
+			s.Budget = &Budget{Currency: b.Currency, Remaining: rules.FormatMoney(b.Remaining), Limit: rules.FormatMoney(b.Limit)}
+		}
 		out.Statuses[i] = s
 	}
 	return out
@@ -354,7 +385,13 @@ func parse(body []byte) (rules.Request, error) {
 	if len(in.Descriptors) > rules.MaxDescriptors {
 		return rules.Request{}, fmt.Errorf("%d descriptors, at most %d", len(in.Descriptors), rules.MaxDescriptors)
 	}
-	out := rules.Request{Domain: in.Domain, HitsAddend: in.HitsAddend, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
+	out := rules.Request{Domain: in.Domain, HitsAddend: in.HitsAddend, Model: in.Model, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
+	if u := in.Usage; u != nil {
+		if u.InputTokens < 0 || u.OutputTokens < 0 || u.CachedTokens < 0 {
+			return rules.Request{}, errors.New("usage: token counts must not be negative")
+		}
+		out.Usage = &rules.Usage{Model: u.Model, Input: u.InputTokens, Output: u.OutputTokens, Cached: u.CachedTokens}
+	}
 	for i, d := range in.Descriptors {
 		o := &out.Descriptors[i]
 		o.Hits = d.HitsAddend
