@@ -18,12 +18,12 @@ import (
 // nativeFile is a config file in Bouncer's own format; see
 // docs/configuration.md.
 type nativeFile struct {
-	Domain   string         `yaml:"domain"`
-	Plans    *nativePlans   `yaml:"plans"`
-	Anchors  *nativeAnchors `yaml:"anchors"`
+	Domain   string                  `yaml:"domain"`
+	Plans    *nativePlans            `yaml:"plans"`
+	Anchors  *nativeAnchors          `yaml:"anchors"`
 	Prices   map[string]nativePrices `yaml:"prices"`
-	ClientIP *nativeIP      `yaml:"client_ip"`
-	Rules    []nativeRule   `yaml:"rules"`
+	ClientIP *nativeIP               `yaml:"client_ip"`
+	Rules    []nativeRule            `yaml:"rules"`
 }
 
 type nativePlans struct {
