@@ -10,6 +10,7 @@ import (
 	"github.com/bouncerhq/bouncer/gateway/route"
 	"github.com/bouncerhq/bouncer/internal/edge"
 	"github.com/bouncerhq/bouncer/internal/recorder"
+	"github.com/bouncerhq/bouncer/rules"
 )
 
 // Why a metered request's exchange with its upstream ends early.
@@ -32,17 +33,19 @@ var (
 type delivery struct {
 	sw     *recorder.Writer
 	m      *meter
+	ms     metered
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	stop   func() bool // stops watching the client
 
 	mu       sync.Mutex
-	answered bool  // a final status was written
-	drains   bool  // the count comes after the body, if at all
-	before   int   // the values of m's header the response header had
-	header   int64 // the count the response header states
-	stated   bool  // whether it states one
-	gone     bool  // the client went away
+	answered bool    // a final status was written
+	drains   bool    // a count comes after the body, if at all
+	before   []int   // per count of m: the values of its header the response header had
+	header   []int64 // the count the response header states
+	stated   []bool  // whether it states one
+	modelAt  int     // the values of m's model answer header the response header had
+	gone     bool    // the client went away
 	draining bool  // the rest of the answer is read to learn its count
 	drained  int64 // bytes read and discarded since
 	cut      error // the bound the drain hit, if it did
@@ -50,10 +53,19 @@ type delivery struct {
 	timer    *time.Timer
 }
 
+// metered is what a decision tells a metered request's settle: the
+// model the request named, and the price table of each meter of its
+// charges (rules.Response.Prices).
+type metered struct {
+	model  string
+	prices func(meter int) *rules.Prices
+}
+
 // deliver starts the delivery of the answer to client's request, whose
 // context is client.
-func (m *meter) deliver(sw *recorder.Writer, client context.Context) *delivery {
-	d := &delivery{sw: sw, m: m}
+func (m *meter) deliver(sw *recorder.Writer, client context.Context, ms metered) *delivery {
+	n := len(m.counts)
+	d := &delivery{sw: sw, m: m, ms: ms, before: make([]int, n), header: make([]int64, n), stated: make([]bool, n)}
 	d.ctx, d.cancel = context.WithCancelCause(context.WithoutCancel(client))
 	d.stop = context.AfterFunc(client, d.leave)
 	return d
@@ -72,9 +84,15 @@ func (d *delivery) WriteHeader(code int) {
 		d.answered = true
 		if !d.m.bytes && code != http.StatusSwitchingProtocols {
 			h := d.sw.Header()
-			d.before = len(h[d.m.actHeader])
-			d.header, d.stated = count(h.Get(d.m.actHeader))
-			d.drains = !d.stated || announced(h, d.m.actHeader)
+			for i, f := range d.m.counts {
+				d.before[i] = len(h[f.name])
+				d.header[i], d.stated[i] = count(h.Get(f.name))
+				d.drains = d.drains || !d.stated[i] || announced(h, f.name)
+			}
+			if a := d.m.modelAnswer; a != "" {
+				d.modelAt = len(h[a])
+				d.drains = d.drains || announced(h, a)
+			}
 		}
 	}
 	d.mu.Unlock()
@@ -159,29 +177,89 @@ func (d *delivery) end() (cut error, gone bool) {
 		d.timer.Stop()
 	}
 	d.cancel(nil)
-	if h := d.sw.Header(); d.before > 0 && len(h[d.m.actHeader]) > d.before {
-		h[d.m.actHeader] = h[d.m.actHeader][d.before:]
-		d.before = 0
+	h := d.sw.Header()
+	for i, f := range d.m.counts {
+		if d.before[i] > 0 && len(h[f.name]) > d.before[i] {
+			h[f.name] = h[f.name][d.before[i]:]
+			d.before[i] = 0
+		}
+	}
+	if a := d.m.modelAnswer; a != "" && d.modelAt > 0 && len(h[a]) > d.modelAt {
+		h[a] = h[a][d.modelAt:]
+		d.modelAt = 0
 	}
 	return d.cut, d.gone
 }
 
-// actual is what the request cost, once it has ended: nothing answered
-// keeps the estimate; else the bytes relayed, or the trailer's count,
-// else the response header's. ok false keeps the estimate.
-func (d *delivery) actual(int) (int64, bool) {
+// actual is what the request cost its charges of meter, once it has
+// ended: nothing answered keeps the estimate; else the bytes relayed, or
+// each count's trailer, else its response header (a count stated in
+// neither counts 0; none stated keeps the estimate). Meter 0 counts units:
+// the one count, or the tokens of every kind; a price table's meter
+// counts money: the tokens at the model's prices, a single count at the
+// model's highest (as an estimate is reserved; bytes as such a count).
+func (d *delivery) actual(meter int) (int64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch {
-	case !d.answered:
+	if !d.answered {
 		return 0, false
-	case d.m.bytes:
-		return d.sw.Bytes, true
 	}
-	if n, ok := d.m.trailer(d.sw.Header(), d.before); ok {
+	u := rules.Usage{Model: d.model()}
+	n, single, ok := d.sw.Bytes, true, d.m.bytes
+	h := d.sw.Header()
+	for i, f := range d.m.counts {
+		v, stated := int64(0), false
+		if s, t := trailer(h, f.name, d.before[i]); t {
+			v, stated = count(s)
+		}
+		if !stated {
+			v, stated = d.header[i], d.stated[i]
+		}
+		if !stated {
+			continue
+		}
+		ok = true
+		switch f.kind {
+		case units:
+			n = v
+		case input:
+			u.Input, single = v, false
+		case output:
+			u.Output, single = v, false
+		case cached:
+			u.Cached, single = v, false
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	var p *rules.Prices
+	if meter > 0 && d.ms.prices != nil {
+		p = d.ms.prices(meter)
+	}
+	switch {
+	case single && p != nil:
+		return p.Reserve(n, u.Model), true
+	case single:
 		return n, true
+	case p != nil:
+		return p.Cost(u), true
 	}
-	return d.header, d.stated
+	return u.Units(), true
+}
+
+// model is the model the request's prices are read for: the one the
+// answer names, where the meter reads it there, else the request's.
+func (d *delivery) model() string {
+	if a := d.m.modelAnswer; a != "" {
+		if v, ok := trailer(d.sw.Header(), a, d.modelAt); ok && v != "" {
+			return v
+		}
+		if v := d.sw.Header().Get(a); v != "" {
+			return v
+		}
+	}
+	return d.ms.model
 }
 
 // serveMetered serves r on rt through a delivery and settles h at what
@@ -192,8 +270,8 @@ func (d *delivery) actual(int) (int64, bool) {
 // so that the server drops the connection rather than end the body as if
 // it were whole. failed is a 5xx, or an upstream that broke off; never a
 // client that left.
-func (g *Gateway) serveMetered(h *edge.Hold, rt *Route, t *route.Target, sw *recorder.Writer, r *http.Request, v *route.View) (failed, aborted bool) {
-	d := rt.meter.deliver(sw, r.Context())
+func (g *Gateway) serveMetered(h *edge.Hold, ms metered, rt *Route, t *route.Target, sw *recorder.Writer, r *http.Request, v *route.View) (failed, aborted bool) {
+	d := rt.meter.deliver(sw, r.Context(), ms)
 	defer func() {
 		p := recover()
 		cut, gone := d.end()

@@ -144,8 +144,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var h *edge.Hold
+	var ms metered
 	if rt.Limits != nil {
-		if h, ok = g.limit(sw, r, rt, id, &v, &entry); !ok {
+		if h, ms, ok = g.limit(sw, r, rt, id, &v, &entry); !ok {
 			return
 		}
 	}
@@ -159,7 +160,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var aborted bool
 	h.Run(func() (failed bool) {
 		if rt.meter != nil {
-			failed, aborted = g.serveMetered(h, rt, t, sw, r, &v)
+			failed, aborted = g.serveMetered(h, ms, rt, t, sw, r, &v)
 			return failed
 		}
 		// An answer the proxy aborted is the upstream's failure while

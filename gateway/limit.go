@@ -16,17 +16,17 @@ import (
 // limit decides r's limits, holds r for a shaping delay, and answers a
 // request it refuses. ok is false when r is not to go on; h, when r
 // holds leases or units given back on failure, is what gives them back.
-func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id auth.Identity, view *route.View, entry *accessEntry) (h *edge.Hold, ok bool) {
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id auth.Identity, view *route.View, entry *accessEntry) (h *edge.Hold, ms metered, ok bool) {
 	req, tooLong := g.descriptors(r, rt, id, view)
 	if tooLong != nil {
 		// The client's value, not an outage: a 4xx, logged at debug.
 		entry.denied = tooLong.code
 		g.log.Debug("a limited value is too long", "route", rt.Name, "fact", tooLong.fact, "bytes", tooLong.n)
 		writeError(w, r, tooLong.status, tooLong.code, fmt.Sprintf("the request's %s is over %d bytes", tooLong.what, rules.MaxValueLen))
-		return nil, false
+		return nil, ms, false
 	}
 	if len(req.Descriptors) == 0 {
-		return nil, true
+		return nil, ms, true
 	}
 	if rt.meter != nil {
 		n, err := rt.meter.estimate(r)
@@ -35,9 +35,15 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 			entry.denied = "bad_estimate"
 			g.log.Debug("bad estimate", "route", rt.Name, "err", err)
 			writeError(w, r, http.StatusBadRequest, "bad_estimate", err.Error())
-			return nil, false
+			return nil, ms, false
 		}
 		req.HitsAddend = uint64(n)
+		if ms.model, err = rt.meter.model(r); err != nil {
+			entry.denied = "body_too_large"
+			writeError(w, r, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", rt.MaxBodyBytes))
+			return nil, ms, false
+		}
+		req.Model = ms.model
 	}
 	resp, err := g.engine.Decide(r.Context(), req)
 	if err != nil {
@@ -45,10 +51,13 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 			g.log.Error("limits not decided", "route", rt.Name, "err", err)
 			writeError(w, r, http.StatusServiceUnavailable, "limiter_unavailable", "the rate limiter could not decide this request")
 		}
-		return nil, false
+		return nil, ms, false
 	}
 	if resp.Degraded() {
 		w.Header().Set(rules.DegradedHeader, "true")
+	}
+	if b := resp.Budget(); b != nil {
+		w.Header().Set(BudgetHeader, rules.FormatMoney(b.Remaining)+" "+b.Currency)
 	}
 	d := resp.Delay()
 	h = edge.NewHold(r.Context(), resp.Ledger(), d, rt.meter != nil && resp.Code != rules.OverLimit, g.log)
@@ -56,18 +65,18 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 	if resp.Code == rules.OverLimit {
 		h.Done(false) // a shadow rule's leases
 		g.deny(w, r, rt, entry, v, resp.DenialMessage())
-		return nil, false
+		return nil, ms, false
 	}
 	if d > 0 {
 		// A shaping rule: the request leaves at its turn, or not at all.
 		over, err := h.Wait(d, maxDelay)
 		if err != nil {
-			return nil, false
+			return nil, ms, false
 		}
 		if over > 0 {
 			v.Denied, v.RetryAfter = true, over
 			g.deny(w, r, rt, entry, v, resp.DenialMessage())
-			return nil, false
+			return nil, ms, false
 		}
 	}
 	if hasValues {
@@ -76,8 +85,15 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 	if !h.Holds() {
 		h = nil
 	}
-	return h, true
+	ms.prices = resp.Prices
+	return h, ms, true
 }
+
+// BudgetHeader states, on every answer of a route whose rules price its
+// usage, the least budget left among them in its currency ("49.50 USD"),
+// as the request's decision left it: after its reservation, before its
+// settle.
+const BudgetHeader = "X-Budget-Remaining"
 
 // maxDelay is the longest a shaping rule holds a request; one that would
 // wait longer is refused, with a Retry-After of the excess.

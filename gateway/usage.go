@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
+	"io"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -38,6 +41,22 @@ type Usage struct {
 	// estimate.
 	Actual string `yaml:"actual"`
 
+	// Tokens, instead of Actual, reads the tokens of each kind the
+	// upstream states, each "header:<Name>" as Actual reads it: the
+	// route's rules that count units are charged their sum, and a rule
+	// with a price (rules.Prices) their cost at the model's prices.
+	Tokens *Tokens `yaml:"tokens"`
+
+	// Model names the model a rule with a price charges at: "header:<Name>"
+	// (a request header), "body:<field>" (a top-level string field of the
+	// request's JSON body, such as body:model), or "answer:<Name>" (the
+	// upstream's trailer of that name, or its response header). A model
+	// known before the request is proxied also prices its reservation;
+	// without one a rule reserves at its table's highest price, and
+	// charges at its default model's or, without a default, the highest
+	// of each kind.
+	Model string `yaml:"model"`
+
 	// DrainTimeout and DrainBytes bound the drain: when the client of a
 	// request whose count is still to come (in a trailer, or with no
 	// count in the response header) goes away mid-answer, the gateway
@@ -48,6 +67,14 @@ type Usage struct {
 	// DefaultDrainBytes; neither applies to "bytes".
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	DrainBytes   int64         `yaml:"drain_bytes"`
+}
+
+// Tokens are where the upstream states the tokens of each kind a
+// request used; a count it leaves out counts 0.
+type Tokens struct {
+	Input  string `yaml:"input"`
+	Output string `yaml:"output"`
+	Cached string `yaml:"cached"`
 }
 
 // The drain's bounds when a Usage sets none: what a completion that its
@@ -62,12 +89,31 @@ type meter struct {
 	fixed     int64  // the estimate, when it is a count
 	estHeader string // the request header that states the estimate
 	bodySize  bool
-	actHeader string // the response header or trailer that states the cost, canonical
+	counts    []field // the response headers or trailers that state the cost: one (actual), or a kind each (tokens)
 	bytes     bool
+
+	modelHeader, modelBody string // where the request names its model
+	modelAnswer            string // the response header or trailer that names it, canonical
 
 	drainTimeout time.Duration
 	drainBytes   int64
 }
+
+// field is a count the upstream states: its header or trailer, and what
+// it counts.
+type field struct {
+	name string // canonical
+	kind kind
+}
+
+type kind uint8
+
+const (
+	units kind = iota // actual: the cost itself
+	input
+	output
+	cached
+)
 
 // parse reads u.
 func (u *Usage) parse() (*meter, error) {
@@ -92,14 +138,44 @@ func (u *Usage) parse() (*meter, error) {
 		m.fixed = max(n, 1)
 	}
 	switch a := u.Actual; {
+	case u.Tokens != nil && a != "":
+		return nil, fmt.Errorf("actual, tokens: one or the other: a single count, or the tokens of each kind")
+	case u.Tokens != nil:
+		for _, t := range []struct {
+			what, v string
+			k       kind
+		}{{"input", u.Tokens.Input, input}, {"output", u.Tokens.Output, output}, {"cached", u.Tokens.Cached, cached}} {
+			if t.v == "" {
+				continue
+			}
+			name, ok := strings.CutPrefix(t.v, "header:")
+			if !ok || name == "" {
+				return nil, fmt.Errorf("tokens.%s: %q is not header:<Name>", t.what, t.v)
+			}
+			m.counts = append(m.counts, field{http.CanonicalHeaderKey(name), t.k})
+		}
+		if len(m.counts) == 0 {
+			return nil, fmt.Errorf("tokens: name at least one of input, output and cached")
+		}
 	case a == "bytes":
 		m.bytes = true
 	case strings.HasPrefix(a, "header:") && len(a) > len("header:"):
-		m.actHeader = http.CanonicalHeaderKey(strings.TrimPrefix(a, "header:"))
+		m.counts = []field{{http.CanonicalHeaderKey(strings.TrimPrefix(a, "header:")), units}}
 	case a == "":
-		return nil, fmt.Errorf("actual: required: header:<Name> (a response header or trailer) or bytes")
+		return nil, fmt.Errorf("actual: required: header:<Name> (a response header or trailer) or bytes; or tokens")
 	default:
 		return nil, fmt.Errorf("actual: %q is neither header:<Name> nor bytes", a)
+	}
+	switch mo := u.Model; {
+	case mo == "":
+	case strings.HasPrefix(mo, "header:") && len(mo) > len("header:"):
+		m.modelHeader = http.CanonicalHeaderKey(strings.TrimPrefix(mo, "header:"))
+	case strings.HasPrefix(mo, "body:") && len(mo) > len("body:"):
+		m.modelBody = strings.TrimPrefix(mo, "body:")
+	case strings.HasPrefix(mo, "answer:") && len(mo) > len("answer:"):
+		m.modelAnswer = http.CanonicalHeaderKey(strings.TrimPrefix(mo, "answer:"))
+	default:
+		return nil, fmt.Errorf("model: %q is none of header:<Name>, body:<field> and answer:<Name>", mo)
 	}
 	switch {
 	case u.DrainTimeout < 0:
@@ -145,19 +221,45 @@ func count(v string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// trailer is the count in h's trailer of m's header: an unannounced
-// trailer keeps http.TrailerPrefix; an announced one follows the header's
-// own values, of which there were before.
-func (m *meter) trailer(h http.Header, before int) (int64, bool) {
+// trailer is the value of h's trailer name: an unannounced trailer keeps
+// http.TrailerPrefix; an announced one follows the header's own values,
+// of which there were before.
+func trailer(h http.Header, name string, before int) (string, bool) {
 	for k, vs := range h {
-		if t, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && strings.EqualFold(t, m.actHeader) && len(vs) > 0 {
-			return count(vs[0])
+		if t, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && strings.EqualFold(t, name) && len(vs) > 0 {
+			return vs[0], true
 		}
 	}
-	if vs := h[m.actHeader]; len(vs) > before {
-		return count(vs[before])
+	if vs := h[name]; len(vs) > before {
+		return vs[before], true
 	}
-	return 0, false
+	return "", false
+}
+
+// model is the model r names, where m reads it before r is proxied: a
+// request header, or a field of its JSON body, which it reads whole (the
+// route's max_body_bytes bounds it) and puts back. "" when r names none,
+// or its body is not a JSON object; an error only for a body over its
+// bound.
+func (m *meter) model(r *http.Request) (string, error) {
+	switch {
+	case m.modelHeader != "":
+		return r.Header.Get(m.modelHeader), nil
+	case m.modelBody == "" || r.Body == nil || r.Body == http.NoBody:
+		return "", nil
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	var fields map[string]json.RawMessage
+	var name string
+	if json.Unmarshal(body, &fields) != nil || json.Unmarshal(fields[m.modelBody], &name) != nil {
+		return "", nil
+	}
+	return name, nil
 }
 
 // announced reports whether h announces a trailer named name.

@@ -170,6 +170,10 @@ func TestRouteUsageConfig(t *testing.T) {
 		{`{actual: "header:X-Usage", drain_timeout: -1s}`, "usage.drain_timeout: -1s is negative"},
 		{`{actual: "header:X-Usage", drain_bytes: -1}`, "usage.drain_bytes: -1 is negative"},
 		{`{actual: bytes, drain_bytes: 4096}`, "drain_timeout, drain_bytes: only for actual: header:<Name>"},
+		{`{actual: "header:X", tokens: {input: "header:I"}}`, "actual, tokens: one or the other"},
+		{`{tokens: {}}`, "tokens: name at least one of input, output and cached"},
+		{`{tokens: {output: "trailer:O"}}`, `tokens.output: "trailer:O" is not header:<Name>`},
+		{`{actual: bytes, model: "query:model"}`, `model: "query:model" is none of header:<Name>, body:<field> and answer:<Name>`},
 	} {
 		y := strings.Replace(strings.ReplaceAll(meteredGateway, "UPSTREAM", "http://127.0.0.1:1"), `{estimate: "header:X-Estimate", actual: "header:X-Usage-Tokens"}`, tc.usage, 1)
 		_, err := gateway.Parse("gateway.yaml", []byte(y))

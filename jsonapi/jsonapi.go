@@ -276,7 +276,7 @@ func response(resp rules.Response) CheckResponse {
 			s.CurrentLimit = &CurrentLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: strings.ToUpper(l.Unit.String()), WindowSeconds: window(l).Seconds()}
 			s.DurationUntilReset = st.ResetAfter.Seconds()
 		}
-		if b := st.Budget; b != nil {
+		if b := st.Budget; b.Currency != "" {
 			s.Budget = &Budget{Currency: b.Currency, Remaining: rules.FormatMoney(b.Remaining), Limit: rules.FormatMoney(b.Limit)}
 		}
 		out.Statuses[i] = s

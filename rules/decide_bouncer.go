@@ -148,7 +148,7 @@ func setStatus(st *Status, m *matched, d bouncer.Decision) {
 		st.Limit = &CurrentLimit{Name: l.Name, RequestsPerUnit: clamp32(l.Rate), Unit: unitOf(l.Period), Window: l.Period}
 		st.Decided = l
 		if m.rule != nil && m.rule.Prices != nil {
-			st.Budget = &Budget{Currency: m.rule.Prices.Currency, Remaining: max(d.Remaining, 0), Limit: l.Rate}
+			st.Budget = Budget{Currency: m.rule.Prices.Currency, Remaining: max(d.Remaining, 0), Limit: l.Rate}
 		}
 	}
 	if !d.Allowed {

@@ -92,13 +92,13 @@ func TestReportUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := resp.Statuses[0].Budget
-	if b == nil || b.Currency != "USD" || b.Remaining != 49_790_000 || b.Limit != 50_000_000 {
+	if b.Currency != "USD" || b.Remaining != 49_790_000 || b.Limit != 50_000_000 {
 		t.Fatalf("the budget after $0.21: %+v, want 49.79 of 50.00 USD left", b)
 	}
 	if got := rules.FormatMoney(b.Remaining); got != "49.79" {
 		t.Errorf("FormatMoney = %q", got)
 	}
-	if st := resp.Statuses[1]; st.Budget != nil || st.Remaining != 0 || resp.Code != rules.OverLimit {
+	if st := resp.Statuses[1]; st.Budget.Currency != "" || st.Remaining != 0 || resp.Code != rules.OverLimit {
 		t.Errorf("the token limit after 30 000 tokens: %+v, code %v; want in debt, over the limit", st, resp.Code)
 	}
 }
@@ -114,7 +114,7 @@ func TestPricedSettle(t *testing.T) {
 	if err != nil || resp.Code != rules.OK {
 		t.Fatalf("Decide: %v %v", resp.Code, err)
 	}
-	if b := resp.Statuses[0].Budget; b == nil || b.Remaining != 50_000_000-150_000-6000 {
+	if b := resp.Statuses[0].Budget; b.Remaining != 50_000_000-150_000-6000 {
 		t.Fatalf("after a second reserve of 10 000 small tokens at $0.60 a million: %+v", b)
 	}
 	l := resp.Ledger()
@@ -131,7 +131,7 @@ func TestPricedSettle(t *testing.T) {
 		t.Fatalf("Settle: %v, meters %v", err, meters)
 	}
 	after := decide(t, e, "llm", rules.Descriptor{Entries: desc("api_key=b").Entries, Hits: new(uint64)})
-	if b := after.Statuses[0].Budget; b == nil || b.Remaining != 50_000_000-150_000-900 {
+	if b := after.Statuses[0].Budget; b.Remaining != 50_000_000-150_000-900 {
 		t.Errorf("after settling at $0.0009: %+v, want %d left", b, 50_000_000-150_000-900)
 	}
 }

@@ -272,8 +272,21 @@ type Status struct {
 
 	// Budget, for a priced rule's descriptor, is its binding limit in
 	// money: what is left of it and its whole, in micro-units of
-	// Prices.Currency. nil for other rules.
-	Budget *Budget
+	// Prices.Currency. The zero Budget (no Currency) for other rules.
+	Budget Budget
+}
+
+// Budget returns the least budget left among r's statuses of priced
+// rules (see Status.Budget), nil when none is priced: what the gateway's
+// X-Budget-Remaining header states.
+func (r *Response) Budget() *Budget {
+	var least *Budget
+	for i := range r.Statuses {
+		if b := &r.Statuses[i].Budget; b.Currency != "" && (least == nil || b.Remaining < least.Remaining) {
+			least = b
+		}
+	}
+	return least
 }
 
 // Budget is a priced limit's state in money, in micro-units of its
