@@ -46,9 +46,9 @@ type delivery struct {
 	stated   []bool  // whether it states one
 	modelAt  int     // the values of m's model answer header the response header had
 	gone     bool    // the client went away
-	draining bool  // the rest of the answer is read to learn its count
-	drained  int64 // bytes read and discarded since
-	cut      error // the bound the drain hit, if it did
+	draining bool    // the rest of the answer is read to learn its count
+	drained  int64   // bytes read and discarded since
+	cut      error   // the bound the drain hit, if it did
 	ended    bool
 	timer    *time.Timer
 }
