@@ -52,6 +52,20 @@ type LimitStatus struct {
 	// out when one would now; "never" when none can.
 	RetryAfter        string  `json:"retry_after,omitempty"`
 	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
+
+	// Budget, for a rule with a price, is the limit in money: its rate
+	// and remaining are micro-units of the currency.
+	Budget *BudgetView `json:"budget,omitempty"`
+}
+
+// BudgetView is a priced limit of a key in its currency, each amount a
+// decimal string ("12.50"): what the period allows, what the key spent
+// of it so far, and what is left.
+type BudgetView struct {
+	Currency  string `json:"currency"`
+	Limit     string `json:"limit"`
+	Spent     string `json:"spent"`
+	Remaining string `json:"remaining"`
 }
 
 func view(k rules.KeyInfo) KeyView {
@@ -160,6 +174,14 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 			ls.RetryAfter = "never"
 		case s.RetryAfter > 0:
 			ls.RetryAfter, ls.RetryAfterSeconds = rules.FormatDuration(s.RetryAfter), s.RetryAfter.Seconds()
+		}
+		if c := s.Limit.Calendar; !c.IsZero() {
+			ls.Period = c.String()
+		}
+		if k.Rule != nil && k.Rule.Prices != nil {
+			left := max(s.Remaining, 0)
+			ls.Budget = &BudgetView{Currency: k.Rule.Prices.Currency, Limit: rules.FormatMoney(s.Limit.Rate),
+				Spent: rules.FormatMoney(s.Limit.Rate - left), Remaining: rules.FormatMoney(left)}
 		}
 		v.Limits = append(v.Limits, ls)
 	}

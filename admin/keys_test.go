@@ -202,3 +202,28 @@ func TestKeysNameTheirRule(t *testing.T) {
 		t.Errorf("/v1/keys of a rule without a name: got %+v, want rule zone", list.Keys)
 	}
 }
+
+// A key under a priced rule shows its budget in money: the limit, what
+// it spent and what is left; a calendar limit shows its period.
+func TestKeysShowSpend(t *testing.T) {
+	c, err := rules.Parse("llm.yaml", []byte("domain: llm\nprices:\n  p:\n    currency: EUR\n    models: {m: {input: 2, output: 8}}\nrules:\n  - name: budget\n    match: [{key: api_key}]\n    price: p\n    limits: [{budget: 50, period: calendar_month, timezone: Europe/Paris}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(storetest.Start)
+	st := memstore.New(memstore.Options{Now: clock.Now})
+	t.Cleanup(func() { st.Close() })
+	e := rules.NewEngine(c, st)
+	e.Now = clock.Now
+	h := admin.Handler(admin.Options{Engine: e})
+	u := rules.Usage{Model: "m", Input: 1_000_000, Output: 1_250_000} // €2 + €10
+	if _, err := e.Report(t.Context(), rules.Request{Domain: "llm", Usage: &u, Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "api_key", Value: "a"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	var v admin.KeyView
+	get(t, h, "/v1/keys/state?domain=llm&entry=api_key=a", http.StatusOK, &v)
+	want := admin.BudgetView{Currency: "EUR", Limit: "50.00", Spent: "12.00", Remaining: "38.00"}
+	if len(v.Limits) != 1 || v.Limits[0].Budget == nil || *v.Limits[0].Budget != want || v.Limits[0].Period != "calendar_month Europe/Paris" {
+		t.Fatalf("the key's limits: %+v, want a budget of %+v over a calendar month in Paris", v.Limits, want)
+	}
+}
