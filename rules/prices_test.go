@@ -3,6 +3,7 @@ package rules_test
 import (
 	"context"
 	"math/big"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,4 +176,45 @@ func TestMoney(t *testing.T) {
 			t.Errorf("ParseMoney(%q) = %d, want an error", s, got)
 		}
 	}
+}
+
+// A new config's prices apply to what is settled from then on; a
+// request decided under the old config settles at its prices.
+func TestPricesReload(t *testing.T) {
+	e, _ := newEngine(t, "testdata/prices.yaml")
+	req := rules.Request{Domain: "llm", HitsAddend: 1000, Model: "small", Descriptors: []rules.Descriptor{desc("api_key=r")}}
+	before, err := e.Decide(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dearer, err := rules.Parse("prices.yaml", []byte(strings.Replace(mustRead(t, "testdata/prices.yaml"), "small: {input: 0.15,", "small: {input: 1.15,", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Swap(dearer)
+	u := rules.Usage{Model: "small", Input: 1_000_000}
+	settled := int64(0)
+	before.Ledger().Settle(context.Background(), func(m int) (int64, bool) {
+		settled = before.Prices(m).Cost(u)
+		return settled, true
+	})
+	if settled != 150_000 {
+		t.Errorf("a request decided before the reload settles at %d µ$, want the old price, 150000", settled)
+	}
+	after, err := e.Report(context.Background(), rules.Request{Domain: "llm", Usage: &u, Descriptors: []rules.Descriptor{desc("api_key=s")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := after.Statuses[0].Budget; b.Remaining != 50_000_000-1_150_000 {
+		t.Errorf("a report after the reload: %d µ$ left, want the new price charged", b.Remaining)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
