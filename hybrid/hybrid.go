@@ -421,6 +421,22 @@ func (h *Limiter) unpush(key string, l *bouncer.Limit, n int64) bool {
 	return true
 }
 
+// GetRecord reads the shared store's record (store.Records): records
+// are the shared store's, never an instance's.
+func (h *Limiter) GetRecord(ctx context.Context, key string) ([]byte, bool, error) {
+	return store.ForwardRecords{Next: h.shared}.GetRecord(ctx, key)
+}
+
+// PutRecord writes the shared store's record (store.Records).
+func (h *Limiter) PutRecord(ctx context.Context, key string, value []byte) error {
+	return store.ForwardRecords{Next: h.shared}.PutRecord(ctx, key, value)
+}
+
+// DeleteRecord removes the shared store's record (store.Records).
+func (h *Limiter) DeleteRecord(ctx context.Context, key string) error {
+	return store.ForwardRecords{Next: h.shared}.DeleteRecord(ctx, key)
+}
+
 // Reset forgets r's keys everywhere: the shared store, the local one,
 // leases (not given back) and cached denials.
 func (h *Limiter) Reset(ctx context.Context, r bouncer.Request) error {

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"bufio"
+	"context"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -14,12 +15,14 @@ import (
 	"github.com/bouncerhq/bouncer"
 	"github.com/bouncerhq/bouncer/algo"
 	"github.com/bouncerhq/bouncer/calendar"
+	"github.com/bouncerhq/bouncer/store"
 )
 
 // Loaded says what Load restored.
 type Loaded struct {
-	States int // states restored
-	Fresh  int // states in the file back to fresh by now, left out
+	States  int // states restored
+	Fresh   int // states in the file back to fresh by now, left out
+	Records int // records (store.Records) restored
 }
 
 // Load restores the states that Save wrote to the file at path into s,
@@ -142,6 +145,12 @@ func (s *Store) readBody(r *countReader) (Loaded, error) {
 			return ld, err
 		case tag == tagEnd:
 			return ld, nil
+		case tag == tagRecord && r.version >= 2:
+			if err := s.readRecord(r); err != nil {
+				return ld, err
+			}
+			ld.Records++
+			continue
 		case tag != tagTable:
 			return ld, fmt.Errorf("unknown section tag %d at byte %d", tag, r.n-1)
 		}
@@ -149,6 +158,25 @@ func (s *Store) readBody(r *countReader) (Loaded, error) {
 			return ld, err
 		}
 	}
+}
+
+// readRecord reads one record (store.Records) and keeps it.
+func (s *Store) readRecord(r *countReader) error {
+	var kv [2][]byte
+	for i, bound := range []int{store.MaxRecordKey, store.MaxRecordValue} {
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return err
+		}
+		if n > uint64(bound) {
+			return fmt.Errorf("a record of %d bytes", n)
+		}
+		kv[i] = make([]byte, n)
+		if _, err := io.ReadFull(r, kv[i]); err != nil {
+			return err
+		}
+	}
+	return s.PutRecord(context.Background(), string(kv[0]), kv[1])
 }
 
 // readSection reads one limit's states and stores those not back to fresh.

@@ -27,6 +27,7 @@ const (
 	headerLen   = 24
 	tagEnd      = 0
 	tagTable    = 1
+	tagRecord   = 2 // a record (store.Records): its key and value, each a length and bytes
 	maxName     = 1 << 16 // longer limit names mark a damaged file
 )
 
@@ -45,8 +46,9 @@ var testHookBeforeRename func()
 
 // Saved says what Save wrote.
 type Saved struct {
-	States int   // (key, limit) states written: those not back to fresh
-	Bytes  int64 // the file's size
+	States  int   // (key, limit) states written: those not back to fresh
+	Records int   // records (store.Records) written
+	Bytes   int64 // the file's size
 }
 
 // Save writes every (key, limit) state of s that is not back to fresh to
@@ -150,6 +152,11 @@ func (s *Store) writeState(f *os.File) (Saved, error) {
 		body += int64(len(buf))
 		buf = buf[:0]
 	}
+	buf, saved.Records = s.appendRecords(buf)
+	if _, err := w.Write(buf); err != nil {
+		return saved, err
+	}
+	body += int64(len(buf))
 	if err := w.WriteByte(tagEnd); err != nil {
 		return saved, err
 	}
@@ -233,6 +240,10 @@ func (t *table) appendSection(buf []byte, now int64) ([]byte, int) {
 	}
 	binary.LittleEndian.PutUint64(buf[at:], uint64(n))
 	return buf, n
+}
+
+func appendBytes(buf, b []byte) []byte {
+	return append(binary.AppendUvarint(buf, uint64(len(b))), b...)
 }
 
 func appendState(buf []byte, t *table, st algo.State) []byte {

@@ -336,3 +336,40 @@ func TestLoadVersion1(t *testing.T) {
 		t.Errorf("the bucket after loading: %d remaining, want 2", d.Remaining)
 	}
 }
+
+// Records (store.Records) are saved with the states and restored.
+func TestRecordsSaved(t *testing.T) {
+	clock := &fakeClock{t: start}
+	a := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
+	ctx := context.Background()
+	for k, v := range map[string]string{"limits\x00api:alice": `{"month":100}`, "limits\x00api:bob": ""} {
+		if err := a.PutRecord(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.DeleteRecord(ctx, "limits\x00api:bob"); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "state")
+	saved, err := a.Save(path)
+	if err != nil || saved.Records != 1 {
+		t.Fatalf("Save: %+v, %v; want 1 record", saved, err)
+	}
+	b := memstore.New(memstore.Options{Now: clock.Now, Persistent: true})
+	ld, err := b.Load(path)
+	if err != nil || ld.Records != 1 {
+		t.Fatalf("Load: %+v, %v; want 1 record", ld, err)
+	}
+	if v, ok, err := b.GetRecord(ctx, "limits\x00api:alice"); err != nil || !ok || string(v) != `{"month":100}` {
+		t.Errorf("alice's record after a restore: %q %v %v", v, ok, err)
+	}
+	if _, ok, _ := b.GetRecord(ctx, "limits\x00api:bob"); ok {
+		t.Error("a deleted record came back")
+	}
+	if err := b.PutRecord(ctx, "", nil); err == nil {
+		t.Error("an empty key was stored")
+	}
+	if err := b.PutRecord(ctx, "k", make([]byte, 64<<10+1)); err == nil {
+		t.Error("a record over 64 KiB was stored")
+	}
+}

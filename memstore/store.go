@@ -81,6 +81,7 @@ type Store struct {
 	ticking  *ticking // nil when Now is set or Resolution is negative
 	res      int64    // the ticking clock's resolution in ns; MaxInt64 without one
 	shares   shares   // async instances' shares (ExchangeShares)
+	records  records  // store.Records
 }
 
 var _ bouncer.Limiter = (*Store)(nil)

@@ -192,6 +192,20 @@ func (t *timed) Charge(ctx context.Context, r bouncer.Request) error {
 	return c.Charge(ctx, r)
 }
 
+// GetRecord, PutRecord and DeleteRecord forward to the store's
+// (store.Records).
+func (t *timed) GetRecord(ctx context.Context, key string) ([]byte, bool, error) {
+	return store.ForwardRecords{Next: t.next}.GetRecord(ctx, key)
+}
+
+func (t *timed) PutRecord(ctx context.Context, key string, value []byte) error {
+	return store.ForwardRecords{Next: t.next}.PutRecord(ctx, key, value)
+}
+
+func (t *timed) DeleteRecord(ctx context.Context, key string) error {
+	return store.ForwardRecords{Next: t.next}.DeleteRecord(ctx, key)
+}
+
 // Reset forwards to the store's Reset (see bouncer.Reset).
 func (t *timed) Reset(ctx context.Context, r bouncer.Request) error {
 	return bouncer.Reset(ctx, t.next, r)
