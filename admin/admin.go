@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"slices"
@@ -69,6 +70,15 @@ type Options struct {
 	// GET /v1/upstreams: each is served at its method and path, and
 	// GET / lists it after the admin API's own.
 	Extra []Extra
+
+	// Credentials says the admin API's writes need a token: runtime
+	// limits (PUT and DELETE /v1/limits) are refused without one.
+	Credentials bool
+
+	// Logger writes the audit of runtime limits (nil: slog.Default);
+	// OnLimitsChange, if set, is told each change too (a metric).
+	Logger         *slog.Logger
+	OnLimitsChange func(LimitsChange)
 }
 
 // Extra is an endpoint a command adds to the admin API.
@@ -117,6 +127,9 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/keys", func(w http.ResponseWriter, r *http.Request) { listKeys(w, r, o) })
 	mux.HandleFunc("GET /v1/keys/state", func(w http.ResponseWriter, r *http.Request) { keyState(w, r, o) })
 	mux.HandleFunc("POST /v1/keys/reset", func(w http.ResponseWriter, r *http.Request) { resetKey(w, r, o) })
+	for _, m := range []string{"GET", "PUT", "DELETE"} {
+		mux.HandleFunc(m+" /v1/limits", o.limits)
+	}
 	mountLive(mux, o)
 	eps := slices.Clone(endpoints)
 	if o.Gatherer == nil {
@@ -165,6 +178,9 @@ var endpoints = []Endpoint{
 	{"GET", "/v1/keys", "the keys decided recently, a page at a time (?limit=, ?cursor=)"},
 	{"GET", "/v1/keys/state", "one key (?key=, or ?domain= and ?entry=key=value) and the state of each of its limits; charges nothing"},
 	{"POST", "/v1/keys/reset", "forgets one key's state under every limit of its rule, its plans' included"},
+	{"GET", "/v1/limits", "one key's runtime limits (?key=, or ?domain= and ?entry=key=value), what its rule lets it set, and the limits its next check is decided under"},
+	{"PUT", "/v1/limits", "gives one key its own rates, {\"rates\": {\"<limit>\": <rate or amount>}, \"by\": \"<who>\"}, within its rule's overrides; audited; needs the admin token"},
+	{"DELETE", "/v1/limits", "takes one key's runtime limits away (?by=<who>); audited; needs the admin token"},
 	{"GET", "/live", "a live page: decisions per second by rule and result over the last 15 minutes, denied keys, the store's health"},
 	{"GET", "/live.json", "what the live page shows, as JSON"},
 }

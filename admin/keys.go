@@ -156,6 +156,11 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 	if !ok {
 		return
 	}
+	k, err := o.Engine.ApplyLimits(r.Context(), k)
+	if err != nil {
+		writeLimitsError(w, err)
+		return
+	}
 	states, err := o.Engine.State(r.Context(), k)
 	if err != nil {
 		writeError(w, storeStatus(err), "store_unavailable", err.Error())
@@ -163,29 +168,34 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 	}
 	v := view(k)
 	for _, s := range states {
-		ls := LimitStatus{
-			Name: s.Limit.Name, Algorithm: s.Limit.Algorithm.String(), Rate: s.Limit.Rate,
-			Period: rules.FormatDuration(s.Limit.Period), PeriodSeconds: s.Limit.Period.Seconds(), Burst: s.Limit.Burst,
-			Override: k.Rule == nil && k.Judge != nil, Remaining: s.Remaining, Over: !s.Allowed,
-			ResetAfter: rules.FormatDuration(s.ResetAfter), ResetAfterSeconds: s.ResetAfter.Seconds(),
-		}
-		switch {
-		case s.RetryAfter == bouncer.Never:
-			ls.RetryAfter = "never"
-		case s.RetryAfter > 0:
-			ls.RetryAfter, ls.RetryAfterSeconds = rules.FormatDuration(s.RetryAfter), s.RetryAfter.Seconds()
-		}
-		if c := s.Limit.Calendar; !c.IsZero() {
-			ls.Period = c.String()
-		}
-		if k.Rule != nil && k.Rule.Prices != nil {
-			left := max(s.Remaining, 0)
-			ls.Budget = &BudgetView{Currency: k.Rule.Prices.Currency, Limit: rules.FormatMoney(s.Limit.Rate),
-				Spent: rules.FormatMoney(s.Limit.Rate - left), Remaining: rules.FormatMoney(left)}
-		}
-		v.Limits = append(v.Limits, ls)
+		v.Limits = append(v.Limits, limitStatus(k, s))
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// limitStatus is the state s of one limit of key k.
+func limitStatus(k rules.KeyInfo, s rules.LimitState) LimitStatus {
+	ls := LimitStatus{
+		Name: s.Limit.Name, Algorithm: s.Limit.Algorithm.String(), Rate: s.Limit.Rate,
+		Period: rules.FormatDuration(s.Limit.Period), PeriodSeconds: s.Limit.Period.Seconds(), Burst: s.Limit.Burst,
+		Override: k.Rule == nil && k.Judge != nil, Remaining: s.Remaining, Over: !s.Allowed,
+		ResetAfter: rules.FormatDuration(s.ResetAfter), ResetAfterSeconds: s.ResetAfter.Seconds(),
+	}
+	switch {
+	case s.RetryAfter == bouncer.Never:
+		ls.RetryAfter = "never"
+	case s.RetryAfter > 0:
+		ls.RetryAfter, ls.RetryAfterSeconds = rules.FormatDuration(s.RetryAfter), s.RetryAfter.Seconds()
+	}
+	if c := s.Limit.Calendar; !c.IsZero() {
+		ls.Period = c.String()
+	}
+	if k.Rule != nil && k.Rule.Prices != nil {
+		left := max(s.Remaining, 0)
+		ls.Budget = &BudgetView{Currency: k.Rule.Prices.Currency, Limit: rules.FormatMoney(s.Limit.Rate),
+			Spent: rules.FormatMoney(s.Limit.Rate - left), Remaining: rules.FormatMoney(left)}
+	}
+	return ls
 }
 
 // resetKey forgets one key's state under every limit it may have been

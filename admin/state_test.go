@@ -208,17 +208,23 @@ func TestIndexListsEndpoints(t *testing.T) {
 	want := []string{
 		"GET /", "GET /healthz", "GET /readyz", "GET /metrics", "GET /debug/pprof/",
 		"GET /v1/config", "GET /v1/rules", "GET /v1/keys", "GET /v1/keys/state", "POST /v1/keys/reset",
+		"GET /v1/limits", "PUT /v1/limits", "DELETE /v1/limits",
 		"GET /live", "GET /live.json",
 	}
 	if !slices.Equal(paths, want) {
 		t.Errorf("endpoints: got %q, want %q", paths, want)
 	}
-	// Every one listed answers (a POST with a key to reset).
+	// Every one listed answers (a POST with a key to reset); a change of
+	// runtime limits without a body, with the error it is.
 	for _, ep := range got.Endpoints {
 		path := ep.Path
 		switch path {
-		case "/v1/keys/state", "/v1/keys/reset":
+		case "/v1/keys/state", "/v1/keys/reset", "/v1/limits":
 			path += "?domain=s&entry=user=alice"
+		}
+		want := http.StatusOK
+		if ep.Path == "/v1/limits" && ep.Method != http.MethodGet {
+			want = http.StatusForbidden // the admin API has no token: credentials_required
 		}
 		req, _ := http.NewRequest(ep.Method, srv.URL+path, nil)
 		resp, err := srv.Client().Do(req)
@@ -226,8 +232,8 @@ func TestIndexListsEndpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("%s %s: got %d, want 200", ep.Method, path, resp.StatusCode)
+		if resp.StatusCode != want {
+			t.Errorf("%s %s: got %d, want %d", ep.Method, path, resp.StatusCode, want)
 		}
 	}
 	var nf map[string]string

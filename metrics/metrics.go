@@ -30,6 +30,7 @@ type Metrics struct {
 	reloads   *prometheus.CounterVec
 	version   *prometheus.GaugeVec
 	unknown   prometheus.Counter
+	limits    *prometheus.CounterVec
 }
 
 // New registers Bouncer's collectors on reg.
@@ -71,9 +72,18 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "bouncer_unknown_domain_requests_total",
 			Help: "Requests for a domain the config does not define: answered OK with no limit, or rejected as unknown_domain with --unknown-domain error.",
 		}),
+		limits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bouncer_runtime_limits_changes_total",
+			Help: "Changes of keys' runtime limits through the admin API, by domain, rule and action: set or delete (each also logged, with who, when, old and new).",
+		}, []string{"domain", "rule", "action"}),
 	}
-	reg.MustRegister(m.decisions, m.nearLimit, m.degDenied, m.errors, m.storeTime, m.reloads, m.version, m.unknown)
+	reg.MustRegister(m.decisions, m.nearLimit, m.degDenied, m.errors, m.storeTime, m.reloads, m.version, m.unknown, m.limits)
 	return m
+}
+
+// LimitsChanged counts one change of a key's runtime limits.
+func (m *Metrics) LimitsChanged(domain, rule, action string) {
+	m.limits.WithLabelValues(domain, rule, action).Inc()
 }
 
 // Observe counts one Decide; it is an Engine's Observe.

@@ -98,6 +98,7 @@ type Domain struct {
 	ips    map[string]ipPrefix // entry keys whose values are client IPs
 	root   *node
 	prices []*Prices // by meter − 1
+	custom bool      // a rule has overrides: keys may have runtime limits
 }
 
 // Rule is what one matched descriptor is limited by.
@@ -146,6 +147,11 @@ type Rule struct {
 	// is a 5xx; the service, which never sees the answer, ignores it.
 	// Bouncer's format only (refund_on_5xx).
 	RefundOn5xx bool
+
+	// Overrides name the limits a key of the rule may have its own rate
+	// for, set at runtime (Engine.SetLimits), and its bounds; nil when
+	// no key's limits may be changed.
+	Overrides map[string]Bounds
 
 	// Prices, when set, prices the rule's units: its limits are budgets
 	// in micro-units of Prices.Currency, and a request's usage is charged

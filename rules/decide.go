@@ -154,6 +154,9 @@ func (e *Engine) decide(ctx context.Context, r Request) (Response, *Domain, erro
 		return Response{}, d, err
 	}
 	ms, replaced := d.matchAll(&r)
+	if d.custom {
+		e.custom(ctx, ms)
+	}
 	if e.Keys != nil {
 		e.observe(d.Name, ms, e.now())
 	}

@@ -78,6 +78,16 @@ type nativeRule struct {
 	MaxReport    *int64                `yaml:"max_report"`
 	Price        string                `yaml:"price"`
 	PriceAt      pos                   `yamlconf:"price"`
+	Overrides    map[string]nativeBounds `yaml:"overrides"`
+	OverridesAt  pos                     `yamlconf:"overrides"`
+}
+
+// nativeBounds bound a limit's rate, or a budget, that a key's runtime
+// limits may set.
+type nativeBounds struct {
+	At  pos
+	Min yaml.Node `yaml:"min"`
+	Max yaml.Node `yaml:"max"`
 }
 
 type nativeEntry struct {
@@ -217,6 +227,8 @@ func (c *nativeCompiler) rule(i int, nr nativeRule) {
 		}
 	}
 	c.ruleLimits(at, nr, r)
+	c.overrides(at, nr, r)
+	c.d.custom = c.d.custom || len(r.Overrides) > 0
 	if !c.place(at, nr, r) {
 		return
 	}
@@ -414,6 +426,65 @@ func (c *nativeCompiler) limit(at string, j int, nl nativeLimit, nr nativeRule, 
 		return bouncer.Limit{}, false
 	}
 	return l, true
+}
+
+// overrides compiles which of r's limits a key's runtime limits may set,
+// and within what bounds: a rate, or a budget in the rule's currency.
+func (c *nativeCompiler) overrides(at string, nr nativeRule, r *Rule) {
+	if len(nr.Overrides) == 0 {
+		return
+	}
+	names := map[string]bool{}
+	for _, l := range r.Limits {
+		names[l.Name] = true
+	}
+	for _, p := range r.Plans {
+		for _, l := range p.Limits {
+			names[l.Name] = true
+		}
+	}
+	r.Overrides = map[string]Bounds{}
+	for name, nb := range nr.Overrides {
+		where := fmt.Sprintf("%s.overrides.%s", at, name)
+		if !names[name] {
+			c.errorf(max(nb.At.Line, nr.OverridesAt.Line), "%s: the rule has no limit named %q", where, name)
+			continue
+		}
+		b := Bounds{Min: 1, Max: bouncer.MaxRate}
+		for _, f := range []struct {
+			what string
+			n    *yaml.Node
+			v    *int64
+		}{{"min", &nb.Min, &b.Min}, {"max", &nb.Max, &b.Max}} {
+			if f.n.Kind == 0 {
+				continue
+			}
+			v, err := c.amount(f.n, r)
+			if err != nil {
+				c.errorf(f.n.Line, "%s.%s: %v", where, f.what, err)
+				continue
+			}
+			*f.v = v
+		}
+		if b.Min < 1 || b.Min > b.Max {
+			c.errorf(max(nb.At.Line, nr.OverridesAt.Line), "%s: want 1 ≤ min ≤ max, got min %d, max %d", where, b.Min, b.Max)
+			continue
+		}
+		r.Overrides[name] = b
+	}
+}
+
+// amount reads a bound of rule r's limits: a whole rate, or for a priced
+// rule an amount of its currency, in micro-units.
+func (c *nativeCompiler) amount(n *yaml.Node, r *Rule) (int64, error) {
+	if r.Prices != nil {
+		return ParseMoney(n.Value, bouncer.MaxRate)
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil || v < 0 || v > bouncer.MaxRate {
+		return 0, fmt.Errorf("want a whole rate from 1 to %d, got %q", int64(bouncer.MaxRate), n.Value)
+	}
+	return v, nil
 }
 
 // budget reports, at its line, a limit that counts units in a priced

@@ -60,6 +60,9 @@ func (e *Engine) Report(ctx context.Context, r Request) (Response, error) {
 		return Response{}, err
 	}
 	ms, _ := d.matchAll(&r)
+	if d.custom {
+		e.custom(ctx, ms)
+	}
 	for i, m := range ms {
 		if m.counted() && m.cost > m.reportBound() {
 			return Response{}, &ReportTooLargeError{Descriptor: i, Rule: m.rule.Label(), Hits: m.cost, Max: m.reportBound()}

@@ -199,7 +199,9 @@ func (a *app) serveAdmin(addr, command string, listeners []admin.Listener, extra
 	a.service.Command = command
 	a.service.Listeners = append(listeners, admin.Listener{Name: "admin", Addr: a.adminAddr})
 	h := admin.Handler(admin.Options{Engine: a.engine, Gatherer: a.reg, Ready: func() bool { return !a.draining.Load() },
-		Degraded: a.store.degraded, Reloads: a.reloader.History, History: a.live, Service: &a.service, Extra: extra})
+		Degraded: a.store.degraded, Reloads: a.reloader.History, History: a.live, Service: &a.service, Extra: extra,
+		Credentials: a.adminToken.Set(), Logger: a.log,
+		OnLimitsChange: func(c admin.LimitsChange) { a.metrics.LimitsChanged(c.Domain, c.Rule, c.Action) }})
 	a.adminSrv = a.c.httpServer(a.adminToken.Guard(h, bearer.Writes))
 	a.serve(func() error { return a.adminSrv.Serve(ln) })
 	if !a.c.liveByHand {

@@ -103,7 +103,22 @@ type serveProc struct {
 	cmd  *exec.Cmd
 	mu   sync.Mutex
 	logs bytes.Buffer
+	grew chan struct{} // signalled on each write
 	done chan struct{}
+}
+
+// waitOutput waits until the process has logged sub, failing t after
+// 30s.
+func (p *serveProc) waitOutput(t *testing.T, sub string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for !strings.Contains(p.output(), sub) {
+		select {
+		case <-p.grew:
+		case <-timeout:
+			t.Fatalf("the process has not logged %q within 30s:\n%s", sub, p.output())
+		}
+	}
 }
 
 func (p *serveProc) output() string {
@@ -115,6 +130,10 @@ func (p *serveProc) output() string {
 func (p *serveProc) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	select {
+	case p.grew <- struct{}{}:
+	default:
+	}
 	return p.logs.Write(b)
 }
 
@@ -135,7 +154,7 @@ func startServeBinary(t *testing.T, bin string, args ...string) *serveProc {
 // (its whole environment: runMainEnv included if bin is this test).
 func startServeEnv(t *testing.T, bin string, env []string, args ...string) *serveProc {
 	t.Helper()
-	p := &serveProc{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), done: make(chan struct{})}
+	p := &serveProc{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), done: make(chan struct{}), grew: make(chan struct{}, 1)}
 	p.cmd.Env = env
 	p.cmd.Stdout = p
 	stderr, err := p.cmd.StderrPipe()
