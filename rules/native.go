@@ -61,23 +61,23 @@ type nativeIP struct {
 
 type nativeRule struct {
 	At           pos
-	Name         string                `yaml:"name"`
-	Match        []nativeEntry         `yaml:"match"`
-	Algorithm    string                `yaml:"algorithm"`
-	AlgorithmAt  pos                   `yamlconf:"algorithm"`
-	Limits       []nativeLimit         `yaml:"limits"`
-	Plans        map[string]nativePlan `yaml:"plans"`
-	Unlimited    bool                  `yaml:"unlimited"`
-	Shadow       bool                  `yaml:"shadow"`
-	OnStoreError string                `yaml:"on_store_error"`
-	Mode         string                `yaml:"mode"`
-	ModeAt       pos                   `yamlconf:"mode"`
-	ChargeDenied bool                  `yaml:"charge_denied"`
-	Replaces     []string              `yaml:"replaces"`
-	RefundOn5xx  bool                  `yaml:"refund_on_5xx"`
-	MaxReport    *int64                `yaml:"max_report"`
-	Price        string                `yaml:"price"`
-	PriceAt      pos                   `yamlconf:"price"`
+	Name         string                  `yaml:"name"`
+	Match        []nativeEntry           `yaml:"match"`
+	Algorithm    string                  `yaml:"algorithm"`
+	AlgorithmAt  pos                     `yamlconf:"algorithm"`
+	Limits       []nativeLimit           `yaml:"limits"`
+	Plans        map[string]nativePlan   `yaml:"plans"`
+	Unlimited    bool                    `yaml:"unlimited"`
+	Shadow       bool                    `yaml:"shadow"`
+	OnStoreError string                  `yaml:"on_store_error"`
+	Mode         string                  `yaml:"mode"`
+	ModeAt       pos                     `yamlconf:"mode"`
+	ChargeDenied bool                    `yaml:"charge_denied"`
+	Replaces     []string                `yaml:"replaces"`
+	RefundOn5xx  bool                    `yaml:"refund_on_5xx"`
+	MaxReport    *int64                  `yaml:"max_report"`
+	Price        string                  `yaml:"price"`
+	PriceAt      pos                     `yamlconf:"price"`
 	Overrides    map[string]nativeBounds `yaml:"overrides"`
 	OverridesAt  pos                     `yamlconf:"overrides"`
 }
