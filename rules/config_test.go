@@ -53,6 +53,10 @@ func TestConfigErrors(t *testing.T) {
 			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: calendar_month, timezone: Mars/Olympus}\n      - {rate: 1, period: calendar_month, anchor: 32}\n      - {rate: 1, period: 1d, timezone: Europe/Paris}\n      - {rate: 1, period: calendar_day, algorithm: token_bucket}\n      - {rate: 1, period: calendar_week, anchor: 8}\n      - {rate: 1, period: 1h, anchor: 3}\n",
 			[]string{`6: rules[0].limits[0].timezone: unknown time zone "Mars/Olympus"`, "7: rules[0].limits[1].anchor: a calendar_month's anchor is a day of the month, 1 to 31, got 32", "8: rules[0].limits[2].timezone: only a calendar period", "9: rules[0].limits[3].algorithm: a calendar_day limit counts in fixed windows", "10: rules[0].limits[4].anchor: a calendar_week's anchor is a weekday", "11: rules[0].limits[5].anchor: only a calendar period"},
 		},
+		"native: overrides": {
+			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{name: day, rate: 5, period: 1d}]\n    overrides:\n      week: {max: 9}\n      day: {min: 9, max: 2}\n  - name: s\n    match: [{key: b}]\n    limits: [{name: day, rate: 5, period: 1d}]\n    overrides:\n      day: {max: lots}\n",
+			[]string{`7: rules[0].overrides.week: the rule has no limit named "week"`, "8: rules[0].overrides.day: want 1 ≤ min ≤ max, got min 9, max 2", `13: rules[1].overrides.day.max: want a whole rate from 1 to 1099511627776, got "lots"`},
+		},
 		"native: anchors without a key": {
 			"domain: d\nanchors: {}\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: calendar_month}]\n",
 			[]string{"2: anchors.key: required"},
