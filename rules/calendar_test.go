@@ -11,11 +11,16 @@ import (
 
 // A calendar month in a time zone from a rules file: a fixed window by
 // default, named after its period, resetting at the month's end in New
-// York; a caller's billing_day entry starts its own months on that day
-// and is not part of the key counted.
+// York; a caller's billing_day entry starts its own months on that day,
+// its time_zone entry puts them in its zone; neither is part of the key
+// counted.
 func TestCalendarRule(t *testing.T) {
 	e, clock := newEngine(t, "testdata/calendar.yaml")
 	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,6 +39,9 @@ func TestCalendarRule(t *testing.T) {
 		{"from the 15th", desc("api_key=b", "billing_day=15"), time.Date(2026, 1, 15, 0, 0, 0, 0, ny)},
 		{"from the 31st", desc("api_key=c", "billing_day=31"), time.Date(2026, 1, 31, 0, 0, 0, 0, ny)},
 		{"not a day: the rule's anchor", desc("api_key=d", "billing_day=thirty"), time.Date(2026, 2, 1, 0, 0, 0, 0, ny)},
+		{"in Tokyo's zone", desc("api_key=e", "time_zone=Asia/Tokyo"), time.Date(2026, 2, 1, 0, 0, 0, 0, tokyo)},
+		{"in Tokyo from the 6th", desc("api_key=f", "time_zone=Asia/Tokyo", "billing_day=6"), time.Date(2026, 1, 6, 0, 0, 0, 0, tokyo)},
+		{"not a zone: the rule's", desc("api_key=g", "time_zone=Mars/Olympus"), time.Date(2026, 2, 1, 0, 0, 0, 0, ny)},
 	} {
 		for i := range 3 {
 			if resp := decide(t, e, "billing", c.d); resp.Code != rules.OK || resp.Statuses[0].Remaining != uint32(2-i) {

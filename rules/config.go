@@ -92,6 +92,14 @@ type Domain struct {
 	// it is not part of the key counted.
 	AnchorKey string
 
+	// ZoneKey is the descriptor entry key whose value, an IANA time zone,
+	// is where the caller's calendar days, weeks and months begin, in
+	// place of its limits' timezone; "" when the domain has none. It is
+	// not part of the key counted, and must come from a trusted source
+	// (a gateway's key table, a verified claim): the zone is part of the
+	// limit, and a caller that could change it would start afresh.
+	ZoneKey string
+
 	// Rules are the domain's rules in file order.
 	Rules []*Rule
 

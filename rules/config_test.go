@@ -57,9 +57,13 @@ func TestConfigErrors(t *testing.T) {
 			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{name: day, rate: 5, period: 1d}]\n    overrides:\n      week: {max: 9}\n      day: {min: 9, max: 2}\n  - name: s\n    match: [{key: b}]\n    limits: [{name: day, rate: 5, period: 1d}]\n    overrides:\n      day: {max: lots}\n",
 			[]string{`7: rules[0].overrides.week: the rule has no limit named "week"`, "8: rules[0].overrides.day: want 1 ≤ min ≤ max, got min 9, max 2", `13: rules[1].overrides.day.max: want a whole rate from 1 to 1099511627776, got "lots"`},
 		},
-		"native: anchors without a key": {
-			"domain: d\nanchors: {}\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: calendar_month}]\n",
-			[]string{"2: anchors.key: required"},
+		"native: a calendar section without keys": {
+			"domain: d\ncalendar: {}\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: calendar_month}]\n",
+			[]string{"2: calendar: name anchor_key"},
+		},
+		"native: a calendar section with one key twice": {
+			"domain: d\ncalendar: {anchor_key: x, zone_key: x}\nrules:\n  - name: r\n    match: [{key: a}]\n    limits: [{rate: 1, period: calendar_month}]\n",
+			[]string{`2: calendar: anchor_key and zone_key name one entry, "x"`},
 		},
 		"native: unknown algorithm, zero rate, burst on a window": {
 			"domain: d\nrules:\n  - name: r\n    match: [{key: a}]\n    limits:\n      - {rate: 1, period: 1s, algorithm: magic}\n      - {rate: 0, period: 1s}\n      - {rate: 1, period: 1s, burst: 2, algorithm: fixed_window}\n",

@@ -256,8 +256,8 @@ func onlyPlan(entries []Entry, planKey string) bool {
 
 // match looks descriptor i up, filling m; false when no rule applies.
 func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *matched) bool {
-	entries, plan, anchor := desc.Entries, "", ""
-	if d.PlanKey != "" || d.ips != nil || d.AnchorKey != "" {
+	entries, plan, anchor, zone := desc.Entries, "", "", ""
+	if d.PlanKey != "" || d.ips != nil || d.AnchorKey != "" || d.ZoneKey != "" {
 		entries = make([]Entry, 0, len(desc.Entries))
 		for _, e := range desc.Entries {
 			if d.PlanKey != "" && e.Key == d.PlanKey {
@@ -266,6 +266,10 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 			}
 			if d.AnchorKey != "" && e.Key == d.AnchorKey {
 				anchor = e.Value
+				continue
+			}
+			if d.ZoneKey != "" && e.Key == d.ZoneKey {
+				zone = e.Value
 				continue
 			}
 			if p, ok := d.ips[e.Key]; ok {
@@ -303,8 +307,8 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 		m.cost = r.cost(i, rule)
 	}
 	m.limits, m.unlimited = rule.limitsFor(plan)
-	if anchor != "" {
-		m.limits = anchored(m.limits, anchor)
+	if anchor != "" || zone != "" {
+		m.limits = anchored(m.limits, anchor, zone)
 	}
 	m.shadow, m.quota = rule.Shadow, rule.QuotaMode
 	if m.unlimited {
@@ -328,23 +332,34 @@ func (d *Domain) match(r *Request, i int, desc Descriptor, values []string, m *m
 	return true
 }
 
-// anchored returns limits with the calendar weeks and months anchored on
-// the day value names (see Domain.AnchorKey): a copy when any changes. A
-// value that is not a day of the period (0, 32, "x") leaves a limit as
-// its rule has it.
-func anchored(limits []bouncer.Limit, value string) []bouncer.Limit {
-	day, err := strconv.Atoi(value)
+// anchored returns limits with their calendar periods anchored on the
+// day anchor names and in the zone zone names (see Domain.AnchorKey and
+// ZoneKey): a copy when any changes. An anchor that is not a day of the
+// period (0, 32, "x", or 8 for a week) or a zone that is none ("Mars")
+// leaves that part of a limit as its rule has it.
+func anchored(limits []bouncer.Limit, anchor, zone string) []bouncer.Limit {
+	day, err := strconv.Atoi(anchor)
 	if err != nil || day < 1 || day > 31 {
-		return limits
+		day = 0
 	}
 	var out []bouncer.Limit
 	for i, l := range limits {
 		c := l.Calendar
-		if c.Unit != calendar.Month && c.Unit != calendar.Week || c.Anchor == day {
+		if c.IsZero() {
 			continue
 		}
-		if c.Anchor = day; c.Validate() != nil {
-			continue // a week has 7 days
+		if day != 0 && (c.Unit == calendar.Month || c.Unit == calendar.Week) {
+			if a := (calendar.Period{Unit: c.Unit, Anchor: day}); a.Validate() == nil {
+				c.Anchor = day
+			}
+		}
+		if zone != "" {
+			if z := (calendar.Period{Unit: c.Unit, Zone: zone}); z.Validate() == nil {
+				c.Zone = zone
+			}
+		}
+		if c == l.Calendar {
+			continue
 		}
 		if out == nil {
 			out = slices.Clone(limits)

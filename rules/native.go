@@ -20,7 +20,7 @@ import (
 type nativeFile struct {
 	Domain   string                  `yaml:"domain"`
 	Plans    *nativePlans            `yaml:"plans"`
-	Anchors  *nativeAnchors          `yaml:"anchors"`
+	Calendar *nativeCalendar         `yaml:"calendar"`
 	Prices   map[string]nativePrices `yaml:"prices"`
 	ClientIP *nativeIP               `yaml:"client_ip"`
 	Rules    []nativeRule            `yaml:"rules"`
@@ -47,9 +47,10 @@ type nativeModelPrices struct {
 	Cached yaml.Node `yaml:"cached"`
 }
 
-type nativeAnchors struct {
-	At  pos
-	Key string `yaml:"key"`
+type nativeCalendar struct {
+	At        pos
+	AnchorKey string `yaml:"anchor_key"`
+	ZoneKey   string `yaml:"zone_key"`
 }
 
 type nativeIP struct {
@@ -137,11 +138,16 @@ func compileNative(file string, f *nativeFile, line int, errs *errorList, o Load
 		d.PlanKey, d.DefaultPlan = p.Key, p.Default
 	}
 	c.prices(f.Prices)
-	if a := f.Anchors; a != nil {
-		if a.Key == "" {
-			c.errorf(a.At.Line, "anchors.key: required: the descriptor entry whose value is the day a caller's calendar months (1 to 31) or weeks (1 to 7) start on")
+	if a := f.Calendar; a != nil {
+		switch {
+		case a.AnchorKey == "" && a.ZoneKey == "":
+			c.errorf(a.At.Line, "calendar: name anchor_key (the descriptor entry whose value is the day a caller's calendar months or weeks start on), zone_key (the entry naming its time zone), or both")
+		case a.AnchorKey == a.ZoneKey:
+			c.errorf(a.At.Line, "calendar: anchor_key and zone_key name one entry, %q", a.AnchorKey)
+		case f.Plans != nil && (a.AnchorKey == f.Plans.Key || a.ZoneKey == f.Plans.Key):
+			c.errorf(a.At.Line, "calendar: an entry of its own, not the plans' %q", f.Plans.Key)
 		}
-		d.AnchorKey = a.Key
+		d.AnchorKey, d.ZoneKey = a.AnchorKey, a.ZoneKey
 	}
 	if ip := f.ClientIP; ip != nil {
 		pfx := ipPrefix{v4: 32, v6: 64}
