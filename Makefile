@@ -101,14 +101,16 @@ gateway-demo:
 transcode-demo:
 	@trap 'kill 0' EXIT; $(GO) run ./examples/transcode & $(GO) run ./cmd/bouncer gateway --config examples/transcode/gateway.yaml
 
-# The README tour's LLM gateway: the example's fake model on 127.0.0.1:9096
-# and bouncer gateway in front of it on 127.0.0.1:8096 (admin 8097),
-# 1000 tokens a minute per API key, charged in the tokens the model
-# reports. Ctrl-C stops both.
+# make llm-demo: the LLM gateway example's fake model on 127.0.0.1:9096
+# and bouncer gateway in front of it on 127.0.0.1:8096 (admin 8097):
+# 20 000 tokens a minute and $50 a calendar month per API key, charged
+# what the model reports at its model's prices, on the memory store,
+# whose counts (a month's spend) are saved in .llm-demo/state and
+# restored at its next start. Ctrl-C stops both.
 .PHONY: llm-demo
 
 llm-demo:
-	@trap 'kill 0' EXIT; $(GO) run ./examples/llmgateway & $(GO) run ./cmd/bouncer gateway --config examples/llmgateway/gateway.yaml
+	@mkdir -p .llm-demo; trap 'kill 0' EXIT; $(GO) run ./examples/llmgateway & $(GO) run ./cmd/bouncer gateway --config examples/llmgateway/gateway.yaml --state-file .llm-demo/state --admin-token-file examples/llmgateway/admin-token
 
 # Redis servers for the Redis store tests: a standalone on 16379, a
 # 3-master/3-replica cluster on 17000-17005 and a Sentinel set on

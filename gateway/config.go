@@ -115,7 +115,9 @@ type GRPC struct {
 //   - route: the route's name;
 //   - method: the HTTP method;
 //   - path: the URL path;
-//   - header:<Name>: a request header's value.
+//   - header:<Name>: a request header's value;
+//   - attribute:<name>: the caller's attribute: its API key's
+//     (auth.APIKey.Attributes), or its JWT's claim of that name.
 //
 // A descriptor that a request has no value for (no user on a route
 // without authentication, a missing header) is not sent.

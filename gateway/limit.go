@@ -189,5 +189,8 @@ func fact(name string, r *http.Request, rt *Route, id auth.Identity, v *route.Vi
 	if h, ok := strings.CutPrefix(name, "header:"); ok {
 		return r.Header.Get(h)
 	}
+	if a, ok := strings.CutPrefix(name, "attribute:"); ok {
+		return id.Attribute(a)
+	}
 	return ""
 }

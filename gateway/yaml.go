@@ -74,8 +74,14 @@ func parseEntry(s string) (entry, error) {
 		}
 		return entry{key: strings.ToLower(name), fact: s}, nil
 	}
+	if name, ok := strings.CutPrefix(s, "attribute:"); ok {
+		if name == "" {
+			return entry{}, errors.New("attribute: needs an attribute's name, as attribute:time_zone")
+		}
+		return entry{key: name, fact: s}, nil
+	}
 	if !slices.Contains(Facts, s) {
-		return entry{}, fmt.Errorf("%q is not a fact (%s, header:<Name>) nor a key=value literal", s, strings.Join(Facts, ", "))
+		return entry{}, fmt.Errorf("%q is not a fact (%s, header:<Name>, attribute:<name>) nor a key=value literal", s, strings.Join(Facts, ", "))
 	}
 	return entry{key: s, fact: s}, nil
 }

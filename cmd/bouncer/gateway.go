@@ -34,7 +34,7 @@ func gatewayFlags(c *serveConfig, stderr io.Writer) *flag.FlagSet {
 	fs.Usage = func() { gatewayUsage(fs.Output()) }
 	for _, name := range []string{"config", "store", "store-tls-ca", "store-tls-cert", "store-tls-key", "store-tls-server-name",
 		"store-tls-insecure-skip-verify", "store-client-name", "store-timeout", "on-store-error", "mode", "log-level", "log-format",
-		"shutdown-timeout", "watch", "otel-endpoint", "otel-insecure", "otel-sample-ratio", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "admin-token-file"} {
+		"shutdown-timeout", "watch", "otel-endpoint", "otel-insecure", "otel-sample-ratio", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "admin-token-file", "state-file", "state-save-interval"} {
 		f := full.Lookup(name)
 		usage := f.Usage
 		if name == "config" {

@@ -43,6 +43,12 @@ type APIKey struct {
 	Hash string `yaml:"hash"`
 	// Plan is the caller's plan, "" for none.
 	Plan string `yaml:"plan"`
+	// Attributes are facts of the key's owner that its limits may read
+	// (a descriptor's attribute:<name>), such as its time zone or
+	// billing day: the gateway's config vouches for them, as for the
+	// plan. Names and values must be free of control characters; at most
+	// 32 of them, each value at most 256 bytes.
+	Attributes map[string]string `yaml:"attributes"`
 }
 
 // APIKeys authenticates requests by an API key in a header or a query
@@ -68,8 +74,9 @@ type APIKeys struct {
 
 // apiKey is who an entry's key belongs to.
 type apiKey struct {
-	id   string
-	plan string
+	id    string
+	plan  string
+	attrs map[string]string
 }
 
 const hashPrefix = "sha256:"
@@ -115,6 +122,14 @@ func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
 		if !validHeaderValue(k.ID) || !validHeaderValue(k.Plan) {
 			return fail(at(""), "key %q: id and plan must not hold control characters", k.ID)
 		}
+		if len(k.Attributes) > 32 {
+			return fail(at(".Attributes"), "key %q: %d attributes, at most 32", k.ID, len(k.Attributes))
+		}
+		for name, v := range k.Attributes {
+			if name == "" || !validHeaderValue(name) || !validHeaderValue(v) || len(v) > 256 {
+				return fail(at(".Attributes"), "key %q: attribute %q: a name and a value of at most 256 bytes, free of control characters", k.ID, name)
+			}
+		}
 		if first, dup := ids[k.ID]; dup {
 			return fail(at(".ID"), "key id %q appears twice (keys %d and %d)", k.ID, first, i)
 		}
@@ -127,7 +142,7 @@ func NewAPIKeys(c APIKeyConfig) (*APIKeys, error) {
 			return fail(at(".Hash"), "keys %q and %q have the same hash", a.entries[other].id, k.ID)
 		}
 		a.keys[d] = int32(i)
-		a.entries[i] = apiKey{id: k.ID, plan: k.Plan}
+		a.entries[i] = apiKey{id: k.ID, plan: k.Plan, attrs: k.Attributes}
 	}
 	return a, nil
 }
@@ -162,7 +177,7 @@ func (a *APIKeys) Authenticate(r *http.Request) (Identity, error) {
 		return Identity{}, refuse(a.name, "unknown key")
 	}
 	k := a.entries[i]
-	return Identity{Subject: k.id, Plan: k.plan, Method: MethodAPIKey, KeyID: k.id}, nil
+	return Identity{Subject: k.id, Plan: k.plan, Method: MethodAPIKey, KeyID: k.id, Attributes: k.attrs}, nil
 }
 
 func (a *APIKeys) presented(r *http.Request) (string, error) {

@@ -22,6 +22,21 @@ type Identity struct {
 	// float64); nil for API keys. They are the Authenticator's copy for
 	// this request only: changing them changes nothing else.
 	Claims map[string]any
+	// Attributes are the API key's (APIKey.Attributes); nil for JWTs,
+	// whose Claims hold theirs. Shared: read them, never change them.
+	Attributes map[string]string
+}
+
+// Attribute is the caller's attribute name: an API key's attribute, or
+// a JWT's claim of that name if it is a string; "" if it has none.
+func (id Identity) Attribute(name string) string {
+	if v, ok := id.Attributes[name]; ok {
+		return v
+	}
+	if s, ok := id.Claims[name].(string); ok {
+		return s
+	}
+	return ""
 }
 
 // The values of Identity.Method.
