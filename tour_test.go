@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,10 @@ type tourStep struct {
 	// skip, if it returns a reason, leaves the step out (with the reason
 	// logged): what it needs is not here.
 	skip func() string
+	// restart, on a ready step, first stops the terminal an earlier step
+	// of the same block started, as Ctrl-C would, and waits for it to
+	// exit: the person restarts the program.
+	restart bool
 }
 
 type match struct {
@@ -74,9 +79,21 @@ var tourSteps = []tourStep{
 		once(`"error":"rate_limited"`),
 	}},
 	{block: "make llm-demo", ready: []string{"127.0.0.1:8096", "127.0.0.1:8097", "127.0.0.1:9096"}},
-	{block: "curl -si -H 'X-API-Key: demo-alice-key' -d '{\"max_tokens\": 100}'", want: []match{
-		{`HTTP/1.1 200 OK`, 2}, once(`(?i)X-Usage-Tokens: 100\r?\n`), once(`data: \[DONE\]`),
-		once(`HTTP/1.1 429 Too Many Requests`), once(`(?i)Retry-After: 3\d\r?\n`),
+	{block: "curl -si -H 'X-API-Key: demo-alice-key' -d '{\"model\": \"small\", \"prompt\"", want: []match{
+		once(`HTTP/1.1 200 OK`), once(`(?i)X-Usage-Input-Tokens: 2\r?\n`), once(`(?i)X-Usage-Output-Tokens: 100\r?\n`),
+		once(`(?i)X-Budget-Remaining: 49\.999996 USD\r?\n`), once(`data: \[DONE\]`),
+		once(`HTTP/1.1 429 Too Many Requests`), once(`(?i)Retry-After: 1[56]\r?\n`),
+	}},
+	{block: "for i in 1 2 3 4; do\n  curl -si -H 'X-API-Key: demo-bob-key'", want: []match{
+		{`HTTP/1.1 200 OK`, 3}, once(`(?i)X-Budget-Remaining: 49\.996 USD\r?\n`), once(`(?i)X-Budget-Remaining: 9\.9958 USD\r?\n`),
+		once(`HTTP/1.1 429 Too Many Requests`), once(`(?i)X-Budget-Remaining: 0\.00 USD\r?\n`), once(`(?i)Retry-After: \d+\r?\n`),
+	}},
+	{block: "curl -s -X PUT -H 'Authorization: Bearer demo-admin-token'", want: []match{
+		once(`"remaining":"50\.00"`), once(`HTTP/1.1 200 OK`), once(`(?i)X-Budget-Remaining: 49\.999996 USD\r?\n`),
+	}},
+	{block: "make llm-demo", ready: []string{"127.0.0.1:8096", "127.0.0.1:8097", "127.0.0.1:9096"}, restart: true},
+	{block: "curl -si -H 'X-API-Key: demo-bob-key' -d '{\"model\": \"small\"", want: []match{
+		once(`HTTP/1.1 200 OK`), once(`(?i)X-Budget-Remaining: 49\.999955 USD\r?\n`),
 	}},
 }
 
@@ -138,6 +155,11 @@ func TestReadmeTour(t *testing.T) {
 		}
 	}
 	env := tourEnv(t)
+	// The LLM demo keeps its counts in .llm-demo/state across restarts:
+	// the tour starts it afresh.
+	os.RemoveAll(".llm-demo")
+	t.Cleanup(func() { os.RemoveAll(".llm-demo") })
+	running := map[string]func(){}
 	for i, b := range blocks {
 		step := tourSteps[i]
 		if step.skip != nil {
@@ -147,7 +169,10 @@ func TestReadmeTour(t *testing.T) {
 			}
 		}
 		if step.ready != nil {
-			startTerminal(t, b, env, step.ready)
+			if stop := running[step.block]; step.restart && stop != nil {
+				stop()
+			}
+			running[step.block] = startTerminal(t, b, env, step.ready)
 			continue
 		}
 		out := runBlock(t, b, env)
@@ -226,9 +251,10 @@ func runBlock(t *testing.T, b snippet, env []string) string {
 }
 
 // startTerminal runs b as a program in a terminal of its own and waits
-// until every address in ready accepts connections. Cleanup stops it as
-// Ctrl-C would and waits for it to exit.
-func startTerminal(t *testing.T, b snippet, env []string, ready []string) {
+// until every address in ready accepts connections. The stop it returns,
+// which cleanup calls too, stops it as Ctrl-C would and waits for it to
+// exit and free its addresses.
+func startTerminal(t *testing.T, b snippet, env []string, ready []string) (stop func()) {
 	t.Helper()
 	log, err := os.Create(filepath.Join(t.TempDir(), "terminal.log"))
 	if err != nil {
@@ -244,25 +270,9 @@ func startTerminal(t *testing.T, b snippet, env []string, ready []string) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	printed := func() string { out, _ := os.ReadFile(log.Name()); return string(out) }
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-			t.Errorf("README.md line %d: still running 30s after Ctrl-C; it printed:\n%s", b.line, printed())
-		}
-		// Ctrl-C reaches the whole group; nothing of it may be left
-		// listening for the next run.
-		for _, addr := range ready {
-			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-				c.Close()
-				t.Errorf("README.md line %d: %s still accepts connections after Ctrl-C", b.line, addr)
-			}
-		}
-		log.Close()
-	})
+	var once sync.Once
+	stop = func() { once.Do(func() { stopTerminal(t, b, cmd, exited, ready, printed, log) }) }
+	t.Cleanup(stop)
 	deadline := time.NewTimer(blockTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -284,4 +294,27 @@ func startTerminal(t *testing.T, b snippet, env []string, ready []string) {
 			}
 		}
 	}
+	return stop
+}
+
+// stopTerminal stops a terminal's program as Ctrl-C would and waits for
+// it to exit and free its addresses.
+func stopTerminal(t *testing.T, b snippet, cmd *exec.Cmd, exited chan error, ready []string, printed func() string, log *os.File) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		t.Errorf("README.md line %d: still running 30s after Ctrl-C; it printed:\n%s", b.line, printed())
+	}
+	// Ctrl-C reaches the whole group; nothing of it may be left
+	// listening for the next run.
+	for _, addr := range ready {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			t.Errorf("README.md line %d: %s still accepts connections after Ctrl-C", b.line, addr)
+		}
+	}
+	log.Close()
 }
