@@ -2,8 +2,8 @@ package memstore
 
 import (
 	"bufio"
-	"context"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"

@@ -27,7 +27,7 @@ const (
 	headerLen   = 24
 	tagEnd      = 0
 	tagTable    = 1
-	tagRecord   = 2 // a record (store.Records): its key and value, each a length and bytes
+	tagRecord   = 2       // a record (store.Records): its key and value, each a length and bytes
 	maxName     = 1 << 16 // longer limit names mark a damaged file
 )
 
