@@ -156,21 +156,30 @@ func keyState(w http.ResponseWriter, r *http.Request, o Options) {
 	if !ok {
 		return
 	}
+	v := view(k)
+	if v.Limits, ok = o.states(w, r, k); ok {
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// states are the limits k's next check is decided under, its runtime
+// limits applied, with their state; false when it answered an error.
+func (o Options) states(w http.ResponseWriter, r *http.Request, k rules.KeyInfo) ([]LimitStatus, bool) {
 	k, err := o.Engine.ApplyLimits(r.Context(), k)
 	if err != nil {
 		writeLimitsError(w, err)
-		return
+		return nil, false
 	}
 	states, err := o.Engine.State(r.Context(), k)
 	if err != nil {
 		writeError(w, storeStatus(err), "store_unavailable", err.Error())
-		return
+		return nil, false
 	}
-	v := view(k)
+	out := make([]LimitStatus, 0, len(states))
 	for _, s := range states {
-		v.Limits = append(v.Limits, limitStatus(k, s))
+		out = append(out, limitStatus(k, s))
 	}
-	writeJSON(w, http.StatusOK, v)
+	return out, true
 }
 
 // limitStatus is the state s of one limit of key k.

@@ -90,6 +90,7 @@ func (o Options) showLimits(w http.ResponseWriter, r *http.Request, k rules.KeyI
 		writeLimitsError(w, err)
 		return
 	}
+	var ok bool
 	v := LimitsView{Key: k.Key, Domain: k.Domain, Rule: k.Rule.Label(), Overrides: map[string]Bound{}}
 	for name, b := range k.Rule.Overrides {
 		v.Overrides[name] = Bound{Min: amount(k.Rule, b.Min), Max: amount(k.Rule, b.Max)}
@@ -97,19 +98,9 @@ func (o Options) showLimits(w http.ResponseWriter, r *http.Request, k rules.KeyI
 	if had {
 		v.Custom = &CustomView{Rates: amounts(k.Rule, c.Rates), By: c.By, At: c.At}
 	}
-	if k, err = o.Engine.ApplyLimits(r.Context(), k); err != nil {
-		writeLimitsError(w, err)
-		return
+	if v.Limits, ok = o.states(w, r, k); ok {
+		writeJSON(w, http.StatusOK, v)
 	}
-	states, err := o.Engine.State(r.Context(), k)
-	if err != nil {
-		writeError(w, storeStatus(err), "store_unavailable", err.Error())
-		return
-	}
-	for _, s := range states {
-		v.Limits = append(v.Limits, limitStatus(k, s))
-	}
-	writeJSON(w, http.StatusOK, v)
 }
 
 func (o Options) setLimits(w http.ResponseWriter, r *http.Request, k rules.KeyInfo) {

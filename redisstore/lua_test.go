@@ -233,37 +233,7 @@ func TestLuaMatchesAlgo(t *testing.T) {
 			t.Run(a.String(), func(t *testing.T) {
 				rapid.Check(t, func(rt *rapid.T) {
 					l := drawLimit(rt, a)
-					steps := drawSteps(rt, l)
-					got := runLua(rt, c, keyOn("fuzz"), l, steps)
-					p := algo.Prepare(l)
-					var s algo.State
-					for i, st := range steps {
-						var want storetest.Want
-						saved := true
-						switch {
-						case st.refund:
-							s = p.Refund(s, st.at, st.cost)
-						case st.charge:
-							s = p.Charge(s, st.at, st.cost)
-						default:
-							var r algo.Result
-							before := s
-							s, r = p.Check(s, st.at, st.cost)
-							want = storetest.Want{Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Delay: r.Delay}
-							saved = st.cost > 0 && (r.Allowed || l.ChargeDenied && (s.T != before.T || s.N != before.N))
-						}
-						if saved && p.Expiry(s) <= st.at {
-							// The store forgets a state it saves fresh
-							// (a clock that steps back may tell).
-							s = algo.State{}
-						}
-						if got[i].want != want {
-							rt.Fatalf("step %d (%+v): Lua decided %v, algo %v", i, st, got[i].want, want)
-						}
-						if g, w := luaState(rt, l, got[i].kept), goState(&p, s, st.at); g != w {
-							rt.Fatalf("step %d (%+v): Lua kept %q (stored %q), algo %q", i, st, g, got[i].kept, w)
-						}
-					}
+					matchAlgo(rt, c, l)
 				})
 			})
 		}
@@ -277,38 +247,46 @@ func TestLuaMatchesAlgo(t *testing.T) {
 func TestLuaMatchesAlgoCalendar(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, c rueidis.Client) {
 		rapid.Check(t, func(rt *rapid.T) {
-			l := drawCalendarLimit(rt)
-			steps := drawSteps(rt, l)
-			got := runLua(rt, c, keyOn("fuzz"), l, steps)
-			p := algo.Prepare(l)
-			var s algo.State
-			for i, st := range steps {
-				var want storetest.Want
-				saved := true
-				switch {
-				case st.refund:
-					s = p.Refund(s, st.at, st.cost)
-				case st.charge:
-					s = p.Charge(s, st.at, st.cost)
-				default:
-					var r algo.Result
-					before := s
-					s, r = p.Check(s, st.at, st.cost)
-					want = storetest.Want{Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Delay: r.Delay}
-					saved = st.cost > 0 && (r.Allowed || l.ChargeDenied && s.T != before.T)
-				}
-				if saved && p.Expiry(s) <= st.at {
-					s = algo.State{}
-				}
-				if got[i].want != want {
-					rt.Fatalf("step %d (%+v, %v): Lua decided %v, algo %v", i, st, time.Unix(0, st.at).UTC(), got[i].want, want)
-				}
-				if g, w := luaState(rt, l, got[i].kept), goState(&p, s, st.at); g != w {
-					rt.Fatalf("step %d (%+v, %v): Lua kept %q (stored %q), algo %q", i, st, time.Unix(0, st.at).UTC(), g, got[i].kept, w)
-				}
-			}
+			matchAlgo(rt, c, drawCalendarLimit(rt))
 		})
 	})
+}
+
+// matchAlgo runs a drawn sequence of steps under l on the Lua harness
+// and through package algo, and fails unless they decide the same and
+// keep the same state at every step.
+func matchAlgo(rt *rapid.T, c rueidis.Client, l bouncer.Limit) {
+	steps := drawSteps(rt, l)
+	got := runLua(rt, c, keyOn("fuzz"), l, steps)
+	p := algo.Prepare(l)
+	var s algo.State
+	for i, st := range steps {
+		var want storetest.Want
+		saved := true
+		switch {
+		case st.refund:
+			s = p.Refund(s, st.at, st.cost)
+		case st.charge:
+			s = p.Charge(s, st.at, st.cost)
+		default:
+			var r algo.Result
+			before := s
+			s, r = p.Check(s, st.at, st.cost)
+			want = storetest.Want{Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Delay: r.Delay}
+			saved = st.cost > 0 && (r.Allowed || l.ChargeDenied && (s.T != before.T || s.N != before.N))
+		}
+		if saved && p.Expiry(s) <= st.at {
+			// The store forgets a state it saves fresh (a clock that
+			// steps back may tell).
+			s = algo.State{}
+		}
+		if got[i].want != want {
+			rt.Fatalf("step %d (%+v, %v): Lua decided %v, algo %v", i, st, time.Unix(0, st.at).UTC(), got[i].want, want)
+		}
+		if g, w := luaState(rt, l, got[i].kept), goState(&p, s, st.at); g != w {
+			rt.Fatalf("step %d (%+v, %v): Lua kept %q (stored %q), algo %q", i, st, time.Unix(0, st.at).UTC(), g, got[i].kept, w)
+		}
+	}
 }
 
 // drawCalendarLimit draws a valid calendar limit.

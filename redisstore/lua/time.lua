@@ -182,17 +182,26 @@ function T.cal(p)
 	return b
 end
 
+-- calWindow returns the start of the window of the three that holds d
+-- (relative to now, ticks), or nil.
+local function calWindow(b, d)
+	for i = 1, 3 do
+		if b[i] <= d and d < b[i + 1] then
+			return b[i]
+		end
+	end
+	return nil
+end
+
 -- calOffset is offset for a calendar limit: now's offset in the window
 -- of the three Go sent that holds it. A now outside all three is a clock
 -- a window or more from Go's: the script refuses it.
 local function calOffset(p)
-	local b = T.cal(p)
-	for i = 1, 3 do
-		if b[i] <= 0 and 0 < b[i + 1] then
-			return -b[i]
-		end
+	local ws = calWindow(T.cal(p), 0)
+	if ws == nil then
+		error('bouncer: the calendar windows Go sent do not hold Redis\'s clock: the two clocks differ by a window or more')
 	end
-	error('bouncer: the calendar windows Go sent do not hold Redis\'s clock: the two clocks differ by a window or more')
+	return -ws
 end
 
 -- wend returns the end of the window that starts at ws (relative to now,
@@ -253,10 +262,9 @@ function T.window(p, raw)
 	end
 	if p.cal ~= nil then
 		local b = T.cal(p)
-		for i = 1, 3 do
-			if b[i] <= d and d < b[i + 1] then
-				return b[i], d - b[i]
-			end
+		local ws = calWindow(b, d)
+		if ws ~= nil then
+			return ws, d - ws
 		end
 		if d >= b[4] then
 			return nil -- beyond the next window: read as fresh (algo's windowOf)
