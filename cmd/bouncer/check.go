@@ -132,7 +132,11 @@ func printModes(w io.Writer, r *rules.Rule, def bouncer.StoreErrorPolicy, region
 			if plan != "" {
 				name += " (plan " + plan + ")"
 			}
-			fmt.Fprintf(w, "  %s:%d: %s, limit %s: %s; %s%s\n", r.File, r.Line, name, l.Name, modeBound(l), outageBound(l, def), regionBound(l, regions))
+			money := ""
+			if r.Prices != nil {
+				money = fmt.Sprintf("; a budget of %s %s a period, counted in millionths", rules.FormatMoney(l.Rate), r.Prices.Currency)
+			}
+			fmt.Fprintf(w, "  %s:%d: %s, limit %s: %s; %s%s%s\n", r.File, r.Line, name, l.Name, modeBound(l), outageBound(l, def), regionBound(l, regions), money)
 		}
 	}
 	print("", r.Limits)
