@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/bouncerhq/bouncer"
@@ -211,15 +212,49 @@ func (e *Engine) custom(ctx context.Context, ms []*matched) {
 		if m == nil || m.rule == nil || len(m.rule.Overrides) == 0 || !m.counted() {
 			continue
 		}
-		c, had, err := readCustom(ctx, recs, m.key)
+		v, had, err := recs.GetRecord(ctx, customKey(m.key))
+		if err == nil && had {
+			var rates map[string]int64
+			if rates, err = decoded.rates(v); err == nil {
+				m.limits = m.rule.apply(m.limits, rates)
+			}
+		}
 		if err != nil {
 			e.logger().DebugContext(ctx, "runtime limits not read: the rule's apply", "key", m.key, "err", err)
-			continue
-		}
-		if had {
-			m.limits = m.rule.apply(m.limits, c.Rates)
 		}
 	}
+}
+
+// decoded keeps the rates of the records read last, by their bytes: a
+// check of a key with runtime limits finds them without decoding JSON.
+var decoded = &rateCache{m: map[string]map[string]int64{}}
+
+type rateCache struct {
+	mu sync.Mutex
+	m  map[string]map[string]int64 // record → its rates, read-only
+}
+
+// maxDecoded bounds the records the cache keeps; past it, it starts over.
+const maxDecoded = 4096
+
+func (c *rateCache) rates(v []byte) (map[string]int64, error) {
+	c.mu.Lock()
+	r, ok := c.m[string(v)]
+	c.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	var cu Custom
+	if err := json.Unmarshal(v, &cu); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxDecoded {
+		clear(c.m)
+	}
+	c.m[string(v)] = cu.Rates
+	c.mu.Unlock()
+	return cu.Rates, nil
 }
 
 // apply returns limits with rates set, a copy when any changes.
