@@ -82,7 +82,7 @@ var tourSteps = []tourStep{
 	{block: "curl -si -H 'X-API-Key: demo-alice-key' -d '{\"model\": \"small\", \"prompt\"", want: []match{
 		once(`HTTP/1.1 200 OK`), once(`(?i)X-Usage-Input-Tokens: 2\r?\n`), once(`(?i)X-Usage-Output-Tokens: 100\r?\n`),
 		once(`(?i)X-Budget-Remaining: 49\.999996 USD\r?\n`), once(`data: \[DONE\]`),
-		once(`HTTP/1.1 429 Too Many Requests`), once(`(?i)Retry-After: 1[56]\r?\n`),
+		once(`HTTP/1.1 429 Too Many Requests`), once(`(?i)Retry-After: 1[3-6]\r?\n`),
 	}},
 	{block: "for i in 1 2 3 4; do\n  curl -si -H 'X-API-Key: demo-bob-key'", want: []match{
 		{`HTTP/1.1 200 OK`, 3}, once(`(?i)X-Budget-Remaining: 49\.996 USD\r?\n`), once(`(?i)X-Budget-Remaining: 9\.9958 USD\r?\n`),
