@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -93,7 +92,7 @@ func (o Options) showLimits(w http.ResponseWriter, r *http.Request, k rules.KeyI
 	var ok bool
 	v := LimitsView{Key: k.Key, Domain: k.Domain, Rule: k.Rule.Label(), Overrides: map[string]Bound{}}
 	for name, b := range k.Rule.Overrides {
-		v.Overrides[name] = Bound{Min: amount(k.Rule, b.Min), Max: amount(k.Rule, b.Max)}
+		v.Overrides[name] = Bound{Min: k.Rule.FormatRate(b.Min), Max: k.Rule.FormatRate(b.Max)}
 	}
 	if had {
 		v.Custom = &CustomView{Rates: amounts(k.Rule, c.Rates), By: c.By, At: c.At}
@@ -125,7 +124,7 @@ func (o Options) setLimits(w http.ResponseWriter, r *http.Request, k rules.KeyIn
 	}
 	rates := map[string]int64{}
 	for name, n := range in.Rates {
-		v, err := parseRate(k.Rule, n.String())
+		v, err := k.Rule.ParseRate(n.String())
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("rates.%s: %v", name, err))
 			return
@@ -199,32 +198,13 @@ func writeLimitsError(w http.ResponseWriter, err error) {
 	}
 }
 
-// parseRate reads a rate of rule's limits as its config writes it.
-func parseRate(rule *rules.Rule, s string) (int64, error) {
-	if rule.Prices != nil {
-		return rules.ParseMoney(s, bouncer.MaxRate)
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("want a whole rate, got %s", s)
-	}
-	return v, nil
-}
-
-func amount(rule *rules.Rule, v int64) string {
-	if rule.Prices != nil {
-		return rules.FormatMoney(v)
-	}
-	return strconv.FormatInt(v, 10)
-}
-
 func amounts(rule *rules.Rule, rates map[string]int64) map[string]string {
 	if rates == nil {
 		return nil
 	}
 	out := make(map[string]string, len(rates))
 	for name, v := range rates {
-		out[name] = amount(rule, v)
+		out[name] = rule.FormatRate(v)
 	}
 	return out
 }

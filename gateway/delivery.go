@@ -57,8 +57,8 @@ type delivery struct {
 // model the request named, and the price table of each meter of its
 // charges (rules.Response.Prices).
 type metered struct {
-	model  string
-	prices func(meter int) *rules.Prices
+	model   string
+	pricing rules.Pricing
 }
 
 // deliver starts the delivery of the answer to client's request, whose
@@ -233,10 +233,7 @@ func (d *delivery) actual(meter int) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	var p *rules.Prices
-	if meter > 0 && d.ms.prices != nil {
-		p = d.ms.prices(meter)
-	}
+	p := d.ms.pricing.Prices(meter)
 	switch {
 	case single && p != nil:
 		return p.Reserve(n, u.Model), true

@@ -85,7 +85,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, rt *Route, id au
 	if !h.Holds() {
 		h = nil
 	}
-	ms.prices = resp.Prices
+	ms.pricing = resp.Pricing()
 	return h, ms, true
 }
 

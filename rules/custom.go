@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -288,13 +289,35 @@ func (e *Engine) ApplyLimits(ctx context.Context, k KeyInfo) (KeyInfo, error) {
 	return k, nil
 }
 
-// amount writes a rate of r's limits as its config does: a budget in its
-// currency, else a count.
+// FormatRate writes a rate of r's limits as its config does: for a rule
+// with a price, an amount of its currency ("50.00"), else a count.
+func (r *Rule) FormatRate(v int64) string {
+	if r.Prices != nil {
+		return FormatMoney(v)
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// ParseRate reads a rate of r's limits as its config writes it: for a
+// rule with a price, an amount of its currency in micro-units, else a
+// whole count; at most bouncer.MaxRate either way.
+func (r *Rule) ParseRate(s string) (int64, error) {
+	if r.Prices != nil {
+		return ParseMoney(s, bouncer.MaxRate)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v > bouncer.MaxRate {
+		return 0, fmt.Errorf("want a whole rate from 1 to %d, got %q", int64(bouncer.MaxRate), s)
+	}
+	return v, nil
+}
+
+// amount is FormatRate with the currency, for messages.
 func (r *Rule) amount(v int64) string {
 	if r.Prices != nil {
-		return FormatMoney(v) + " " + r.Prices.Currency
+		return r.FormatRate(v) + " " + r.Prices.Currency
 	}
-	return fmt.Sprint(v)
+	return r.FormatRate(v)
 }
 
 func overridable(r *Rule) string {

@@ -465,7 +465,7 @@ func (c *nativeCompiler) overrides(at string, nr nativeRule, r *Rule) {
 			if f.n.Kind == 0 {
 				continue
 			}
-			v, err := c.amount(f.n, r)
+			v, err := r.ParseRate(f.n.Value)
 			if err != nil {
 				c.errorf(f.n.Line, "%s.%s: %v", where, f.what, err)
 				continue
@@ -478,19 +478,6 @@ func (c *nativeCompiler) overrides(at string, nr nativeRule, r *Rule) {
 		}
 		r.Overrides[name] = b
 	}
-}
-
-// amount reads a bound of rule r's limits: a whole rate, or for a priced
-// rule an amount of its currency, in micro-units.
-func (c *nativeCompiler) amount(n *yaml.Node, r *Rule) (int64, error) {
-	if r.Prices != nil {
-		return ParseMoney(n.Value, bouncer.MaxRate)
-	}
-	v, err := strconv.ParseInt(n.Value, 10, 64)
-	if err != nil || v < 0 || v > bouncer.MaxRate {
-		return 0, fmt.Errorf("want a whole rate from 1 to %d, got %q", int64(bouncer.MaxRate), n.Value)
-	}
-	return v, nil
 }
 
 // budget reports, at its line, a limit that counts units in a priced
@@ -518,13 +505,14 @@ func (c *nativeCompiler) prices(tables map[string]nativePrices) {
 	for _, name := range names {
 		np := tables[name]
 		at := "prices." + name
-		p := &Prices{Name: name, Currency: np.Currency, Per: 1_000_000, Default: np.Default, Models: map[string]ModelPrices{}, meter: len(c.d.prices) + 1}
+		per := int64(1_000_000)
+		models := map[string]ModelPrices{}
 		if np.Currency == "" {
 			c.errorf(np.At.Line, "%s.currency: required: the currency of the prices and budgets, such as USD", at)
 		}
 		if np.Per != nil {
-			if p.Per = *np.Per; p.Per < 1 || p.Per > MaxHits {
-				c.errorf(np.At.Line, "%s.per: want the tokens a price is for, 1 to %d, got %d", at, int64(MaxHits), p.Per)
+			if per = *np.Per; per < 1 || per > MaxHits {
+				c.errorf(np.At.Line, "%s.per: want the tokens a price is for, 1 to %d, got %d", at, int64(MaxHits), per)
 				continue
 			}
 		}
@@ -548,9 +536,10 @@ func (c *nativeCompiler) prices(tables map[string]nativePrices) {
 				}
 				*f.v = v
 			}
-			p.Models[model] = mp
-			p.top = ModelPrices{max(p.top.Input, mp.Input), max(p.top.Output, mp.Output), max(p.top.Cached, mp.Cached)}
+			models[model] = mp
 		}
+		p := NewPrices(name, np.Currency, per, np.Default, models)
+		p.meter = len(c.d.prices) + 1
 		if _, ok := p.Models[p.Default]; p.Default != "" && !ok {
 			c.errorf(np.At.Line, "%s.default: %q is not one of its models", at, p.Default)
 		}

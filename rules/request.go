@@ -176,11 +176,21 @@ type Response struct {
 // meter (bouncer.Charge.Meter): nil for meter 0, whose charges count
 // units. A caller settling the ledger charges those at the table's cost
 // of the usage.
-func (r *Response) Prices(meter int) *Prices {
-	if r.domain == nil || meter < 1 || meter > len(r.domain.prices) {
+func (r *Response) Prices(meter int) *Prices { return r.Pricing().Prices(meter) }
+
+// Pricing returns r's price tables as a value to keep until the request
+// is settled, apart from r.
+func (r *Response) Pricing() Pricing { return Pricing{r.domain} }
+
+// Pricing is the price tables of a response's meters (Response.Pricing).
+type Pricing struct{ d *Domain }
+
+// Prices is Response.Prices.
+func (p Pricing) Prices(meter int) *Prices {
+	if p.d == nil || meter < 1 || meter > len(p.d.prices) {
 		return nil
 	}
-	return r.domain.prices[meter-1]
+	return p.d.prices[meter-1]
 }
 
 // Delay is how long the caller should hold an allowed request before it
